@@ -1,0 +1,110 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"time"
+)
+
+// The interfaces below are abilities some backends have and others lack.
+// Callers test for them with a type assertion, or use the helper functions
+// that fall back where a fallback is sound, as io/fs does for its optional
+// interfaces. A wrapper that cannot provide an ability of its inner bucket
+// returns an error matching ErrUnsupported.
+
+// ExclusivePutter is implemented by buckets that can create an object only if
+// no object exists under its key, atomically (S3's If-None-Match: *).
+type ExclusivePutter interface {
+	// PutIfAbsent is Put that fails with ErrExist, writing nothing, when key
+	// already exists.
+	PutIfAbsent(ctx context.Context, key string, r io.Reader, opts *PutOptions) error
+}
+
+// PutIfAbsent writes r to key only if key does not exist yet. It uses the
+// bucket's ExclusivePutter when there is one. Otherwise it checks with Stat
+// and then Puts, which is not atomic: two writers racing on the same new key
+// may both succeed, the later one winning. The error matches ErrExist when
+// key was taken.
+func PutIfAbsent(ctx context.Context, b Bucket, key string, r io.Reader, opts *PutOptions) error {
+	if ep, ok := b.(ExclusivePutter); ok {
+		err := ep.PutIfAbsent(ctx, key, r, opts)
+		if !errors.Is(err, ErrUnsupported) {
+			return err
+		}
+	}
+	_, err := b.Stat(ctx, key)
+	switch {
+	case err == nil:
+		return Errorf("put", key, ErrExist, nil)
+	case !errors.Is(err, ErrNotFound):
+		return err
+	}
+	return b.Put(ctx, key, r, opts)
+}
+
+// RetentionMode is an S3 object-lock retention mode.
+type RetentionMode string
+
+// The retention modes of S3 object lock.
+const (
+	// Governance: users with a special permission may still delete.
+	Governance RetentionMode = "GOVERNANCE"
+	// Compliance: nobody may delete the object before the date, not even
+	// the account's root user.
+	Compliance RetentionMode = "COMPLIANCE"
+)
+
+// Retention is the object-lock state of one object. The zero value means
+// the object is not locked.
+type Retention struct {
+	Mode  RetentionMode
+	Until time.Time
+}
+
+// Active reports whether the lock still forbids deletion at now.
+func (r Retention) Active(now time.Time) bool {
+	return r.Mode != "" && now.Before(r.Until)
+}
+
+// Validate checks that r names a known mode and a date.
+func (r Retention) Validate() error {
+	switch r.Mode {
+	case Governance, Compliance:
+	default:
+		return fmt.Errorf("unknown retention mode %q", r.Mode)
+	}
+	if r.Until.IsZero() {
+		return errors.New("retention has no retain-until date")
+	}
+	return nil
+}
+
+// Locker is implemented by buckets with object lock (WORM) enabled.
+type Locker interface {
+	// SetRetention locks key until r.Until. Shortening or removing a
+	// compliance lock fails with ErrLocked.
+	SetRetention(ctx context.Context, key string, r Retention) error
+	// Retention returns key's lock; the zero Retention when it has none.
+	Retention(ctx context.Context, key string) (Retention, error)
+}
+
+// Upload is an unfinished multipart upload.
+type Upload struct {
+	Key       string
+	ID        string
+	Initiated time.Time
+}
+
+// UploadCleaner is implemented by buckets whose uploads can be left
+// unfinished (S3 multipart uploads) when a writer dies before it could
+// abort them. Retention uses it to collect stale uploads of its own keys.
+type UploadCleaner interface {
+	// IncompleteUploads yields the unfinished uploads under prefix.
+	// Some S3-compatible stores only match an empty prefix or an exact key.
+	IncompleteUploads(ctx context.Context, prefix string) iter.Seq2[Upload, error]
+	// AbortUpload discards an unfinished upload and the parts it stored.
+	AbortUpload(ctx context.Context, u Upload) error
+}
