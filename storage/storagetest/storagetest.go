@@ -11,7 +11,9 @@
 //	}
 //
 // The suite holds a backend only to what every object store can keep: for
-// example deleting a missing key is not an error, because S3 says so.
+// example deleting a missing key is not an error, because S3 says so, and
+// no key is also the folder of another key ("a/b" beside "a/b/c"), because
+// a store on a file system cannot hold both.
 package storagetest
 
 import (
@@ -182,6 +184,9 @@ func requireNoIncompleteUploads(t *testing.T, f Fixture) {
 		lister = func(ctx context.Context) ([]storage.Upload, error) {
 			var out []storage.Upload
 			for u, err := range uc.IncompleteUploads(ctx, "") {
+				if errors.Is(err, storage.ErrUnsupported) {
+					return nil, nil // a store without multipart uploads
+				}
 				if err != nil {
 					return nil, err
 				}
@@ -199,7 +204,8 @@ func testRoundTrip(t *testing.T, f Fixture) {
 	for i, size := range []int64{0, 1, 5*MiB + 1, Large} {
 		t.Run(fmt.Sprint(size), func(t *testing.T) {
 			ctx := ctxFor(t)
-			key := fmt.Sprintf("round/trip-%d", size)
+			prefix := fmt.Sprintf("round/%d/", size)
+			key := prefix + "object"
 			seed := uint64(i + 1)
 			require.NoError(t, f.Bucket.Put(ctx, key, data(seed, size), nil))
 
@@ -219,7 +225,7 @@ func testRoundTrip(t *testing.T, f Fixture) {
 			want := digest(seed, size)
 			require.Equal(t, want[:], h.Sum(nil), "content differs")
 
-			listed := list(t, f.Bucket, "round/")
+			listed := list(t, f.Bucket, prefix)
 			require.Equal(t, []string{key}, keys(listed))
 			assert.Equal(t, size, listed[0].Size)
 		})
@@ -318,13 +324,13 @@ func testListOrder(t *testing.T, f Fixture) {
 }
 
 func testListPrefixIsolation(t *testing.T, f Fixture) {
-	for _, k := range []string{"a/b/1", "a/b/c/2", "a/bc/3", "a/b", "a/bd", "ab/4", "a/b-x/5"} {
+	for _, k := range []string{"a/b/1", "a/b/c/2", "a/bc/3", "a/b.x", "a/bd", "ab/4", "a/b-x/5"} {
 		put(t, f.Bucket, k, []byte(k))
 	}
 	require.Equal(t, []string{"a/b/1", "a/b/c/2"}, keys(list(t, f.Bucket, "a/b/")))
 	require.Equal(t, []string{"a/b/c/2"}, keys(list(t, f.Bucket, "a/b/c/")))
 	require.Equal(t, []string{"a/bc/3"}, keys(list(t, f.Bucket, "a/bc/")))
-	require.Equal(t, []string{"a/b", "a/b-x/5", "a/b/1", "a/b/c/2", "a/bc/3", "a/bd"}, keys(list(t, f.Bucket, "a/b")))
+	require.Equal(t, []string{"a/b-x/5", "a/b.x", "a/b/1", "a/b/c/2", "a/bc/3", "a/bd"}, keys(list(t, f.Bucket, "a/b")))
 	require.Empty(t, list(t, f.Bucket, "a/b/z"))
 }
 

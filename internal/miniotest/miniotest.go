@@ -1,0 +1,441 @@
+// Package miniotest runs a real MinIO server process for integration tests.
+//
+// Start launches the MinIO binary installed by `make tools` on a free
+// loopback port with random root credentials and a data directory inside
+// the test's temporary directory, waits until it is live and ready, and
+// stops it when the test ends. A missing binary fails the test: integration
+// tests in this module never skip.
+//
+//	srv := miniotest.Start(t)
+//	bucket := srv.NewBucket(t, miniotest.BucketOptions{})
+//	client := srv.Client(t)
+//
+// The binary is found through the ETCDBACKUP_MINIO_BIN environment variable,
+// or else at .tools/bin/minio under the module root (the directory holding
+// go.mod, searched upwards from the working directory).
+package miniotest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/etcdbackup/etcdbackup/storage"
+)
+
+// BinEnv names the environment variable that overrides the MinIO binary's
+// location.
+const BinEnv = "ETCDBACKUP_MINIO_BIN"
+
+// KMSKeyName is the name of the single KMS key every server started by this
+// package holds, so tests can use SSE-S3 and SSE-KMS with this key ID.
+const KMSKeyName = "miniotest-key"
+
+const (
+	startTimeout = 60 * time.Second
+	stopTimeout  = 15 * time.Second
+	startTries   = 3
+	maxOutput    = 1 << 20
+)
+
+// BucketOptions tunes NewBucket.
+type BucketOptions struct {
+	// ObjectLocking creates the bucket with object lock enabled, which
+	// also turns versioning on.
+	ObjectLocking bool
+}
+
+// Server is a running MinIO process. Its methods are safe for concurrent
+// use except Stop and Restart, which a test calls from one goroutine.
+type Server struct {
+	bin     string
+	dataDir string
+	certDir string
+	addr    string // host:port of the S3 API
+	console string // host:port of the console listener
+	access  string
+	secret  string
+	kmsKey  string
+
+	mu        sync.Mutex
+	proc      *process
+	buckets   atomic.Int64
+	core      *minio.Core     // shared by NewBucket and IncompleteUploads
+	transport *http.Transport // core's
+}
+
+// process is one run of the MinIO binary.
+type process struct {
+	cmd    *exec.Cmd
+	out    *output
+	exited chan struct{} // closed once cmd.Wait returned
+	err    error         // cmd.Wait's result, readable after exited closes
+}
+
+// Start launches a MinIO server and registers its shutdown with tb.Cleanup.
+func Start(tb testing.TB) *Server {
+	tb.Helper()
+	bin := binary(tb)
+	dir := tb.TempDir()
+	s := &Server{
+		bin:     bin,
+		dataDir: filepath.Join(dir, "data"),
+		certDir: filepath.Join(dir, "certs"),
+		access:  "test-" + randomHex(tb, 8),
+		secret:  randomHex(tb, 20),
+		kmsKey:  KMSKeyName + ":" + base64.StdEncoding.EncodeToString(randomBytes(tb, 32)),
+	}
+	for _, d := range []string{s.dataDir, s.certDir} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			tb.Fatalf("miniotest: %v", err)
+		}
+	}
+	tb.Cleanup(func() { s.stop(tb) })
+
+	// A free port found by listening and closing can be taken by another
+	// process before MinIO binds it; try a few ports before giving up.
+	var lastErr error
+	for range startTries {
+		s.addr, s.console = freeAddr(tb), freeAddr(tb)
+		p, err := s.launch()
+		if err == nil {
+			s.proc = p
+			return s
+		}
+		lastErr = err
+		tb.Logf("miniotest: start on %s: %v\n%s", s.addr, err, p.out.String())
+	}
+	tb.Fatalf("miniotest: start minio: %v", lastErr)
+	return nil
+}
+
+// binary returns the path of the MinIO binary or fails tb.
+func binary(tb testing.TB) string {
+	tb.Helper()
+	bin := os.Getenv(BinEnv)
+	if bin == "" {
+		root, err := moduleRoot()
+		if err != nil {
+			tb.Fatalf("miniotest: %v; set %s or run `make tools` in the module root", err, BinEnv)
+		}
+		bin = filepath.Join(root, ".tools", "bin", "minio")
+	}
+	fi, err := os.Stat(bin)
+	if err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+		tb.Fatalf("miniotest: no minio binary at %s: run `make tools` in the module root (or set %s)", bin, BinEnv)
+	}
+	return bin
+}
+
+// moduleRoot walks up from the working directory to the directory holding
+// go.mod.
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// launch starts the process and waits until it is live and ready. On error
+// the process is gone and its output is in the returned process.
+func (s *Server) launch() (*process, error) {
+	cmd := exec.Command(s.bin, "server",
+		"--quiet",
+		"--address", s.addr,
+		"--console-address", s.console,
+		"--certs-dir", s.certDir,
+		s.dataDir)
+	cmd.Env = append(os.Environ(),
+		"MINIO_ROOT_USER="+s.access,
+		"MINIO_ROOT_PASSWORD="+s.secret,
+		"MINIO_BROWSER=off",
+		"MINIO_UPDATE=off",
+		"MINIO_CI_CD=on",
+		"MINIO_KMS_SECRET_KEY="+s.kmsKey,
+	)
+	out := &output{}
+	cmd.Stdout, cmd.Stderr = out, out
+	// A process group of its own keeps a Ctrl-C meant for `go test` from
+	// reaching MinIO before the test's cleanup stops it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	p := &process{cmd: cmd, out: out, exited: make(chan struct{})}
+	if err := cmd.Start(); err != nil {
+		close(p.exited)
+		return p, err
+	}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.exited)
+	}()
+	if err := s.waitReady(p); err != nil {
+		p.terminate()
+		return p, err
+	}
+	return p, nil
+}
+
+// waitReady polls the health endpoints until both answer 200.
+func (s *Server) waitReady(p *process) error {
+	client := &http.Client{Timeout: 2 * time.Second}
+	deadline := time.Now().Add(startTimeout)
+	for _, path := range []string{"/minio/health/live", "/minio/health/ready"} {
+		url := "http://" + s.addr + path
+		for {
+			resp, err := client.Get(url)
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					break
+				}
+			}
+			select {
+			case <-p.exited:
+				return fmt.Errorf("minio exited before it was ready: %v", p.err)
+			case <-time.After(50 * time.Millisecond):
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("minio not ready after %v (last: %v)", startTimeout, err)
+			}
+		}
+	}
+	client.CloseIdleConnections()
+	return nil
+}
+
+// terminate sends SIGTERM, then SIGKILL if the process lingers, and waits
+// for it to exit.
+func (p *process) terminate() {
+	select {
+	case <-p.exited:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(stopTimeout):
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	}
+}
+
+func (s *Server) stop(tb testing.TB) {
+	tb.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil {
+		return
+	}
+	s.proc.terminate()
+	s.proc = nil
+	if s.transport != nil {
+		s.transport.CloseIdleConnections()
+	}
+}
+
+// Stop terminates the server, keeping its port and data directory so that
+// Restart can bring the same server back. Requests in between fail with
+// connection errors, as with an unreachable destination.
+func (s *Server) Stop(tb testing.TB) {
+	tb.Helper()
+	s.stop(tb)
+}
+
+// Restart starts a stopped server again on the same address and data
+// directory; it stops a running one first.
+func (s *Server) Restart(tb testing.TB) {
+	tb.Helper()
+	s.stop(tb)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var lastErr error
+	// The old process' socket may linger a moment; retry the same port.
+	for range startTries {
+		p, err := s.launch()
+		if err == nil {
+			s.proc = p
+			return
+		}
+		lastErr = err
+		tb.Logf("miniotest: restart on %s: %v\n%s", s.addr, err, p.out.String())
+		time.Sleep(500 * time.Millisecond)
+	}
+	tb.Fatalf("miniotest: restart minio: %v", lastErr)
+}
+
+// Endpoint returns the S3 API's host:port, for plain HTTP.
+func (s *Server) Endpoint() string { return s.addr }
+
+// AccessKey returns the root user's access key.
+func (s *Server) AccessKey() string { return s.access }
+
+// SecretKey returns the root user's secret key.
+func (s *Server) SecretKey() string { return s.secret }
+
+// Client returns a new client with root credentials and path-style lookup.
+func (s *Server) Client(tb testing.TB) *minio.Client {
+	tb.Helper()
+	c, err := s.newCore(nil)
+	if err != nil {
+		tb.Fatalf("miniotest: %v", err)
+	}
+	return c.Client
+}
+
+func (s *Server) newCore(tr http.RoundTripper) (*minio.Core, error) {
+	c, err := minio.NewCore(s.addr, &minio.Options{
+		Creds:        credentials.NewStaticV4(s.access, s.secret, ""),
+		Secure:       false,
+		Region:       "us-east-1",
+		BucketLookup: minio.BucketLookupPath,
+		Transport:    tr,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("new minio client: %w", err)
+	}
+	return c, nil
+}
+
+// adminCore returns the client the server's own helpers share.
+func (s *Server) adminCore() (*minio.Core, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.core == nil {
+		tr, err := minio.DefaultTransport(false)
+		if err != nil {
+			return nil, fmt.Errorf("new transport: %w", err)
+		}
+		// No idle connection outlives a helper call, so tests that check
+		// for leaked goroutines see none of this client's.
+		tr.DisableKeepAlives = true
+		c, err := s.newCore(tr)
+		if err != nil {
+			return nil, err
+		}
+		s.core, s.transport = c, tr
+	}
+	return s.core, nil
+}
+
+// NewBucket creates a bucket with a name unique to this call and returns
+// the name.
+func (s *Server) NewBucket(tb testing.TB, opts BucketOptions) string {
+	tb.Helper()
+	c, err := s.adminCore()
+	if err != nil {
+		tb.Fatalf("miniotest: %v", err)
+	}
+	name := fmt.Sprintf("test-%03d-%s", s.buckets.Add(1), randomHex(tb, 4))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = c.MakeBucket(ctx, name, minio.MakeBucketOptions{ObjectLocking: opts.ObjectLocking})
+	if err != nil {
+		tb.Fatalf("miniotest: make bucket %s: %v", name, err)
+	}
+	return name
+}
+
+// IncompleteUploads lists every unfinished multipart upload in bucket.
+//
+// MinIO matches a ListMultipartUploads prefix only when it is empty or an
+// exact key, so this lists with an empty prefix (recursively, without a
+// delimiter) and follows the markers through every page.
+func (s *Server) IncompleteUploads(ctx context.Context, bucket string) ([]storage.Upload, error) {
+	c, err := s.adminCore()
+	if err != nil {
+		return nil, err
+	}
+	var (
+		uploads             []storage.Upload
+		keyMarker, idMarker string
+	)
+	for {
+		res, err := c.ListMultipartUploads(ctx, bucket, "", keyMarker, idMarker, "", 1000)
+		if err != nil {
+			return nil, fmt.Errorf("list multipart uploads of %s: %w", bucket, err)
+		}
+		for _, u := range res.Uploads {
+			uploads = append(uploads, storage.Upload{Key: u.Key, ID: u.UploadID, Initiated: u.Initiated})
+		}
+		if !res.IsTruncated {
+			return uploads, nil
+		}
+		if res.NextKeyMarker == keyMarker && res.NextUploadIDMarker == idMarker {
+			return nil, fmt.Errorf("list multipart uploads of %s: truncated listing without progress", bucket)
+		}
+		keyMarker, idMarker = res.NextKeyMarker, res.NextUploadIDMarker
+	}
+}
+
+// output collects a process' stdout and stderr, keeping the first
+// maxOutput bytes.
+type output struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (o *output) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if room := maxOutput - o.buf.Len(); room > 0 {
+		o.buf.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}
+
+func (o *output) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.String()
+}
+
+func freeAddr(tb testing.TB) string {
+	tb.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatalf("miniotest: find a free port: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func randomBytes(tb testing.TB, n int) []byte {
+	tb.Helper()
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		tb.Fatalf("miniotest: %v", err)
+	}
+	return b
+}
+
+func randomHex(tb testing.TB, n int) string {
+	tb.Helper()
+	return hex.EncodeToString(randomBytes(tb, n))
+}

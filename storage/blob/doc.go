@@ -1,0 +1,47 @@
+// Package blob makes any gocloud.dev/blob bucket a storage.Bucket: Google
+// Cloud Storage (gs://), Azure Blob Storage (azblob://), S3 (s3://), a local
+// directory (file://) or memory (mem://).
+//
+// New wraps a *blob.Bucket the caller opened and keeps; Open opens a URL
+// through a *blob.URLMux the caller owns, and Close closes what Open
+// opened. This package registers nothing anywhere: package drivers builds a
+// mux with the usual drivers, and importing it is what links them in.
+//
+// What the adapter adds to gocloud:
+//
+//   - Keys are checked with storage.ValidateKey (prefixes with
+//     storage.ValidatePrefix) before any I/O, and errors are translated by
+//     gcerrors.Code into *storage.Error values that match the storage
+//     sentinels (NotFound is storage.ErrNotFound, PermissionDenied is
+//     storage.ErrPermission, ...).
+//   - Put is all or nothing. It copies the body into a gocloud Writer and,
+//     when the body or the write fails or ctx is cancelled, cancels the
+//     Writer's context before closing it: that is what makes every driver
+//     discard the write (gocloud's own Bucket.Upload closes without
+//     cancelling and commits whatever it read before a failing reader's
+//     error). The content type is always explicit, so gocloud never sniffs.
+//     On s3blob, where the AWS transfer manager tries to abort its
+//     multipart upload on the already cancelled context and so leaves it
+//     behind, Put aborts that upload itself on a detached context.
+//   - List yields keys in ascending byte order, as S3 does. fileblob walks
+//     directories instead ("a/b" comes before "a-b"), and its paging then
+//     loses and repeats keys, so for file buckets List reads the listing
+//     whole and sorts it. It never shows fileblob's ".attrs" sidecars or
+//     temporary files, and refuses such names as keys.
+//   - PutIfAbsent uses gocloud's IfNotExist where the driver checks it
+//     atomically (s3blob, gcsblob, azureblob, memblob). fileblob checks
+//     before its rename, so concurrent writers may all win: there it answers
+//     storage.ErrUnsupported and storage.PutIfAbsent falls back. For an
+//     S3-compatible store that ignores If-None-Match, set
+//     Options.NoExclusivePut.
+//   - On s3blob buckets the Bucket is also a storage.UploadCleaner.
+//
+// As hands out the driver's native types (**s3.Client for s3blob, ...)
+// through gocloud's As.
+//
+// A file bucket stores key "a/b" as the file a/b, so "a/b" and "a/b/c" cannot
+// both exist there: the second Put fails with storage.ErrInvalidKey. s3blob
+// escapes some keys on S3 (a segment ending in "..", text like "__0x41__"),
+// which S3 then lists by their escaped form: List reports the disorder
+// unless Options.SortList is set.
+package blob

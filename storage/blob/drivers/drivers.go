@@ -1,0 +1,131 @@
+// Package drivers builds the gocloud URL mux that storage/blob opens URLs
+// through, with the file, mem, s3, gs and azblob drivers registered
+// explicitly on a mux the caller owns.
+//
+//	mux := drivers.NewURLMux(nil)
+//	b, err := blob.Open(ctx, mux, "gs://my-bucket?prefix=backups/", nil)
+//
+// Importing this package links the five gocloud drivers and their cloud SDKs
+// into the program. Each of those driver packages also registers itself on
+// gocloud's global blob.DefaultURLMux in its own init; that side effect comes
+// with the import and is the reason the core package storage/blob does not
+// import them. NewURLMux does not touch the global mux beyond asking it for
+// the gs and azblob openers, whose credential discovery is not exported.
+//
+// The URLs are gocloud's, described by each driver's URLOpener:
+//
+//	file:///abs/dir?create_dir=1&metadata=skip
+//	mem://
+//	s3://bucket?region=us-east-1&endpoint=http://127.0.0.1:9000&use_path_style=true
+//	gs://bucket
+//	azblob://container
+//
+// Every scheme takes prefix=... to confine the bucket to a key prefix. The
+// s3, gs and azblob drivers take the bucket from the URL's host and ignore
+// its path; these openers refuse a path instead, so that "s3://b/backups"
+// does not quietly write to the top of the bucket. Credentials come from
+// each SDK's default chain (environment, shared files, instance roles), or
+// from an opener the host passes in Options.
+package drivers
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+
+	gcblob "gocloud.dev/blob"
+	"gocloud.dev/blob/azureblob"
+	"gocloud.dev/blob/fileblob"
+	"gocloud.dev/blob/gcsblob"
+	"gocloud.dev/blob/memblob"
+	"gocloud.dev/blob/s3blob"
+)
+
+// Options replaces the opener of a scheme. A nil *Options, and each nil
+// field, mean the default opener for that scheme.
+type Options struct {
+	// File opens file:// URLs. The default is a fileblob.URLOpener with
+	// Options.NoTempDir set: fileblob then writes its temporary files next
+	// to the object and renames them in place, which works when the
+	// directory is on another file system than os.TempDir (a mounted
+	// volume), where the rename from os.TempDir would fail. storage/blob
+	// hides those files from List.
+	File gcblob.BucketURLOpener
+
+	// Mem opens mem:// URLs; each URL opened is a new, empty bucket. The
+	// default is a memblob.URLOpener.
+	Mem gcblob.BucketURLOpener
+
+	// S3 opens s3:// URLs. The default is an s3blob.URLOpener, used
+	// afresh for each URL since it keeps per-URL options in itself, with
+	// the AWS SDK's default configuration and credential chain.
+	S3 gcblob.BucketURLOpener
+
+	// GCS opens gs:// URLs. The default is gcsblob's, with Application
+	// Default Credentials.
+	GCS gcblob.BucketURLOpener
+
+	// Azure opens azblob:// URLs. The default is azureblob's, configured
+	// from the AZURE_STORAGE_* environment variables.
+	Azure gcblob.BucketURLOpener
+}
+
+// NewURLMux returns a new mux with the file, mem, s3, gs and azblob schemes
+// registered.
+func NewURLMux(opts *Options) *gcblob.URLMux {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.File == nil {
+		o.File = &fileblob.URLOpener{Options: fileblob.Options{NoTempDir: true}}
+	}
+	if o.Mem == nil {
+		o.Mem = &memblob.URLOpener{}
+	}
+	if o.S3 == nil {
+		o.S3 = openerFunc(func(ctx context.Context, u *url.URL) (*gcblob.Bucket, error) {
+			return new(s3blob.URLOpener).OpenBucketURL(ctx, u)
+		})
+	}
+	if o.GCS == nil {
+		o.GCS = driverDefault{}
+	}
+	if o.Azure == nil {
+		o.Azure = driverDefault{}
+	}
+	mux := new(gcblob.URLMux)
+	mux.RegisterBucket(fileblob.Scheme, o.File)
+	mux.RegisterBucket(memblob.Scheme, o.Mem)
+	mux.RegisterBucket(s3blob.Scheme, hostOnly{o.S3})
+	mux.RegisterBucket(gcsblob.Scheme, hostOnly{o.GCS})
+	mux.RegisterBucket(azureblob.Scheme, hostOnly{o.Azure})
+	return mux
+}
+
+type openerFunc func(ctx context.Context, u *url.URL) (*gcblob.Bucket, error)
+
+func (f openerFunc) OpenBucketURL(ctx context.Context, u *url.URL) (*gcblob.Bucket, error) {
+	return f(ctx, u)
+}
+
+// driverDefault opens a URL with the opener its driver registered on
+// gocloud's default mux, which is the only way to reach it.
+type driverDefault struct{}
+
+func (driverDefault) OpenBucketURL(ctx context.Context, u *url.URL) (*gcblob.Bucket, error) {
+	return gcblob.DefaultURLMux().OpenBucketURL(ctx, u)
+}
+
+// hostOnly refuses URLs with a path, which the cloud drivers ignore.
+type hostOnly struct {
+	next gcblob.BucketURLOpener
+}
+
+func (h hostOnly) OpenBucketURL(ctx context.Context, u *url.URL) (*gcblob.Bucket, error) {
+	if p := strings.Trim(u.Path, "/"); p != "" {
+		return nil, fmt.Errorf("%s:// URLs name the bucket by host only and the driver would ignore the path %q: use the prefix parameter", u.Scheme, p)
+	}
+	return h.next.OpenBucketURL(ctx, u)
+}

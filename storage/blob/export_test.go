@@ -1,0 +1,13 @@
+package blob
+
+// SetFirstFilePage sets the size of the first page of file listings until
+// the returned function restores it.
+func SetFirstFilePage(n int) (restore func()) {
+	old := firstFilePage
+	firstFilePage = n
+	return func() { firstFilePage = old }
+}
+
+// KeepFailedUploads makes Put leave the multipart uploads of failed puts as
+// the driver left them.
+func KeepFailedUploads(b *Bucket) { b.keepFailedUploads = true }

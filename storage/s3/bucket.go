@@ -1,0 +1,298 @@
+package s3
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"log/slog"
+	"net/http"
+	"os"
+	"slices"
+	"sync"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/encrypt"
+
+	"github.com/etcdbackup/etcdbackup/storage"
+)
+
+// Bucket is one S3 bucket seen as a storage.Bucket. It is safe for
+// concurrent use.
+type Bucket struct {
+	core     *minio.Core
+	name     string
+	opts     Options // with defaults applied
+	sse      encrypt.ServerSide
+	log      *slog.Logger
+	bufs     sync.Pool // *[]byte of opts.PartSize bytes
+	maxParts int       // MaxParts; lowered by tests
+}
+
+var (
+	_ storage.Bucket          = (*Bucket)(nil)
+	_ storage.ExclusivePutter = (*Bucket)(nil)
+	_ storage.Locker          = (*Bucket)(nil)
+	_ storage.UploadCleaner   = (*Bucket)(nil)
+)
+
+// New returns a Bucket for opts. It validates opts and reads CACertFile but
+// sends no request: a wrong endpoint, bucket or credential shows on first
+// use, or through Check.
+func New(opts Options) (*Bucket, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	opts = opts.withDefaults()
+
+	tr := opts.Transport
+	if tr == nil {
+		var err error
+		if tr, err = newTransport(opts); err != nil {
+			return nil, err
+		}
+	}
+	lookup := minio.BucketLookupAuto
+	switch opts.BucketLookup {
+	case LookupPath:
+		lookup = minio.BucketLookupPath
+	case LookupDNS:
+		lookup = minio.BucketLookupDNS
+	}
+	core, err := minio.NewCore(opts.Endpoint, &minio.Options{
+		Creds:        opts.Credentials,
+		Secure:       !opts.Insecure,
+		Transport:    tr,
+		Region:       opts.Region,
+		BucketLookup: lookup,
+		MaxRetries:   opts.MaxRetries,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("s3 client for %s: %w", opts.Endpoint, err)
+	}
+
+	var sse encrypt.ServerSide
+	switch opts.Encryption.Mode {
+	case SSES3:
+		sse = encrypt.NewSSE()
+	case SSEKMS:
+		if sse, err = encrypt.NewSSEKMS(opts.Encryption.KMSKeyID, nil); err != nil {
+			return nil, fmt.Errorf("sse-kms: %w", err)
+		}
+	}
+
+	b := &Bucket{
+		core:     core,
+		name:     opts.Bucket,
+		opts:     opts,
+		sse:      sse,
+		log:      opts.Logger.With("bucket", opts.Bucket),
+		maxParts: MaxParts,
+	}
+	size := opts.PartSize
+	b.bufs.New = func() any {
+		buf := make([]byte, size)
+		return &buf
+	}
+	return b, nil
+}
+
+// newTransport builds minio-go's default transport, trusting the extra
+// authorities of opts.
+func newTransport(opts Options) (*http.Transport, error) {
+	tr, err := minio.DefaultTransport(!opts.Insecure)
+	if err != nil {
+		return nil, fmt.Errorf("s3 transport: %w", err)
+	}
+	if len(opts.CACertPEM) == 0 && opts.CACertFile == "" {
+		return tr, nil
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil {
+		pool = x509.NewCertPool()
+	}
+	if len(opts.CACertPEM) > 0 && !pool.AppendCertsFromPEM(opts.CACertPEM) {
+		return nil, errors.New("ca certificates: no certificate in PEM data")
+	}
+	if opts.CACertFile != "" {
+		pem, err := os.ReadFile(opts.CACertFile)
+		if err != nil {
+			return nil, fmt.Errorf("ca certificates: %w", err)
+		}
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("ca certificates: no certificate in %s", opts.CACertFile)
+		}
+	}
+	if tr.TLSClientConfig == nil {
+		tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	tr.TLSClientConfig.RootCAs = pool
+	return tr, nil
+}
+
+// Client returns the minio-go client, for what this package does not
+// offer. Writes through it bypass this package's guarantees.
+func (b *Bucket) Client() *minio.Client { return b.core.Client }
+
+// Name returns the bucket's name.
+func (b *Bucket) Name() string { return b.name }
+
+// String describes the bucket without credentials.
+func (b *Bucket) String() string {
+	return fmt.Sprintf("s3.Bucket(%s/%s)", b.opts.Endpoint, b.name)
+}
+
+// GoString is String, so that %#v cannot print credentials.
+func (b *Bucket) GoString() string { return b.String() }
+
+// Check asks the store whether the bucket exists and the credentials may
+// see it. The error matches storage.ErrBucketNotFound or
+// storage.ErrPermission when that is the trouble.
+func (b *Bucket) Check(ctx context.Context) error {
+	ok, err := b.core.BucketExists(ctx, b.name)
+	if err != nil {
+		return translate("check", "", err)
+	}
+	if !ok {
+		return storage.Errorf("check", "", storage.ErrBucketNotFound, fmt.Errorf("bucket %s", b.name))
+	}
+	return nil
+}
+
+// Get implements storage.Bucket. The request is sent before Get returns,
+// so a missing key fails Get itself with storage.ErrNotFound.
+func (b *Bucket) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	if err := storage.ValidateKey(key); err != nil {
+		return nil, storage.Errorf("get", key, nil, err)
+	}
+	rc, _, _, err := b.core.GetObject(ctx, b.name, key, minio.GetObjectOptions{})
+	if err != nil {
+		return nil, translate("get", key, err)
+	}
+	return &objectReader{rc: rc, key: key}, nil
+}
+
+// objectReader wraps read errors other than io.EOF in a *storage.Error.
+type objectReader struct {
+	rc  io.ReadCloser
+	key string
+}
+
+func (r *objectReader) Read(p []byte) (int, error) {
+	n, err := r.rc.Read(p)
+	if err != nil && err != io.EOF {
+		err = translate("read", r.key, err)
+	}
+	return n, err
+}
+
+func (r *objectReader) Close() error { return r.rc.Close() }
+
+// Stat implements storage.Bucket.
+func (b *Bucket) Stat(ctx context.Context, key string) (storage.ObjectInfo, error) {
+	if err := storage.ValidateKey(key); err != nil {
+		return storage.ObjectInfo{}, storage.Errorf("stat", key, nil, err)
+	}
+	info, err := b.core.StatObject(ctx, b.name, key, minio.StatObjectOptions{})
+	if err != nil {
+		return storage.ObjectInfo{}, translate("stat", key, err)
+	}
+	return storage.ObjectInfo{Key: key, Size: info.Size, ModTime: info.LastModified, ETag: info.ETag}, nil
+}
+
+// List implements storage.Bucket. It lists recursively with
+// ListObjectsV2, one page of up to 1000 keys per request. Breaking out of
+// the loop cancels the listing. A listing cut short by ctx ends with ctx's
+// error rather than silently, and keys out of ascending order (a store
+// breaking S3's contract) end it with an error too.
+func (b *Bucket) List(ctx context.Context, prefix string) iter.Seq2[storage.ObjectInfo, error] {
+	return func(yield func(storage.ObjectInfo, error) bool) {
+		if err := storage.ValidatePrefix(prefix); err != nil {
+			yield(storage.ObjectInfo{}, storage.Errorf("list", prefix, nil, err))
+			return
+		}
+		lctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		noOwner := false
+		var last string
+		for obj := range b.core.ListObjectsIter(lctx, b.name, minio.ListObjectsOptions{
+			Prefix:     prefix,
+			Recursive:  true,
+			FetchOwner: &noOwner,
+		}) {
+			if obj.Err != nil {
+				yield(storage.ObjectInfo{}, translate("list", prefix, obj.Err))
+				return
+			}
+			if err := ctxError(ctx); err != nil {
+				break // the rest of a fetched page is not worth yielding
+			}
+			if last != "" && obj.Key <= last {
+				yield(storage.ObjectInfo{}, storage.Errorf("list", prefix, nil,
+					fmt.Errorf("store listed %q after %q, out of ascending order", obj.Key, last)))
+				return
+			}
+			last = obj.Key
+			info := storage.ObjectInfo{Key: obj.Key, Size: obj.Size, ModTime: obj.LastModified, ETag: obj.ETag}
+			if !yield(info, nil) {
+				return
+			}
+		}
+		// minio-go ends the sequence quietly when the context is done.
+		if err := ctxError(ctx); err != nil {
+			yield(storage.ObjectInfo{}, storage.Errorf("list", prefix, nil, err))
+		}
+	}
+}
+
+// Delete implements storage.Bucket. Deleting a missing key is not an
+// error. See Options.DeleteAllVersions for versioned and object-lock
+// buckets.
+func (b *Bucket) Delete(ctx context.Context, key string) error {
+	if err := storage.ValidateKey(key); err != nil {
+		return storage.Errorf("delete", key, nil, err)
+	}
+	if b.opts.DeleteAllVersions {
+		return b.deleteAllVersions(ctx, key)
+	}
+	return translate("delete", key, b.core.RemoveObject(ctx, b.name, key, minio.RemoveObjectOptions{}))
+}
+
+// deleteAllVersions removes the versions of key oldest first, so that a
+// failure part way (a locked version) leaves the newest version, and so
+// the object's content, as it was.
+func (b *Bucket) deleteAllVersions(ctx context.Context, key string) error {
+	lctx, cancel := context.WithCancel(ctx)
+	var versions []string
+	for obj := range b.core.ListObjectsIter(lctx, b.name, minio.ListObjectsOptions{
+		Prefix:       key,
+		Recursive:    true,
+		WithVersions: true,
+	}) {
+		if obj.Err != nil {
+			cancel()
+			return translate("delete", key, obj.Err)
+		}
+		if obj.Key != key {
+			// Versions come grouped by key in ascending order, and every
+			// other key under this prefix sorts after key itself.
+			break
+		}
+		versions = append(versions, obj.VersionID)
+	}
+	cancel()
+	if err := ctxError(ctx); err != nil {
+		return storage.Errorf("delete", key, nil, err)
+	}
+	// Newest first from the store; delete in reverse.
+	for _, v := range slices.Backward(versions) {
+		err := b.core.RemoveObject(ctx, b.name, key, minio.RemoveObjectOptions{VersionID: v})
+		if err != nil {
+			return translate("delete", key, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,58 @@
+// Package s3 stores objects in Amazon S3 and S3-compatible stores (MinIO,
+// Ceph RGW, ...) through minio-go, as a storage.Bucket.
+//
+//	b, err := s3.New(s3.Options{
+//		Endpoint:     "minio.backup.svc:9000",
+//		Bucket:       "etcd-backups",
+//		BucketLookup: s3.LookupPath,
+//		Credentials:  s3.FileCredentials("/etc/backup/credentials", "seed-eu"),
+//	})
+//
+// Options is a plain struct: only Bucket is required, every zero value has a
+// documented default, and Validate checks it without I/O. Credentials come
+// from minio-go's credentials package (StaticCredentials, FileCredentials,
+// EnvCredentials, IAMCredentials, ChainCredentials); nil means
+// DefaultCredentials. No secret appears in an error, a log record or the
+// String of Options or Bucket.
+//
+// # Streaming uploads with bounded memory
+//
+// Put takes a reader of unknown length, as an etcd snapshot stream is. It
+// does not use minio-go's PutObject with size -1, which buffers parts of
+// 528 MiB; it runs its own multipart upload on minio.Core instead: each Put
+// fills at most PartsInFlight buffers of PartSize bytes (4 x 8 MiB by
+// default), reading into one while the others upload, so memory stays
+// below PartsInFlight x PartSize whatever the object's size. A stream that
+// ends within the first buffer becomes a single PutObject. The largest
+// object is MaxParts x PartSize (78.1 GiB by default); a longer stream fails
+// with ErrTooLarge.
+//
+// Every part carries its CRC32C, which the store verifies. When the reader
+// fails, a request fails or the context is cancelled, Put aborts the
+// multipart upload on a context detached from the cancelled one (bounded by
+// AbortTimeout) and waits for its part requests, so neither an incomplete
+// upload nor a goroutine is left behind, and the returned error matches the
+// reader's error or context.Canceled with errors.Is.
+//
+// # Errors
+//
+// S3 error codes become the storage sentinels, wrapped in a
+// *storage.Error whose chain still holds the minio.ErrorResponse:
+// NoSuchKey -> storage.ErrNotFound, NoSuchBucket -> storage.ErrBucketNotFound,
+// AccessDenied, InvalidAccessKeyId, SignatureDoesNotMatch and expired tokens
+// -> storage.ErrPermission, PreconditionFailed -> storage.ErrExist, an
+// object-lock refusal -> storage.ErrLocked, a lock request on a bucket
+// without object lock -> storage.ErrUnsupported.
+//
+// # Optional abilities
+//
+// Bucket implements storage.ExclusivePutter (If-None-Match: *),
+// storage.Locker (object retention) and storage.UploadCleaner (listing and
+// aborting incomplete multipart uploads). Client returns the minio-go
+// client for anything else.
+//
+// On a versioned or object-lock bucket a plain Delete only adds a delete
+// marker: the key reads as missing, the locked version stays. Set
+// Options.DeleteAllVersions to remove every version instead, which a lock
+// still in force refuses with storage.ErrLocked.
+package s3

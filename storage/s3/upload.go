@@ -1,0 +1,447 @@
+package s3
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"maps"
+	"net/http"
+	"slices"
+	"sync"
+
+	"github.com/minio/minio-go/v7"
+
+	"github.com/etcdbackup/etcdbackup/storage"
+)
+
+// Every request that carries object data also carries its CRC32C, which
+// the store verifies. Over HTTPS minio-go sends payloads unsigned, so this
+// is the only end-to-end check there; it is also what Amazon S3 requires
+// for writes to object-lock buckets.
+const (
+	checksumHeader    = "x-amz-checksum-crc32c"
+	checksumAlgHeader = "x-amz-checksum-algorithm"
+	checksumAlg       = "CRC32C"
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// errPartDone is what a part's body returns when the HTTP client reads it
+// after the request has returned, which would otherwise race with the
+// buffer's reuse.
+var errPartDone = errors.New("part body read after its request ended")
+
+// Put implements storage.Bucket.
+//
+// Put streams r in parts of Options.PartSize bytes. A stream that ends
+// within the first part is sent as one PutObject request; a longer one
+// becomes a multipart upload with up to Options.PartsInFlight parts in
+// memory: the caller's goroutine fills one buffer while the others upload.
+// Memory is bounded by PartsInFlight x PartSize whatever the object size,
+// and the object may be at most MaxParts x PartSize bytes (ErrTooLarge).
+//
+// When r fails, a part fails or ctx is cancelled, Put aborts the multipart
+// upload on a context detached from ctx (bounded by Options.AbortTimeout),
+// waits for every part request to end, and returns an error that matches
+// r's error or ctx's with errors.Is. Put does not interrupt a Read that
+// blocks: r should end when ctx does (an io.Pipe closed with the error, for
+// instance). If ctx is cancelled while the final request is in flight, the
+// store may already have made the object visible.
+func (b *Bucket) Put(ctx context.Context, key string, r io.Reader, opts *storage.PutOptions) error {
+	return b.put(ctx, key, r, opts, false)
+}
+
+// PutIfAbsent implements storage.ExclusivePutter with S3's conditional
+// write (If-None-Match: *), sent with PutObject, CreateMultipartUpload and
+// CompleteMultipartUpload: a key that exists when the upload starts fails
+// at once, one created while it runs fails at completion. Either way the
+// error matches storage.ErrExist and nothing is written. Stores that
+// ignore the header (older S3-compatible ones) overwrite instead.
+func (b *Bucket) PutIfAbsent(ctx context.Context, key string, r io.Reader, opts *storage.PutOptions) error {
+	return b.put(ctx, key, r, opts, true)
+}
+
+func (b *Bucket) put(ctx context.Context, key string, r io.Reader, po *storage.PutOptions, exclusive bool) error {
+	if err := storage.ValidateKey(key); err != nil {
+		return storage.Errorf("put", key, nil, err)
+	}
+	oo, err := b.objectOptions(po, exclusive)
+	if err != nil {
+		return storage.Errorf("put", key, nil, err)
+	}
+	if err := ctxError(ctx); err != nil {
+		return storage.Errorf("put", key, nil, err)
+	}
+	u := &upload{
+		b:         b,
+		key:       key,
+		r:         r,
+		opts:      oo,
+		exclusive: exclusive,
+		free:      make(chan *[]byte, b.opts.PartsInFlight),
+	}
+	defer u.release()
+	return u.run(ctx)
+}
+
+// objectOptions turns PutOptions into the options of the request that
+// creates the object.
+func (b *Bucket) objectOptions(po *storage.PutOptions, exclusive bool) (minio.PutObjectOptions, error) {
+	md := po.MetadataOrNil()
+	o := minio.PutObjectOptions{
+		ContentType:          po.ContentTypeOrDefault(),
+		ServerSideEncryption: b.sse,
+		UserMetadata:         make(map[string]string, len(md)+1),
+	}
+	for k, v := range md {
+		if err := validateMetadata(k, v); err != nil {
+			return o, err
+		}
+		// Prefixed here, so that no metadata key can pass for a header.
+		o.UserMetadata["x-amz-meta-"+k] = v
+	}
+	if exclusive {
+		o.SetMatchETagExcept("*")
+	}
+	return o, nil
+}
+
+// validateMetadata accepts what every S3 store keeps: keys of lowercase
+// letters, digits, '-', '_' and '.', values of printable ASCII.
+func validateMetadata(k, v string) error {
+	if k == "" {
+		return errors.New("empty metadata key")
+	}
+	for _, c := range []byte(k) {
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return fmt.Errorf("metadata key %q: want lowercase letters, digits, '-', '_' or '.'", k)
+		}
+	}
+	for _, c := range []byte(v) {
+		if c < 0x20 || c > 0x7e {
+			return fmt.Errorf("metadata %q: value is not printable ASCII", k)
+		}
+	}
+	return nil
+}
+
+// upload is the state of one Put.
+type upload struct {
+	b         *Bucket
+	key       string
+	r         io.Reader
+	opts      minio.PutObjectOptions
+	exclusive bool
+
+	owned []*[]byte    // every buffer taken from the pool
+	free  chan *[]byte // buffers whose part request has ended
+	read  int64        // bytes read from r
+	mu    sync.Mutex   // guards parts
+	parts []minio.CompletePart
+}
+
+func (u *upload) run(ctx context.Context) error {
+	first := u.buffer()
+	n, eof, err := u.fill(ctx, *first)
+	if err != nil {
+		return storage.Errorf("put", u.key, nil, err)
+	}
+	// A full first buffer may be the whole stream: peek one byte, so that
+	// an object of exactly PartSize bytes is one plain PutObject too.
+	var peek [1]byte
+	if !eof {
+		m, _, err := u.fill(ctx, peek[:])
+		if err != nil {
+			return storage.Errorf("put", u.key, nil, err)
+		}
+		eof = m == 0
+	}
+	if eof {
+		if err := u.single(ctx, (*first)[:n]); err != nil {
+			return u.failure(ctx, err)
+		}
+		return nil
+	}
+	return u.multipart(ctx, first, peek[0])
+}
+
+// fill reads from r until p is full, r ends (eof) or fails, or ctx is done.
+func (u *upload) fill(ctx context.Context, p []byte) (n int, eof bool, err error) {
+	for n < len(p) {
+		if err := ctxError(ctx); err != nil {
+			return n, false, err
+		}
+		m, err := u.r.Read(p[n:])
+		n += m
+		u.read += int64(m)
+		switch {
+		case err == io.EOF:
+			return n, true, nil
+		case err != nil:
+			return n, false, readError{err}
+		}
+	}
+	return n, false, nil
+}
+
+// single writes data with one PutObject request.
+func (u *upload) single(ctx context.Context, data []byte) error {
+	o := u.opts
+	o.UserMetadata = maps.Clone(u.opts.UserMetadata)
+	o.UserMetadata[checksumHeader] = crc32c(data)
+	var sha string
+	o.DisableContentSha256, sha = u.payloadHash(data)
+	body := newPartReader(data)
+	defer body.detach()
+	_, err := u.b.core.PutObject(ctx, u.b.name, u.key, body, int64(len(data)), "", sha, o)
+	return err
+}
+
+// multipart uploads the full buffer first, the byte peeked after it and
+// the rest of r as a multipart upload, and aborts the upload on failure.
+func (u *upload) multipart(ctx context.Context, first *[]byte, peek byte) error {
+	o := u.opts
+	o.UserMetadata = maps.Clone(u.opts.UserMetadata)
+	o.UserMetadata[checksumAlgHeader] = checksumAlg
+	id, err := u.b.core.NewMultipartUpload(ctx, u.b.name, u.key, o)
+	if err != nil {
+		return u.failure(ctx, err)
+	}
+	log := u.b.log.With("key", u.key, "upload_id", id)
+	log.DebugContext(ctx, "multipart upload started")
+
+	err = u.uploadParts(ctx, id, first, peek)
+	if err == nil {
+		err = u.complete(ctx, id)
+	}
+	if err == nil {
+		log.DebugContext(ctx, "multipart upload completed", "parts", len(u.parts), "bytes", u.read)
+		return nil
+	}
+
+	err = u.failure(ctx, err)
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), u.b.opts.AbortTimeout)
+	defer cancel()
+	aerr := u.b.core.AbortMultipartUpload(actx, u.b.name, u.key, id)
+	if aerr != nil && errCode(aerr) != "NoSuchUpload" {
+		log.WarnContext(ctx, "abort multipart upload", "error", aerr, "cause", err)
+		// %v: the abort's own failure must not change what err matches.
+		return fmt.Errorf("%w (abort upload %s: %v)", err, id, aerr)
+	}
+	log.DebugContext(ctx, "multipart upload aborted", "cause", err)
+	return err
+}
+
+// uploadParts sends the parts, each in its own goroutine, while the
+// caller's goroutine fills the next buffer. It returns once every part
+// request has ended.
+func (u *upload) uploadParts(ctx context.Context, id string, first *[]byte, peek byte) error {
+	var wg sync.WaitGroup
+	defer wg.Wait() // also when r panics, after the cancel below
+	pctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+
+	send := func(num int, buf *[]byte, n int) {
+		wg.Go(func() {
+			defer func() { u.free <- buf }() // never blocks: cap is PartsInFlight
+			part, err := u.putPart(pctx, id, num, (*buf)[:n])
+			if err != nil {
+				cancel(fmt.Errorf("upload part %d: %w", num, err))
+				return
+			}
+			u.mu.Lock()
+			u.parts = append(u.parts, part)
+			u.mu.Unlock()
+		})
+	}
+
+	send(1, first, len(*first))
+	num := 1
+	for {
+		buf, err := u.acquire(pctx)
+		if err != nil {
+			break // pctx is done; its cause says why
+		}
+		off := 0
+		if num == 1 {
+			(*buf)[0] = peek
+			off = 1
+		}
+		n, eof, err := u.fill(pctx, (*buf)[off:])
+		n += off
+		if err != nil {
+			u.free <- buf
+			cancel(err)
+			break
+		}
+		if n == 0 {
+			u.free <- buf // r ended on a part boundary
+			break
+		}
+		if num == u.b.maxParts {
+			u.free <- buf
+			cancel(fmt.Errorf("%w: more than %d parts of %d bytes (%d bytes); raise the part size",
+				ErrTooLarge, u.b.maxParts, u.b.opts.PartSize, int64(u.b.maxParts)*u.b.opts.PartSize))
+			break
+		}
+		num++
+		send(num, buf, n)
+		if eof {
+			break
+		}
+	}
+	wg.Wait()
+	if err := ctxError(ctx); err != nil {
+		return err
+	}
+	return context.Cause(pctx)
+}
+
+// putPart sends one part with its CRC32C.
+func (u *upload) putPart(ctx context.Context, id string, num int, data []byte) (minio.CompletePart, error) {
+	sum := crc32c(data)
+	hdr := make(http.Header, 2)
+	hdr.Set(checksumHeader, sum)
+	hdr.Set(checksumAlgHeader, checksumAlg)
+	po := minio.PutObjectPartOptions{SSE: u.b.sse, CustomHeader: hdr}
+	po.DisableContentSha256, po.Sha256Hex = u.payloadHash(data)
+	body := newPartReader(data)
+	defer body.detach()
+	p, err := u.b.core.PutObjectPart(ctx, u.b.name, u.key, id, num, body, int64(len(data)), po)
+	if err != nil {
+		return minio.CompletePart{}, err
+	}
+	return minio.CompletePart{PartNumber: num, ETag: p.ETag, ChecksumCRC32C: sum}, nil
+}
+
+func (u *upload) complete(ctx context.Context, id string) error {
+	if err := ctxError(ctx); err != nil {
+		return err
+	}
+	slices.SortFunc(u.parts, func(a, b minio.CompletePart) int { return a.PartNumber - b.PartNumber })
+	var o minio.PutObjectOptions
+	if u.exclusive {
+		o.SetMatchETagExcept("*")
+	}
+	_, err := u.b.core.CompleteMultipartUpload(ctx, u.b.name, u.key, id, u.parts, o)
+	return err
+}
+
+// failure turns err into Put's error: ctx's error when ctx is done, r's
+// error as it is, else err with the storage sentinel of its S3 error code.
+func (u *upload) failure(ctx context.Context, err error) error {
+	if cerr := ctxError(ctx); cerr != nil {
+		return storage.Errorf("put", u.key, nil, cerr)
+	}
+	if errors.As(err, new(readError)) {
+		return storage.Errorf("put", u.key, nil, err)
+	}
+	return translate("put", u.key, err)
+}
+
+// readError is an error of the reader given to Put.
+type readError struct{ err error }
+
+func (e readError) Error() string { return "read: " + e.err.Error() }
+func (e readError) Unwrap() error { return e.err }
+
+// buffer takes a part buffer from the bucket's pool.
+func (u *upload) buffer() *[]byte {
+	buf := u.b.bufs.Get().(*[]byte)
+	u.owned = append(u.owned, buf)
+	return buf
+}
+
+// acquire returns a free buffer, taking a new one while fewer than
+// PartsInFlight exist, else waiting for a part to end.
+func (u *upload) acquire(ctx context.Context) (*[]byte, error) {
+	select {
+	case buf := <-u.free:
+		return buf, nil
+	default:
+	}
+	if len(u.owned) < u.b.opts.PartsInFlight {
+		return u.buffer(), nil
+	}
+	select {
+	case buf := <-u.free:
+		return buf, nil
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+}
+
+// release returns every buffer to the pool; no part request may be running.
+func (u *upload) release() {
+	for _, buf := range u.owned {
+		u.b.bufs.Put(buf)
+	}
+	u.owned = nil
+}
+
+// partReader is a request body over a part buffer that stops reading the
+// buffer once detached, so that an HTTP client still holding the body after
+// the request returned cannot see the buffer's next content.
+type partReader struct {
+	mu   sync.Mutex
+	r    bytes.Reader
+	done bool
+}
+
+func newPartReader(data []byte) *partReader {
+	p := &partReader{}
+	p.r.Reset(data)
+	return p
+}
+
+func (p *partReader) Read(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done {
+		return 0, errPartDone
+	}
+	return p.r.Read(b)
+}
+
+// Seek lets minio-go rewind the body to retry a request.
+func (p *partReader) Seek(offset int64, whence int) (int64, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done {
+		return 0, errPartDone
+	}
+	return p.r.Seek(offset, whence)
+}
+
+func (p *partReader) detach() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.done = true
+}
+
+// payloadHash returns what signs a request's body. Over plain HTTP that is
+// the body's SHA-256, computed here in one pass over the buffer: minio-go
+// would otherwise sign the body in 64 KiB chunks (aws-chunked), which
+// allocates about 1 MiB of garbage per 8 MiB part. Over HTTPS the body goes
+// unsigned, as minio-go sends it, protected by TLS and its CRC32C.
+func (u *upload) payloadHash(data []byte) (disableStreaming bool, sha256Hex string) {
+	if !u.b.opts.Insecure {
+		return false, ""
+	}
+	sum := sha256.Sum256(data)
+	return true, hex.EncodeToString(sum[:])
+}
+
+// crc32c returns data's CRC32C as S3 headers spell it.
+func crc32c(data []byte) string {
+	var sum [4]byte
+	binary.BigEndian.PutUint32(sum[:], crc32.Checksum(data, castagnoli))
+	return base64.StdEncoding.EncodeToString(sum[:])
+}
