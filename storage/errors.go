@@ -20,6 +20,8 @@ var (
 	ErrBucketNotFound = errors.New("bucket not found")
 	// ErrLocked: an object lock or legal hold forbids the operation.
 	ErrLocked = errors.New("object is locked")
+	// ErrReadOnly: the bucket or destination refuses writes and deletes.
+	ErrReadOnly = errors.New("read-only")
 	// ErrUnsupported: the backend lacks the ability asked for.
 	ErrUnsupported = errors.New("operation not supported by this backend")
 )

@@ -1,0 +1,215 @@
+package backup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/etcdbackup/etcdbackup/storage"
+)
+
+// Catalog is what listing backups needs from a store: storage.Bucket has
+// it.
+type Catalog interface {
+	List(ctx context.Context, prefix string) iter.Seq2[storage.ObjectInfo, error]
+	Get(ctx context.Context, key string) (io.ReadCloser, error)
+}
+
+// Kind classifies an object found in a cluster's folder.
+type Kind string
+
+// The kinds of entries ListBackups returns.
+const (
+	// KindBackup is a backup of this library: a valid manifest and its data
+	// object.
+	KindBackup Kind = "backup"
+	// KindLegacy is an object without a manifest, directly in the
+	// cluster's folder, that is not named like this library's data
+	// objects: a snapshot saved by `etcdctl snapshot save` or by an older
+	// backup job, raw or gzip-compressed. It restores, resting on etcd's
+	// own trailer for integrity, and retention never deletes it.
+	KindLegacy Kind = "legacy"
+	// KindOrphan is a data object named like this library's but without a
+	// manifest: a backup that never committed (a crash mid-upload, or a
+	// manifest that could not be written). It is not a backup; retention
+	// collects it after a grace period.
+	KindOrphan Kind = "orphan"
+	// KindInvalid is a manifest that cannot be read or fails validation,
+	// or whose data object is missing. It is reported, never restored and
+	// never deleted.
+	KindInvalid Kind = "invalid"
+	// KindForeign is an object in a subfolder of the cluster's folder: not
+	// ours and not a legacy snapshot. It is left alone.
+	KindForeign Kind = "foreign"
+)
+
+// Entry is one thing found in a cluster's folder.
+type Entry struct {
+	Kind    Kind
+	Cluster string
+	// ID is the backup's ID, or for other kinds the object's file name.
+	ID string
+	// Key is the data object's key in the bucket ("<cluster>/<file>"); for
+	// KindInvalid it may be the manifest's key.
+	Key string
+	// ManifestKey is the manifest's key in the bucket; empty for legacy,
+	// orphan and foreign objects.
+	ManifestKey string
+	// Manifest is set for KindBackup.
+	Manifest *Manifest
+	// Created orders entries: the manifest's creation time, or the
+	// object's modification time when there is no manifest.
+	Created time.Time
+	// Size is the stored size of the data object.
+	Size int64
+	// Compression is the manifest's, or for a legacy object a guess from
+	// its name (".gz" means gzip, ".zst" zstd; else none).
+	Compression Compression
+	// Problem says what is wrong with a KindInvalid entry.
+	Problem error
+}
+
+// Restorable reports whether the entry can be restored: a backup or a
+// legacy snapshot.
+func (e Entry) Restorable() bool { return e.Kind == KindBackup || e.Kind == KindLegacy }
+
+// ListBackups lists the folder of cluster ("<cluster>/") and classifies
+// what it holds, reading every manifest. It returns entries ordered by
+// Created, oldest first (ties by key). An error reading one manifest makes
+// its entry KindInvalid; only listing errors, and errors reading manifests
+// that are not about the manifest's content (a store outage), fail the
+// call.
+func ListBackups(ctx context.Context, c Catalog, cluster string) ([]Entry, error) {
+	if err := ValidateName("cluster", cluster); err != nil {
+		return nil, err
+	}
+	prefix := ClusterPrefix(cluster)
+	var (
+		manifests []storage.ObjectInfo
+		data      = map[string]storage.ObjectInfo{} // file name -> object
+		entries   []Entry
+	)
+	for info, err := range c.List(ctx, prefix) {
+		if err != nil {
+			return nil, fmt.Errorf("list %s: %w", prefix, err)
+		}
+		name, ok := strings.CutPrefix(info.Key, prefix)
+		if !ok {
+			continue
+		}
+		switch {
+		case strings.Contains(name, "/"):
+			entries = append(entries, Entry{Kind: KindForeign, Cluster: cluster, ID: name, Key: info.Key, Created: info.ModTime, Size: info.Size})
+		case strings.HasSuffix(name, ManifestSuffix):
+			manifests = append(manifests, info)
+		default:
+			data[name] = info
+		}
+	}
+
+	for _, info := range manifests {
+		e, err := readEntry(ctx, c, cluster, info, data)
+		if err != nil {
+			return nil, err
+		}
+		entries = append(entries, e)
+	}
+
+	for name, info := range data {
+		e := Entry{Cluster: cluster, ID: name, Key: info.Key, Created: info.ModTime, Size: info.Size}
+		if IsDataName(name) {
+			e.Kind = KindOrphan
+		} else {
+			e.Kind, e.Compression = KindLegacy, legacyCompression(name)
+		}
+		entries = append(entries, e)
+	}
+
+	slices.SortFunc(entries, func(a, b Entry) int {
+		if c := a.Created.Compare(b.Created); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Key, b.Key)
+	})
+	return entries, nil
+}
+
+// readEntry reads one manifest and claims its data object from data.
+func readEntry(ctx context.Context, c Catalog, cluster string, info storage.ObjectInfo, data map[string]storage.ObjectInfo) (Entry, error) {
+	name := path.Base(info.Key)
+	invalid := func(problem error) Entry {
+		return Entry{Kind: KindInvalid, Cluster: cluster, ID: name, Key: info.Key, ManifestKey: info.Key,
+			Created: info.ModTime, Problem: problem}
+	}
+	rc, err := c.Get(ctx, info.Key)
+	if errors.Is(err, storage.ErrNotFound) {
+		return invalid(fmt.Errorf("manifest vanished while listing: %w", err)), nil
+	}
+	if err != nil {
+		return Entry{}, fmt.Errorf("read manifest %s: %w", info.Key, err)
+	}
+	m, err := ParseManifest(rc)
+	rc.Close()
+	switch {
+	case errors.Is(err, ErrInvalidManifest):
+		return invalid(err), nil
+	case err != nil:
+		return Entry{}, fmt.Errorf("read manifest %s: %w", info.Key, err)
+	case m.Cluster != cluster:
+		return invalid(fmt.Errorf("%w: manifest names cluster %q, found in the folder of %q", ErrInvalidManifest, m.Cluster, cluster)), nil
+	case ManifestKey(m.DataKey) != name:
+		return invalid(fmt.Errorf("%w: manifest %s names data object %q, which is not its own", ErrInvalidManifest, name, m.DataKey)), nil
+	}
+	obj, ok := data[m.DataKey]
+	if !ok {
+		e := invalid(fmt.Errorf("data object %s is missing", ClusterPrefix(cluster)+m.DataKey))
+		e.Manifest = m
+		return e, nil
+	}
+	delete(data, m.DataKey)
+	if obj.Size != m.Stored.Size {
+		e := invalid(fmt.Errorf("data object %s is %d bytes, its manifest says %d", obj.Key, obj.Size, m.Stored.Size))
+		e.Manifest = m
+		return e, nil
+	}
+	return Entry{Kind: KindBackup, Cluster: cluster, ID: m.ID, Key: obj.Key, ManifestKey: info.Key,
+		Manifest: m, Created: m.Created, Size: obj.Size, Compression: m.Compression}, nil
+}
+
+// IsDataName reports whether a file name is shaped like the data objects
+// this library writes (DataKey's output):
+// "<timestamp>_<id>.db[.zst|.gz][.age]".
+func IsDataName(name string) bool {
+	ts, rest, ok := strings.Cut(name, "_")
+	if !ok {
+		return false
+	}
+	if _, err := time.Parse(TimestampLayout, ts); err != nil {
+		return false
+	}
+	id, ext, ok := strings.Cut(rest, ".db")
+	if !ok || nameProblem(id) != "" {
+		return false
+	}
+	switch ext {
+	case "", ".zst", ".gz", ".age", ".zst.age", ".gz.age":
+		return true
+	}
+	return false
+}
+
+func legacyCompression(name string) Compression {
+	switch {
+	case strings.HasSuffix(name, ".gz"), strings.HasSuffix(name, ".gzip"):
+		return Gzip
+	case strings.HasSuffix(name, ".zst"):
+		return Zstd
+	}
+	return None
+}

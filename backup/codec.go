@@ -1,0 +1,240 @@
+package backup
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"filippo.io/age"
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
+)
+
+// Compression names how a backup's bytes are compressed before they are
+// (optionally) encrypted and stored.
+type Compression string
+
+// The compressions the pipeline writes and restore reads. The zero value
+// means Zstd.
+const (
+	Zstd Compression = "zstd"
+	Gzip Compression = "gzip"
+	None Compression = "none"
+)
+
+// ErrUnknownCompression is returned for a Compression this library does not
+// know.
+var ErrUnknownCompression = errors.New("unknown compression")
+
+// OrDefault returns c, or Zstd when c is empty.
+func (c Compression) OrDefault() Compression {
+	if c == "" {
+		return Zstd
+	}
+	return c
+}
+
+// Validate reports whether c is known (the zero value is: it means Zstd).
+func (c Compression) Validate() error {
+	switch c.OrDefault() {
+	case Zstd, Gzip, None:
+		return nil
+	}
+	return fmt.Errorf("%w %q (want zstd, gzip or none)", ErrUnknownCompression, string(c))
+}
+
+// Extension returns the file-name extension of c: ".zst", ".gz" or "".
+func (c Compression) Extension() string {
+	switch c.OrDefault() {
+	case Zstd:
+		return ".zst"
+	case Gzip:
+		return ".gz"
+	}
+	return ""
+}
+
+// ErrInvalidRecipient is returned for an age recipient that cannot be parsed.
+var ErrInvalidRecipient = errors.New("invalid age recipient")
+
+// Encryption configures age encryption of backups. The zero value means no
+// encryption.
+type Encryption struct {
+	// Recipients are age public keys ("age1...", or post-quantum
+	// "age1pq1..."). Every recipient can decrypt every backup, so a key is
+	// rotated by adding the new recipient, then removing the old one once
+	// the backups made for it have aged out.
+	Recipients []string
+}
+
+// Enabled reports whether e encrypts.
+func (e Encryption) Enabled() bool { return len(e.Recipients) > 0 }
+
+// parse turns the recipients into age values and their fingerprints.
+func (e Encryption) parse() ([]age.Recipient, []string, error) {
+	recs := make([]age.Recipient, 0, len(e.Recipients))
+	fps := make([]string, 0, len(e.Recipients))
+	for i, s := range e.Recipients {
+		s = strings.TrimSpace(s)
+		parsed, err := age.ParseRecipients(strings.NewReader(s))
+		if err != nil || len(parsed) != 1 {
+			// age's own messages never echo the input; neither does this.
+			return nil, nil, fmt.Errorf("%w: recipient %d: %v", ErrInvalidRecipient, i+1, err)
+		}
+		recs = append(recs, parsed[0])
+		fps = append(fps, RecipientFingerprint(s))
+	}
+	return recs, fps, nil
+}
+
+// Validate checks every recipient.
+func (e Encryption) Validate() error {
+	_, _, err := e.parse()
+	return err
+}
+
+// RecipientFingerprint identifies an age recipient in a manifest without
+// storing the key itself: "sha256:" and the first 16 bytes of the SHA-256 of
+// the recipient string, in hex.
+func RecipientFingerprint(recipient string) string {
+	sum := sha256.Sum256([]byte(strings.TrimSpace(recipient)))
+	return "sha256:" + hex.EncodeToString(sum[:16])
+}
+
+// encoder is the write side of the codec: compress, then encrypt.
+type encoder struct {
+	compress io.WriteCloser // nil for None
+	encrypt  io.WriteCloser // nil without encryption
+	head     io.Writer      // where callers write
+}
+
+// newEncoder returns a writer that compresses with c and, when recipients
+// are given, encrypts with age, writing the result to dst. Close flushes
+// every layer; it does not close dst.
+func newEncoder(dst io.Writer, c Compression, recipients []age.Recipient) (*encoder, error) {
+	e := &encoder{head: dst}
+	if len(recipients) > 0 {
+		w, err := age.Encrypt(dst, recipients...)
+		if err != nil {
+			return nil, fmt.Errorf("start encryption: %w", err)
+		}
+		e.encrypt, e.head = w, w
+	}
+	switch c.OrDefault() {
+	case Zstd:
+		// Two encoder goroutines keep memory small and use both cores of a
+		// small machine; more buys little at this level.
+		w, err := zstd.NewWriter(e.head, zstd.WithEncoderConcurrency(2), zstd.WithEncoderLevel(zstd.SpeedDefault))
+		if err != nil {
+			return nil, fmt.Errorf("start zstd: %w", err)
+		}
+		e.compress, e.head = w, w
+	case Gzip:
+		w := gzip.NewWriter(e.head)
+		e.compress, e.head = w, w
+	case None:
+	default:
+		return nil, c.Validate()
+	}
+	return e, nil
+}
+
+func (e *encoder) Write(p []byte) (int, error) { return e.head.Write(p) }
+
+// Close flushes the compressor, then the encryption's final chunk.
+func (e *encoder) Close() error {
+	if e.compress != nil {
+		if err := e.compress.Close(); err != nil {
+			return fmt.Errorf("finish compression: %w", err)
+		}
+	}
+	if e.encrypt != nil {
+		if err := e.encrypt.Close(); err != nil {
+			return fmt.Errorf("finish encryption: %w", err)
+		}
+	}
+	return nil
+}
+
+// abort releases the compressor's goroutines without producing output.
+func (e *encoder) abort() {
+	if z, ok := e.compress.(*zstd.Encoder); ok {
+		z.Reset(io.Discard)
+		_ = z.Close()
+	}
+}
+
+// ErrDecrypt matches errors about encrypted data that cannot be decrypted
+// with the identities given: none of them is a recipient, or the data is
+// not an age file.
+var ErrDecrypt = errors.New("cannot decrypt")
+
+// ErrIntegrity matches errors about stored bytes that were damaged:
+// authentication of an encrypted chunk failed, the encrypted or compressed
+// stream was cut short or is corrupt, or a digest did not match.
+var ErrIntegrity = errors.New("backup integrity")
+
+// NewDecoder returns a reader of the plaintext snapshot encoded in src:
+// decrypted with identities when there are any, then decompressed with c.
+// Errors of the returned reader wrap ErrIntegrity when the bytes were
+// damaged or cut short; NewDecoder's error wraps ErrDecrypt when no identity
+// fits. Close releases the decompressor; it does not close src.
+func NewDecoder(src io.Reader, c Compression, identities ...age.Identity) (io.ReadCloser, error) {
+	r := src
+	if len(identities) > 0 {
+		dr, err := age.Decrypt(src, identities...)
+		if err != nil {
+			var noMatch *age.NoIdentityMatchError
+			if errors.As(err, &noMatch) {
+				return nil, fmt.Errorf("%w: no identity matches a recipient of the backup", ErrDecrypt)
+			}
+			return nil, fmt.Errorf("%w: read age header: %v", ErrDecrypt, err)
+		}
+		r = integrityReader{r: dr, what: "decrypt"}
+	}
+	switch c.OrDefault() {
+	case Zstd:
+		zr, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true))
+		if err != nil {
+			return nil, fmt.Errorf("start zstd: %w", err)
+		}
+		return &zstdReadCloser{integrityReader{r: zr, what: "decompress zstd"}, zr}, nil
+	case Gzip:
+		gr, err := gzip.NewReader(r)
+		if err != nil {
+			return nil, fmt.Errorf("%w: decompress gzip: %v", ErrIntegrity, err)
+		}
+		return io.NopCloser(integrityReader{r: gr, what: "decompress gzip"}), nil
+	case None:
+		return io.NopCloser(r), nil
+	}
+	return nil, c.Validate()
+}
+
+// integrityReader marks the errors of a decoding layer as ErrIntegrity:
+// once the header parsed, any failure means damaged or truncated data.
+type integrityReader struct {
+	r    io.Reader
+	what string
+}
+
+func (ir integrityReader) Read(p []byte) (int, error) {
+	n, err := ir.r.Read(p)
+	if err != nil && err != io.EOF && !errors.Is(err, ErrIntegrity) {
+		err = fmt.Errorf("%w: %s: %w", ErrIntegrity, ir.what, err)
+	}
+	return n, err
+}
+
+type zstdReadCloser struct {
+	integrityReader
+	zr *zstd.Decoder
+}
+
+func (z *zstdReadCloser) Close() error {
+	z.zr.Close()
+	return nil
+}

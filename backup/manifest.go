@@ -1,0 +1,308 @@
+package backup
+
+import (
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
+)
+
+// ManifestFormat is the manifest format version this library writes. It
+// reads manifests of this version and older.
+const ManifestFormat = 1
+
+// MaxManifestSize bounds how much of a manifest object is read: a manifest
+// is about a kilobyte, so anything near this size is hostile or broken.
+const MaxManifestSize = 64 << 10
+
+// ManifestSuffix ends the key of every manifest object.
+const ManifestSuffix = ".manifest.json"
+
+// ErrInvalidManifest matches every error about a manifest that cannot be
+// parsed or fails validation.
+var ErrInvalidManifest = errors.New("invalid manifest")
+
+// Manifest describes one stored backup. It is written after the data
+// object, as the commit point: a backup without a manifest does not exist
+// for listing, restore or retention.
+type Manifest struct {
+	// Format is the manifest format version (ManifestFormat).
+	Format int `json:"format"`
+	// ID names the backup: "<cluster>-<name>", and "-<timestamp>" for a
+	// scheduled run (see BackupID).
+	ID string `json:"id"`
+	// Cluster is the cluster the backup belongs to.
+	Cluster string `json:"cluster"`
+	// Name is the backup name the ID was made from.
+	Name string `json:"name"`
+	// Destination is the name of the destination the backup was written to.
+	Destination string `json:"destination"`
+	// Created is when the snapshot was started, in UTC. Backups are ordered
+	// by it.
+	Created time.Time `json:"created"`
+	// Completed is when the manifest was written.
+	Completed time.Time `json:"completed"`
+	// DataKey is the key of the data object relative to the cluster's
+	// folder: a plain file name, never a path.
+	DataKey string `json:"dataKey"`
+	// Etcd describes the snapshotted member.
+	Etcd EtcdInfo `json:"etcd"`
+	// Raw describes the snapshot as etcd sent it (database and trailer).
+	Raw Digest `json:"raw"`
+	// Stored describes the data object as stored (compressed, encrypted).
+	Stored Digest `json:"stored"`
+	// Compression is how Raw became Stored, before encryption.
+	Compression Compression `json:"compression"`
+	// Encryption is present when the data object is age-encrypted.
+	Encryption *EncryptionInfo `json:"encryption,omitempty"`
+	// Library is the module version that wrote the backup.
+	Library string `json:"library"`
+}
+
+// EtcdInfo describes the member a snapshot was taken from.
+type EtcdInfo struct {
+	// Version is the member's server version.
+	Version string `json:"version,omitempty"`
+	// StorageVersion is the storage schema version of the snapshot: the
+	// oldest etcd that can restore it (empty before etcd 3.6).
+	StorageVersion string `json:"storageVersion,omitempty"`
+	ClusterID      string `json:"clusterID,omitempty"`
+	MemberID       string `json:"memberID,omitempty"`
+	MemberName     string `json:"memberName,omitempty"`
+	// Revision is the store revision of the snapshot, or bounds of it.
+	Revision RevisionInfo `json:"revision"`
+}
+
+// RevisionInfo records the revision of a snapshot honestly. etcd's snapshot
+// stream does not carry it, so the pipeline records the member's revision
+// just before the stream started (Low) and just after it ended (High); the
+// snapshot's revision lies in [Low, High] and is exact when they are equal.
+// High is zero when the member could not be asked after the stream; only
+// the lower bound is known then. Restore reads the exact revision from the
+// snapshot itself.
+type RevisionInfo struct {
+	Low  int64 `json:"low"`
+	High int64 `json:"high"`
+}
+
+// Exact reports whether the revision is known exactly.
+func (r RevisionInfo) Exact() bool { return r.High != 0 && r.Low == r.High }
+
+// Digest is a size and a SHA-256.
+type Digest struct {
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+}
+
+// EncryptionInfo records how a data object was encrypted. It names the
+// recipients by fingerprint only (see RecipientFingerprint).
+type EncryptionInfo struct {
+	Scheme     string   `json:"scheme"` // "age"
+	Recipients []string `json:"recipients"`
+}
+
+// Encrypted reports whether the data object is encrypted.
+func (m *Manifest) Encrypted() bool { return m.Encryption != nil }
+
+// ManifestKey returns the key of the manifest of the backup whose data
+// object is dataKey, both relative to the cluster's folder.
+func ManifestKey(dataKey string) string {
+	return strings.TrimSuffix(dataKey, dataSuffix(dataKey)) + ManifestSuffix
+}
+
+// dataSuffix returns the extensions of a data key (".db.zst.age", ...).
+func dataSuffix(key string) string {
+	if i := strings.Index(key, ".db"); i >= 0 {
+		return key[i:]
+	}
+	return ""
+}
+
+// Validate checks every field a reader relies on. A manifest read from a
+// store is untrusted input: its keys must stay inside the cluster's folder,
+// its sizes and digests must be well-formed.
+func (m *Manifest) Validate() error {
+	var problems []string
+	add := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	if m.Format < 1 || m.Format > ManifestFormat {
+		add("format %d is not supported (this library reads 1 to %d)", m.Format, ManifestFormat)
+	}
+	if err := ValidateName("cluster", m.Cluster); err != nil {
+		add("%v", err)
+	}
+	if err := ValidateName("backup", m.Name); err != nil {
+		add("%v", err)
+	}
+	if m.Destination != "" {
+		if err := ValidateName("destination", m.Destination); err != nil {
+			add("%v", err)
+		}
+	}
+	if err := validateID(m.ID, m.Cluster, m.Name); err != nil {
+		add("%v", err)
+	}
+	if m.Created.IsZero() {
+		add("created time is missing")
+	}
+	if err := validateDataKey(m.DataKey); err != nil {
+		add("data key: %v", err)
+	}
+	for _, d := range []struct {
+		what string
+		d    Digest
+	}{{"raw", m.Raw}, {"stored", m.Stored}} {
+		if d.d.Size < 0 {
+			add("%s size %d is negative", d.what, d.d.Size)
+		}
+		if b, err := hex.DecodeString(d.d.SHA256); err != nil || len(b) != 32 {
+			add("%s sha256 is not 64 hex digits", d.what)
+		}
+	}
+	if err := m.Compression.Validate(); err != nil || m.Compression == "" {
+		add("compression %q is not known", string(m.Compression))
+	}
+	if m.Encryption != nil && m.Encryption.Scheme != "age" {
+		add("encryption scheme %q is not known", m.Encryption.Scheme)
+	}
+	if rev := m.Etcd.Revision; rev.Low < 0 || rev.High < 0 || (rev.High != 0 && rev.High < rev.Low) {
+		add("revision bounds [%d, %d] are not ordered", m.Etcd.Revision.Low, m.Etcd.Revision.High)
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%w: %s", ErrInvalidManifest, strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+func validateID(id, cluster, name string) error {
+	rest, ok := strings.CutPrefix(id, cluster+"-"+name)
+	if !ok {
+		return fmt.Errorf("id %s does not start with %q", quoteName(id), cluster+"-"+name)
+	}
+	if rest == "" {
+		return nil
+	}
+	ts, ok := strings.CutPrefix(rest, "-")
+	if _, err := time.Parse(TimestampLayout, ts); !ok || err != nil {
+		return fmt.Errorf("id %s does not end in -%s", quoteName(id), TimestampLayout)
+	}
+	return nil
+}
+
+func validateDataKey(key string) error {
+	switch {
+	case key == "":
+		return errors.New("empty")
+	case len(key) > 255:
+		return errors.New("longer than 255 bytes")
+	case strings.ContainsAny(key, "/\\"):
+		return errors.New("not a plain file name")
+	case strings.HasSuffix(key, ManifestSuffix):
+		return errors.New("names a manifest")
+	case dataSuffix(key) == "":
+		return errors.New("has no .db extension")
+	}
+	for i := 0; i < len(key); i++ {
+		if c := key[i]; c < 0x20 || c == 0x7f {
+			return errors.New("has a control character")
+		}
+	}
+	return nil
+}
+
+// ParseManifest reads and validates a manifest, reading at most
+// MaxManifestSize bytes. Errors match ErrInvalidManifest unless reading r
+// failed.
+func ParseManifest(r io.Reader) (*Manifest, error) {
+	raw, err := io.ReadAll(io.LimitReader(r, MaxManifestSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("read manifest: %w", err)
+	}
+	if len(raw) > MaxManifestSize {
+		return nil, fmt.Errorf("%w: larger than %d bytes", ErrInvalidManifest, MaxManifestSize)
+	}
+	var m Manifest
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidManifest, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("%w: trailing data after the JSON object", ErrInvalidManifest)
+	}
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+// Marshal validates m and encodes it as indented JSON.
+func (m *Manifest) Marshal() ([]byte, error) {
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encode manifest: %w", err)
+	}
+	return append(b, '\n'), nil
+}
+
+// TimestampLayout formats the UTC timestamps in scheduled backup IDs and in
+// object keys. It sorts as text in time order.
+const TimestampLayout = "20060102T150405Z"
+
+// BackupID returns the ID of a backup of cluster named name, following the
+// naming of scheduled backup configs: "<cluster>-<name>", with
+// "-<timestamp>" appended for a scheduled run.
+func BackupID(cluster, name string, created time.Time, scheduled bool) string {
+	id := cluster + "-" + name
+	if scheduled {
+		id += "-" + created.UTC().Format(TimestampLayout)
+	}
+	return id
+}
+
+// DataKey returns the data object's key, relative to the cluster's folder:
+// the creation timestamp first, so a folder lists in creation order, then
+// the backup ID and the extensions of its encoding.
+func DataKey(id string, created time.Time, c Compression, encrypted bool) string {
+	key := created.UTC().Format(TimestampLayout) + "_" + id + ".db" + c.Extension()
+	if encrypted {
+		key += ".age"
+	}
+	return key
+}
+
+// LibraryVersion is the version of this module as recorded in the running
+// binary's build information, or "devel".
+func LibraryVersion() string {
+	libraryVersionOnce.Do(func() {
+		libraryVersion = "devel"
+		info, ok := debug.ReadBuildInfo()
+		if !ok {
+			return
+		}
+		if info.Main.Path == modulePath && info.Main.Version != "" && info.Main.Version != "(devel)" {
+			libraryVersion = info.Main.Version
+			return
+		}
+		for _, dep := range info.Deps {
+			if dep.Path == modulePath {
+				libraryVersion = dep.Version
+			}
+		}
+	})
+	return "etcdbackup " + libraryVersion
+}
+
+const modulePath = "github.com/etcdbackup/etcdbackup"
+
+var (
+	libraryVersionOnce sync.Once
+	libraryVersion     string
+)

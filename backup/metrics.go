@@ -1,0 +1,121 @@
+package backup
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics turns backup events into Prometheus series. It is an Observer and
+// a prometheus.Collector: add it to a pipeline's observers and register it
+// on the host's registry. Series are labelled by cluster and destination
+// name only, never by anything secret.
+//
+// The series:
+//
+//	etcdbackup_backup_last_success_timestamp_seconds{cluster,destination}  gauge
+//	etcdbackup_backup_duration_seconds{cluster,destination}                histogram
+//	etcdbackup_backup_stored_bytes{cluster,destination}                    gauge, last backup
+//	etcdbackup_backup_raw_bytes{cluster}                                   gauge, last snapshot
+//	etcdbackup_backup_success_total{cluster,destination}                   counter
+//	etcdbackup_backup_failures_total{cluster,destination}                  counter
+//	etcdbackup_backups_in_flight{cluster}                                  gauge
+type Metrics struct {
+	lastSuccess *prometheus.GaugeVec
+	duration    *prometheus.HistogramVec
+	storedBytes *prometheus.GaugeVec
+	rawBytes    *prometheus.GaugeVec
+	successes   *prometheus.CounterVec
+	failures    *prometheus.CounterVec
+	inFlight    *prometheus.GaugeVec
+}
+
+var _ interface {
+	Observer
+	prometheus.Collector
+} = (*Metrics)(nil)
+
+// Metric names, for alerting rules and dashboards.
+const (
+	MetricLastSuccess = "etcdbackup_backup_last_success_timestamp_seconds"
+	MetricDuration    = "etcdbackup_backup_duration_seconds"
+	MetricStoredBytes = "etcdbackup_backup_stored_bytes"
+	MetricRawBytes    = "etcdbackup_backup_raw_bytes"
+	MetricSuccesses   = "etcdbackup_backup_success_total"
+	MetricFailures    = "etcdbackup_backup_failures_total"
+	MetricInFlight    = "etcdbackup_backups_in_flight"
+)
+
+// NewMetrics returns unregistered collectors for backup events.
+func NewMetrics() *Metrics {
+	dest := []string{"cluster", "destination"}
+	return &Metrics{
+		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: MetricLastSuccess,
+			Help: "Unix time of the last backup committed to the destination.",
+		}, dest),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    MetricDuration,
+			Help:    "Time from snapshot start to the manifest commit, per destination.",
+			Buckets: prometheus.ExponentialBuckets(0.5, 2, 14), // 0.5 s to about 68 min
+		}, dest),
+		storedBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: MetricStoredBytes,
+			Help: "Size of the last stored backup object (compressed, encrypted).",
+		}, dest),
+		rawBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: MetricRawBytes,
+			Help: "Size of the last snapshot as etcd sent it.",
+		}, []string{"cluster"}),
+		successes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricSuccesses,
+			Help: "Backups committed, per destination.",
+		}, dest),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricFailures,
+			Help: "Backups that did not reach the destination.",
+		}, dest),
+		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: MetricInFlight,
+			Help: "Backups running now.",
+		}, []string{"cluster"}),
+	}
+}
+
+func (m *Metrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.lastSuccess, m.duration, m.storedBytes, m.rawBytes, m.successes, m.failures, m.inFlight}
+}
+
+// Describe implements prometheus.Collector.
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range m.collectors() {
+		c.Describe(ch)
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range m.collectors() {
+		c.Collect(ch)
+	}
+}
+
+// Observe implements Observer.
+func (m *Metrics) Observe(e Event) {
+	switch e.Kind {
+	case Started:
+		m.inFlight.WithLabelValues(e.Cluster).Inc()
+	case Uploaded:
+		m.lastSuccess.WithLabelValues(e.Cluster, e.Destination).Set(float64(e.Time.UnixNano()) / 1e9)
+		m.duration.WithLabelValues(e.Cluster, e.Destination).Observe(e.Elapsed.Seconds())
+		m.storedBytes.WithLabelValues(e.Cluster, e.Destination).Set(float64(e.StoredBytes))
+		m.successes.WithLabelValues(e.Cluster, e.Destination).Inc()
+	case Completed:
+		m.rawBytes.WithLabelValues(e.Cluster).Set(float64(e.RawBytes))
+		m.inFlight.WithLabelValues(e.Cluster).Dec()
+	case Failed:
+		if e.Destination != "" {
+			m.failures.WithLabelValues(e.Cluster, e.Destination).Inc()
+			return
+		}
+		m.inFlight.WithLabelValues(e.Cluster).Dec()
+	}
+}
