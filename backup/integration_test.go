@@ -238,3 +238,8 @@ func TestDamagedSnapshotLeavesNothingOnMinIO(t *testing.T) {
 		})
 	}
 }
+
+func sha256Hex(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
