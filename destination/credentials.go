@@ -1,0 +1,303 @@
+package destination
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/etcdbackup/etcdbackup/storage/s3"
+)
+
+// CredentialsSource says where a destination's S3 credentials come from.
+type CredentialsSource string
+
+// The credentials sources.
+const (
+	// SourceDefault, the zero value, is the S3 default chain: the AWS_*
+	// (or MINIO_*) environment variables, then ~/.aws/credentials, then the
+	// IAM role of the process.
+	SourceDefault CredentialsSource = ""
+	// SourceSecret asks the registry's SecretResolver for the credentials
+	// named by Credentials.Secret: a Kubernetes Secret in a
+	// controller-manager.
+	SourceSecret CredentialsSource = "secret"
+	// SourceFiles reads the keys from files, as a mounted Secret holds
+	// them. The files are read again every minute, so a rotated Secret is
+	// picked up without an update.
+	SourceFiles CredentialsSource = "files"
+	// SourceEnv reads the keys from environment variables, named by the
+	// Credentials' *Env fields or, when those are empty, the standard
+	// AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN.
+	SourceEnv CredentialsSource = "env"
+	// SourceIAM uses the role the process runs as: a web identity token
+	// (EKS IRSA), the ECS task role or the EC2 instance profile.
+	SourceIAM CredentialsSource = "iam"
+	// SourceAnonymous sends unsigned requests, for public buckets.
+	SourceAnonymous CredentialsSource = "anonymous"
+)
+
+// FileRefresh is how long keys read by SourceFiles are used before the
+// files are read again.
+const FileRefresh = time.Minute
+
+// Credentials is a destination's reference to its S3 credentials: where
+// they are, never what they are, so a Spec can be logged and stored. The
+// zero value means SourceDefault. Fields that do not belong to the Source
+// must be empty.
+type Credentials struct {
+	// Source selects where the credentials come from.
+	Source CredentialsSource
+
+	// Secret names the credentials for SourceSecret, in the host's terms
+	// (for instance "namespace/name" of a Kubernetes Secret).
+	Secret string
+
+	// AccessKeyFile and SecretKeyFile name the files holding the keys for
+	// SourceFiles; both are required. SessionTokenFile is optional.
+	// Surrounding whitespace in the files is ignored.
+	AccessKeyFile, SecretKeyFile, SessionTokenFile string
+
+	// AccessKeyEnv and SecretKeyEnv name the variables holding the keys
+	// for SourceEnv: both or neither (neither means the standard AWS
+	// names). SessionTokenEnv is optional.
+	AccessKeyEnv, SecretKeyEnv, SessionTokenEnv string
+
+	// IAMEndpoint overrides the metadata endpoint for SourceIAM. Empty
+	// means the standard ones.
+	IAMEndpoint string
+
+	// Revision is an opaque version of the credentials' content, such as
+	// the resourceVersion of the Secret. It is not used to find them; a
+	// change of it makes Registry.Apply swap the destination's client, so
+	// a host rotates credentials by applying the new revision.
+	Revision string
+}
+
+// Validate checks that the fields fit the source.
+func (c Credentials) Validate() error {
+	var unexpected []string
+	check := func(set bool, name string) {
+		if set {
+			unexpected = append(unexpected, name)
+		}
+	}
+	files := c.AccessKeyFile != "" || c.SecretKeyFile != "" || c.SessionTokenFile != ""
+	env := c.AccessKeyEnv != "" || c.SecretKeyEnv != "" || c.SessionTokenEnv != ""
+	switch c.Source {
+	case SourceDefault, SourceAnonymous, SourceIAM, SourceSecret, SourceFiles, SourceEnv:
+	default:
+		return fmt.Errorf("unknown source %q (want secret, files, env, iam, anonymous or empty for the default chain)", c.Source)
+	}
+	check(c.Source != SourceSecret && c.Secret != "", "secret")
+	check(c.Source != SourceFiles && files, "key files")
+	check(c.Source != SourceEnv && env, "environment variable names")
+	check(c.Source != SourceIAM && c.IAMEndpoint != "", "IAM endpoint")
+	if len(unexpected) > 0 {
+		return fmt.Errorf("source %q takes no %s", sourceName(c.Source), strings.Join(unexpected, ", "))
+	}
+	switch c.Source {
+	case SourceSecret:
+		if c.Secret == "" {
+			return errors.New("source secret needs the secret's name")
+		}
+	case SourceFiles:
+		if c.AccessKeyFile == "" || c.SecretKeyFile == "" {
+			return errors.New("source files needs an access key file and a secret key file")
+		}
+	case SourceEnv:
+		if (c.AccessKeyEnv == "") != (c.SecretKeyEnv == "") {
+			return errors.New("source env needs both variable names or neither")
+		}
+		if c.SessionTokenEnv != "" && c.AccessKeyEnv == "" {
+			return errors.New("source env with a session token variable needs the key variables too")
+		}
+	}
+	return nil
+}
+
+func sourceName(s CredentialsSource) string {
+	if s == SourceDefault {
+		return "default"
+	}
+	return string(s)
+}
+
+// SecretResolver looks up the credentials a host keeps for a destination:
+// in a controller-manager, a Kubernetes Secret. The registry calls it when
+// it opens a destination whose Credentials.Source is SourceSecret: when the
+// destination is added or updated, and at availability checks while it
+// could not be opened. destination is the destination's name, for hosts
+// that keep the keys of several destinations in one secret under prefixed
+// keys.
+//
+// Errors must not contain the credentials; they become part of the
+// destination's status.
+type SecretResolver interface {
+	ResolveSecret(ctx context.Context, destination, secret string) (*credentials.Credentials, error)
+}
+
+// SecretResolverFunc adapts a function to a SecretResolver.
+type SecretResolverFunc func(ctx context.Context, destination, secret string) (*credentials.Credentials, error)
+
+// ResolveSecret calls f.
+func (f SecretResolverFunc) ResolveSecret(ctx context.Context, destination, secret string) (*credentials.Credentials, error) {
+	return f(ctx, destination, secret)
+}
+
+// Keys are S3 keys. Their String, GoString and LogValue hide them, so a
+// Keys value may be printed or logged by mistake without leaking.
+type Keys struct {
+	AccessKey    string
+	SecretKey    string
+	SessionToken string
+}
+
+// Credentials returns static credentials with the keys.
+func (k Keys) Credentials() *credentials.Credentials {
+	return s3.StaticCredentials(k.AccessKey, k.SecretKey, k.SessionToken)
+}
+
+// String hides the keys.
+func (k Keys) String() string { return "destination.Keys{<redacted>}" }
+
+// GoString hides the keys.
+func (k Keys) GoString() string { return k.String() }
+
+// LogValue hides the keys.
+func (k Keys) LogValue() slog.Value { return slog.StringValue(k.String()) }
+
+// StaticSecrets is a SecretResolver that serves fixed keys by secret name,
+// for hosts that hold the keys themselves and for tests. Rotate by updating
+// the map (before Registry.Update or Apply; the map is not synchronised)
+// or by passing a new one.
+type StaticSecrets map[string]Keys
+
+// ResolveSecret implements SecretResolver.
+func (s StaticSecrets) ResolveSecret(_ context.Context, _, secret string) (*credentials.Credentials, error) {
+	k, ok := s[secret]
+	if !ok {
+		return nil, fmt.Errorf("no secret %s", quote(secret))
+	}
+	return k.Credentials(), nil
+}
+
+// resolve returns the credentials c refers to. Errors match ErrCredentials.
+func (c Credentials) resolve(ctx context.Context, destination string, secrets SecretResolver) (*credentials.Credentials, error) {
+	switch c.Source {
+	case SourceSecret:
+		if secrets == nil {
+			return nil, fmt.Errorf("%w: no secret resolver to look up secret %s", ErrCredentials, quote(c.Secret))
+		}
+		creds, err := secrets.ResolveSecret(ctx, destination, c.Secret)
+		if err != nil {
+			return nil, fmt.Errorf("%w: secret %s: %w", ErrCredentials, quote(c.Secret), err)
+		}
+		if creds == nil {
+			return nil, fmt.Errorf("%w: secret %s: resolver returned no credentials", ErrCredentials, quote(c.Secret))
+		}
+		return creds, nil
+	case SourceFiles:
+		return credentials.New(&fileProvider{access: c.AccessKeyFile, secret: c.SecretKeyFile, token: c.SessionTokenFile}), nil
+	case SourceEnv:
+		if c.AccessKeyEnv == "" {
+			return s3.EnvCredentials(), nil
+		}
+		return credentials.New(&envProvider{access: c.AccessKeyEnv, secret: c.SecretKeyEnv, token: c.SessionTokenEnv}), nil
+	case SourceIAM:
+		return s3.IAMCredentials(c.IAMEndpoint), nil
+	case SourceAnonymous:
+		return credentials.New(&credentials.Static{Value: credentials.Value{SignerType: credentials.SignatureAnonymous}}), nil
+	default:
+		return s3.DefaultCredentials(), nil
+	}
+}
+
+// fileProvider reads keys from files, again after FileRefresh.
+type fileProvider struct {
+	access, secret, token string
+
+	mu   sync.Mutex
+	read time.Time
+}
+
+func (p *fileProvider) RetrieveWithCredContext(*credentials.CredContext) (credentials.Value, error) {
+	v := credentials.Value{SignerType: credentials.SignatureV4}
+	var err error
+	if v.AccessKeyID, err = readKeyFile("access key", p.access); err != nil {
+		return credentials.Value{}, err
+	}
+	if v.SecretAccessKey, err = readKeyFile("secret key", p.secret); err != nil {
+		return credentials.Value{}, err
+	}
+	if p.token != "" {
+		if v.SessionToken, err = readKeyFile("session token", p.token); err != nil {
+			return credentials.Value{}, err
+		}
+	}
+	p.mu.Lock()
+	p.read = time.Now()
+	p.mu.Unlock()
+	return v, nil
+}
+
+func (p *fileProvider) Retrieve() (credentials.Value, error) { return p.RetrieveWithCredContext(nil) }
+
+func (p *fileProvider) IsExpired() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.read.IsZero() || time.Since(p.read) > FileRefresh
+}
+
+// readKeyFile reads one key. Its errors name the file, never its content.
+func readKeyFile(what, name string) (string, error) {
+	b, err := os.ReadFile(name)
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return "", fmt.Errorf("%w: read %s file %s: %w", ErrCredentials, what, quote(name), err)
+	}
+	v := strings.TrimSpace(string(b))
+	if v == "" {
+		return "", fmt.Errorf("%w: %s file %s is empty", ErrCredentials, what, quote(name))
+	}
+	return v, nil
+}
+
+// envProvider reads keys from named environment variables at every
+// retrieval.
+type envProvider struct {
+	access, secret, token string
+}
+
+func (p *envProvider) RetrieveWithCredContext(*credentials.CredContext) (credentials.Value, error) {
+	v := credentials.Value{
+		AccessKeyID:     os.Getenv(p.access),
+		SecretAccessKey: os.Getenv(p.secret),
+		SignerType:      credentials.SignatureV4,
+	}
+	if p.token != "" {
+		v.SessionToken = os.Getenv(p.token)
+	}
+	switch {
+	case v.AccessKeyID == "":
+		return credentials.Value{}, fmt.Errorf("%w: environment variable %s is empty", ErrCredentials, p.access)
+	case v.SecretAccessKey == "":
+		return credentials.Value{}, fmt.Errorf("%w: environment variable %s is empty", ErrCredentials, p.secret)
+	}
+	return v, nil
+}
+
+func (p *envProvider) Retrieve() (credentials.Value, error) { return p.RetrieveWithCredContext(nil) }
+
+// IsExpired is always true: reading the environment costs nothing, and so
+// a changed variable is used at once.
+func (p *envProvider) IsExpired() bool { return true }

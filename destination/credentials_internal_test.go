@@ -1,0 +1,108 @@
+package destination
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/minio/minio-go/v7/pkg/credentials"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestResolveCredentials(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(content), 0o600))
+		return p
+	}
+	ak, sk, tok := write("ak", "  AKIDFILE\n"), write("sk", "secret-from-file\n"), write("tok", "token-from-file")
+	empty := write("empty", " \n")
+	t.Setenv("EU_AK", "AKIDENV")
+	t.Setenv("EU_SK", "secret-from-env")
+	t.Setenv("EU_EMPTY", "")
+	secrets := StaticSecrets{"kube-system/eu": {AccessKey: "AKIDSTATIC", SecretKey: "secret-static"}}
+
+	tests := []struct {
+		name    string
+		creds   Credentials
+		secrets SecretResolver
+		want    credentials.Value // compared on keys only
+		err     bool
+	}{
+		{name: "static secret", creds: Credentials{Source: SourceSecret, Secret: "kube-system/eu"}, secrets: secrets,
+			want: credentials.Value{AccessKeyID: "AKIDSTATIC", SecretAccessKey: "secret-static"}},
+		{name: "unknown secret", creds: Credentials{Source: SourceSecret, Secret: "kube-system/us"}, secrets: secrets, err: true},
+		{name: "no resolver", creds: Credentials{Source: SourceSecret, Secret: "kube-system/eu"}, err: true},
+		{name: "resolver returns nil", creds: Credentials{Source: SourceSecret, Secret: "x"},
+			secrets: SecretResolverFunc(func(context.Context, string, string) (*credentials.Credentials, error) { return nil, nil }), err: true},
+		{name: "files", creds: Credentials{Source: SourceFiles, AccessKeyFile: ak, SecretKeyFile: sk, SessionTokenFile: tok},
+			want: credentials.Value{AccessKeyID: "AKIDFILE", SecretAccessKey: "secret-from-file", SessionToken: "token-from-file"}},
+		{name: "missing file", creds: Credentials{Source: SourceFiles, AccessKeyFile: ak, SecretKeyFile: filepath.Join(dir, "nope")}, err: true},
+		{name: "empty file", creds: Credentials{Source: SourceFiles, AccessKeyFile: empty, SecretKeyFile: sk}, err: true},
+		{name: "env", creds: Credentials{Source: SourceEnv, AccessKeyEnv: "EU_AK", SecretKeyEnv: "EU_SK"},
+			want: credentials.Value{AccessKeyID: "AKIDENV", SecretAccessKey: "secret-from-env"}},
+		{name: "empty env", creds: Credentials{Source: SourceEnv, AccessKeyEnv: "EU_AK", SecretKeyEnv: "EU_EMPTY"}, err: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := tt.creds.resolve(ctx, "eu", tt.secrets)
+			if err == nil {
+				var v credentials.Value
+				v, err = c.GetWithContext(nil)
+				if err == nil {
+					require.False(t, tt.err, "want an error")
+					assert.Equal(t, tt.want.AccessKeyID, v.AccessKeyID)
+					assert.Equal(t, tt.want.SecretAccessKey, v.SecretAccessKey)
+					assert.Equal(t, tt.want.SessionToken, v.SessionToken)
+					return
+				}
+			}
+			require.True(t, tt.err, "unexpected error: %v", err)
+			require.ErrorIs(t, err, ErrCredentials)
+			assert.Equal(t, ReasonAuth, Classify(err))
+			for _, s := range []string{"secret-from-file", "secret-from-env", "secret-static"} {
+				assert.NotContains(t, err.Error(), s)
+			}
+		})
+	}
+}
+
+// Rotated key files are read again once FileRefresh has passed.
+func TestFileCredentialsRefresh(t *testing.T) {
+	dir := t.TempDir()
+	ak, sk := filepath.Join(dir, "ak"), filepath.Join(dir, "sk")
+	require.NoError(t, os.WriteFile(ak, []byte("AK1"), 0o600))
+	require.NoError(t, os.WriteFile(sk, []byte("SK1"), 0o600))
+	p := &fileProvider{access: ak, secret: sk}
+	c := credentials.New(p)
+	v, err := c.GetWithContext(nil)
+	require.NoError(t, err)
+	assert.Equal(t, "SK1", v.SecretAccessKey)
+	require.False(t, p.IsExpired())
+
+	require.NoError(t, os.WriteFile(sk, []byte("SK2"), 0o600))
+	v, err = c.GetWithContext(nil)
+	require.NoError(t, err)
+	assert.Equal(t, "SK1", v.SecretAccessKey, "cached until the refresh")
+	p.mu.Lock()
+	p.read = p.read.Add(-2 * FileRefresh)
+	p.mu.Unlock()
+	v, err = c.GetWithContext(nil)
+	require.NoError(t, err)
+	assert.Equal(t, "SK2", v.SecretAccessKey)
+}
+
+func TestResolverErrorsMatchErrCredentials(t *testing.T) {
+	boom := errors.New("secret lookup: forbidden")
+	c := Credentials{Source: SourceSecret, Secret: "ns/name"}
+	_, err := c.resolve(context.Background(), "eu", SecretResolverFunc(func(context.Context, string, string) (*credentials.Credentials, error) {
+		return nil, boom
+	}))
+	require.ErrorIs(t, err, ErrCredentials)
+	require.ErrorIs(t, err, boom)
+}

@@ -1,0 +1,317 @@
+package destination
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/etcdbackup/etcdbackup/backup"
+	"github.com/etcdbackup/etcdbackup/storage"
+)
+
+// Entry is one object an inventory sync found on a destination: a backup,
+// a legacy snapshot, an orphan, an invalid manifest or a foreign object
+// (see backup.Kind). Its Manifest, when set, is shared and must not be
+// modified.
+type Entry struct {
+	// Destination is the name of the destination the object is on.
+	Destination string
+	backup.Entry
+}
+
+// id identifies an entry across syncs.
+func (e Entry) id() string {
+	return string(e.Kind) + "\x00" + e.Key + "\x00" + e.ManifestKey
+}
+
+// Inventory is what a destination held at its last sync: seed 004's view
+// of the backups on a remote target.
+type Inventory struct {
+	// Destination is the destination's name.
+	Destination string
+	// Synced is when the last successful sync ended; zero before the
+	// first.
+	Synced time.Time
+	// Err is the failure of the last sync, nil when it succeeded. Entries
+	// then still hold what the last successful sync found.
+	Err error
+	// Entries are the objects found in the destination's cluster folders,
+	// ordered by cluster, then creation time, then key.
+	Entries []Entry
+	// Added and Removed are the entries the last successful sync found
+	// new or gone, compared to the sync before it. The first sync finds
+	// every entry new.
+	Added, Removed []Entry
+}
+
+// Cluster returns the entries of one cluster.
+func (inv Inventory) Cluster(cluster string) []Entry {
+	var out []Entry
+	for _, e := range inv.Entries {
+		if e.Cluster == cluster {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// Clusters returns the names of the clusters with entries, sorted.
+func (inv Inventory) Clusters() []string {
+	var out []string
+	for _, e := range inv.Entries {
+		if len(out) == 0 || out[len(out)-1] != e.Cluster {
+			out = append(out, e.Cluster)
+		}
+	}
+	return out
+}
+
+// inventoryState is a destination's inventory and the manifests it read.
+type inventoryState struct {
+	mu             sync.Mutex
+	epoch          uint64 // counts resets; a sync of an older epoch is dropped
+	synced         time.Time
+	err            error
+	entries        []Entry
+	added, removed []Entry
+	manifests      map[string]cachedManifest
+}
+
+// cachedManifest is a manifest's bytes with the listing data of the object
+// they were read from, so an unchanged manifest is not read again.
+type cachedManifest struct {
+	info storage.ObjectInfo
+	data []byte
+}
+
+func (s *inventoryState) reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.epoch++
+	s.synced, s.err, s.entries, s.added, s.removed, s.manifests = time.Time{}, nil, nil, nil, nil, nil
+}
+
+func (s *inventoryState) begin() (epoch uint64, cache map[string]cachedManifest) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.epoch, s.manifests
+}
+
+func (s *inventoryState) get(name string) Inventory {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Inventory{
+		Destination: name,
+		Synced:      s.synced,
+		Err:         s.err,
+		Entries:     slices.Clone(s.entries),
+		Added:       slices.Clone(s.added),
+		Removed:     slices.Clone(s.removed),
+	}
+}
+
+// failing reports whether the last sync failed.
+func (s *inventoryState) failing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err != nil
+}
+
+// fail records a failed sync of epoch and reports whether the sync before
+// it had succeeded.
+func (s *inventoryState) fail(epoch uint64, err error) (first bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.epoch != epoch {
+		return false
+	}
+	first = s.err == nil
+	s.err = err
+	return first
+}
+
+// store records a successful sync of epoch and returns what changed; ok is
+// false when the inventory was reset meanwhile.
+func (s *inventoryState) store(epoch uint64, now time.Time, entries []Entry, cache map[string]cachedManifest) (added, removed []Entry, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.epoch != epoch {
+		return nil, nil, false
+	}
+	before := make(map[string]bool, len(s.entries))
+	for _, e := range s.entries {
+		before[e.id()] = true
+	}
+	after := make(map[string]bool, len(entries))
+	for _, e := range entries {
+		after[e.id()] = true
+		if !before[e.id()] {
+			added = append(added, e)
+		}
+	}
+	for _, e := range s.entries {
+		if !after[e.id()] {
+			removed = append(removed, e)
+		}
+	}
+	s.synced, s.err, s.entries, s.added, s.removed, s.manifests = now, nil, entries, added, removed, cache
+	return slices.Clone(added), slices.Clone(removed), true
+}
+
+// Inventory returns what the destination held at its last sync.
+func (d *Destination) Inventory() Inventory { return d.inv.get(d.name) }
+
+// sync lists the destination's cluster folders into its inventory.
+func (r *Registry) sync(ctx context.Context, d *Destination) (Inventory, error) {
+	epoch, cache := d.inv.begin()
+	_, _, _, h, removed := d.snapshot()
+	var err error
+	if removed {
+		return Inventory{}, fmt.Errorf("%w: %s was removed", ErrNotFound, quote(d.name))
+	}
+	if h == nil {
+		d.mu.RLock()
+		cause := d.openErr
+		d.mu.RUnlock()
+		if cause == nil {
+			cause = errors.New("store opened meanwhile; sync again")
+		}
+		err = fmt.Errorf("destination %s: %w: %w", quote(d.name), ErrUnavailable, cause)
+		d.inv.fail(epoch, err)
+		return d.Inventory(), err
+	}
+	defer h.release()
+
+	var (
+		entries   []Entry
+		manifests map[string]cachedManifest
+	)
+	if h.precheck != nil {
+		err = h.precheck()
+	}
+	if err == nil {
+		entries, manifests, err = listInventory(ctx, d.name, h.bucket, cache)
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			// Warn once per outage; availability checks report the rest.
+			level := slog.LevelDebug
+			if d.inv.fail(epoch, err) {
+				level = slog.LevelWarn
+			}
+			d.log.Log(ctx, level, "inventory sync failed", "error", err)
+		}
+		return d.Inventory(), err
+	}
+	hadErr := d.inv.failing()
+	added, removedEntries, ok := d.inv.store(epoch, r.now(), entries, manifests)
+	if ok && hadErr {
+		d.log.Info("inventory sync recovered")
+	}
+	if ok && (len(added) > 0 || len(removedEntries) > 0) {
+		d.log.Debug("inventory changed", "added", len(added), "removed", len(removedEntries), "entries", len(entries))
+		r.observe(Event{Kind: InventoryChanged, Destination: d.name, Time: r.now(), Added: added, Removed: removedEntries})
+	}
+	return d.Inventory(), nil
+}
+
+// listInventory lists b once, groups the keys by cluster folder (the first
+// path segment, when it is a valid cluster name) and classifies each
+// folder with backup.ListBackups. Manifests unchanged since cache was
+// filled are not read again.
+func listInventory(ctx context.Context, name string, b storage.Bucket, cache map[string]cachedManifest) ([]Entry, map[string]cachedManifest, error) {
+	byCluster := map[string][]storage.ObjectInfo{}
+	var clusters []string
+	for info, err := range b.List(ctx, "") {
+		if err != nil {
+			return nil, nil, err
+		}
+		cluster, _, ok := strings.Cut(info.Key, "/")
+		if !ok || backup.ValidateName("cluster", cluster) != nil {
+			continue // not in a cluster folder: not ours to classify
+		}
+		if _, seen := byCluster[cluster]; !seen {
+			clusters = append(clusters, cluster)
+		}
+		byCluster[cluster] = append(byCluster[cluster], info)
+	}
+	slices.Sort(clusters)
+
+	fresh := map[string]cachedManifest{}
+	var entries []Entry
+	for _, cluster := range clusters {
+		cat := &listedCatalog{objects: byCluster[cluster], bucket: b, old: cache, fresh: fresh}
+		found, err := backup.ListBackups(ctx, cat, cluster)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, e := range found {
+			entries = append(entries, Entry{Destination: name, Entry: e})
+		}
+	}
+	return entries, fresh, nil
+}
+
+// listedCatalog serves ListBackups from a listing already made, and reads
+// manifests through a cache.
+type listedCatalog struct {
+	objects []storage.ObjectInfo // one cluster folder, in key order
+	bucket  storage.Bucket
+	old     map[string]cachedManifest // read only
+	fresh   map[string]cachedManifest // filled for the next sync
+	index   map[string]storage.ObjectInfo
+}
+
+func (c *listedCatalog) List(_ context.Context, prefix string) iter.Seq2[storage.ObjectInfo, error] {
+	return func(yield func(storage.ObjectInfo, error) bool) {
+		for _, info := range c.objects {
+			if strings.HasPrefix(info.Key, prefix) && !yield(info, nil) {
+				return
+			}
+		}
+	}
+}
+
+func (c *listedCatalog) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	if c.index == nil {
+		c.index = make(map[string]storage.ObjectInfo, len(c.objects))
+		for _, info := range c.objects {
+			c.index[info.Key] = info
+		}
+	}
+	info, listed := c.index[key]
+	if cached, ok := c.old[key]; ok && listed && sameObject(cached.info, info) {
+		c.fresh[key] = cached
+		return io.NopCloser(bytes.NewReader(cached.data)), nil
+	}
+	rc, err := c.bucket.Get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	// One byte more than a manifest may have, so that ParseManifest still
+	// sees an oversized one as such.
+	data, err := io.ReadAll(io.LimitReader(rc, backup.MaxManifestSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if listed && len(data) <= backup.MaxManifestSize {
+		c.fresh[key] = cachedManifest{info: info, data: data}
+	}
+	return io.NopCloser(bytes.NewReader(data)), nil
+}
+
+// sameObject reports whether two listings describe the same object
+// version.
+func sameObject(a, b storage.ObjectInfo) bool {
+	return a.Key == b.Key && a.Size == b.Size && a.ETag == b.ETag && a.ModTime.Equal(b.ModTime) &&
+		(a.ETag != "" || !a.ModTime.IsZero())
+}

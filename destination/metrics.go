@@ -1,0 +1,83 @@
+package destination
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/etcdbackup/etcdbackup/backup"
+)
+
+// Metric names, for alerting rules and dashboards.
+const (
+	MetricAvailable           = "etcdbackup_destination_available"
+	MetricConsecutiveFailures = "etcdbackup_destination_consecutive_check_failures"
+	MetricLastCheck           = "etcdbackup_destination_last_check_timestamp_seconds"
+	MetricInventoryEntries    = "etcdbackup_destination_inventory_entries"
+	MetricLastSync            = "etcdbackup_destination_inventory_last_sync_timestamp_seconds"
+)
+
+var (
+	descAvailable = prometheus.NewDesc(MetricAvailable,
+		"Whether the destination's last availability check succeeded (1) or failed (0).",
+		[]string{"destination"}, nil)
+	descFailures = prometheus.NewDesc(MetricConsecutiveFailures,
+		"Availability checks of the destination that failed since the last success.",
+		[]string{"destination"}, nil)
+	descLastCheck = prometheus.NewDesc(MetricLastCheck,
+		"When the destination's last availability check ended.",
+		[]string{"destination"}, nil)
+	descEntries = prometheus.NewDesc(MetricInventoryEntries,
+		"Objects found on the destination by its last inventory sync, by kind.",
+		[]string{"destination", "kind"}, nil)
+	descLastSync = prometheus.NewDesc(MetricLastSync,
+		"When the destination's last successful inventory sync ended.",
+		[]string{"destination"}, nil)
+)
+
+// Collector returns a Prometheus collector of the registry's destinations,
+// for the host to register on its own registry. It reads the destinations'
+// state at each scrape, so a removed destination's series go with it. A
+// destination not checked yet has no availability series.
+//
+//	etcdbackup_destination_available{destination}                              gauge 1/0
+//	etcdbackup_destination_consecutive_check_failures{destination}             gauge
+//	etcdbackup_destination_last_check_timestamp_seconds{destination}           gauge
+//	etcdbackup_destination_inventory_entries{destination,kind}                 gauge
+//	etcdbackup_destination_inventory_last_sync_timestamp_seconds{destination}  gauge
+func (r *Registry) Collector() prometheus.Collector { return collector{r} }
+
+type collector struct{ r *Registry }
+
+func (c collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descAvailable, descFailures, descLastCheck, descEntries, descLastSync} {
+		ch <- d
+	}
+}
+
+var kinds = []backup.Kind{backup.KindBackup, backup.KindLegacy, backup.KindOrphan, backup.KindInvalid, backup.KindForeign}
+
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	for _, d := range c.r.List() {
+		st := d.Status()
+		if st.State != StateUnknown {
+			v := 0.0
+			if st.Available() {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(descAvailable, prometheus.GaugeValue, v, d.name)
+			ch <- prometheus.MustNewConstMetric(descFailures, prometheus.GaugeValue, float64(st.ConsecutiveFailures), d.name)
+			ch <- prometheus.MustNewConstMetric(descLastCheck, prometheus.GaugeValue, float64(st.LastCheck.UnixNano())/1e9, d.name)
+		}
+		inv := d.Inventory()
+		if inv.Synced.IsZero() {
+			continue
+		}
+		counts := map[backup.Kind]int{}
+		for _, e := range inv.Entries {
+			counts[e.Kind]++
+		}
+		for _, k := range kinds {
+			ch <- prometheus.MustNewConstMetric(descEntries, prometheus.GaugeValue, float64(counts[k]), d.name, string(k))
+		}
+		ch <- prometheus.MustNewConstMetric(descLastSync, prometheus.GaugeValue, float64(inv.Synced.UnixNano())/1e9, d.name)
+	}
+}
