@@ -183,35 +183,69 @@ var ErrIntegrity = errors.New("backup integrity")
 // damaged or cut short; NewDecoder's error wraps ErrDecrypt when no identity
 // fits. Close releases the decompressor; it does not close src.
 func NewDecoder(src io.Reader, c Compression, identities ...age.Identity) (io.ReadCloser, error) {
-	r := src
+	// Errors of src (a download breaking off) pass through as they are:
+	// they say nothing about the integrity of the stored bytes.
+	var r io.Reader = sourceReader{src}
 	if len(identities) > 0 {
-		dr, err := age.Decrypt(src, identities...)
+		dr, err := age.Decrypt(r, identities...)
 		if err != nil {
 			var noMatch *age.NoIdentityMatchError
-			if errors.As(err, &noMatch) {
+			var se *sourceError
+			switch {
+			case errors.As(err, &se):
+				return nil, se.err
+			case errors.As(err, &noMatch):
 				return nil, fmt.Errorf("%w: no identity matches a recipient of the backup", ErrDecrypt)
 			}
-			return nil, fmt.Errorf("%w: read age header: %v", ErrDecrypt, err)
+			return nil, fmt.Errorf("%w: read age header: %w", ErrDecrypt, err)
 		}
 		r = integrityReader{r: dr, what: "decrypt"}
 	}
 	switch c.OrDefault() {
 	case Zstd:
-		zr, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true))
+		// A window bound keeps a hostile object from making the decoder
+		// allocate more than the encoder ever uses.
+		zr, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true),
+			zstd.WithDecoderMaxWindow(MaxZstdWindow))
 		if err != nil {
 			return nil, fmt.Errorf("start zstd: %w", err)
 		}
-		return &zstdReadCloser{integrityReader{r: zr, what: "decompress zstd"}, zr}, nil
+		return &decoded{r: integrityReader{r: zr, what: "decompress zstd"}, close: zr.Close}, nil
 	case Gzip:
 		gr, err := gzip.NewReader(r)
 		if err != nil {
-			return nil, fmt.Errorf("%w: decompress gzip: %v", ErrIntegrity, err)
+			var se *sourceError
+			if errors.As(err, &se) {
+				return nil, se.err
+			}
+			return nil, fmt.Errorf("%w: decompress gzip: %w", ErrIntegrity, err)
 		}
-		return io.NopCloser(integrityReader{r: gr, what: "decompress gzip"}), nil
+		return &decoded{r: integrityReader{r: gr, what: "decompress gzip"}}, nil
 	case None:
-		return io.NopCloser(r), nil
+		return &decoded{r: integrityReader{r: r, what: "read"}}, nil
 	}
 	return nil, c.Validate()
+}
+
+// MaxZstdWindow bounds the zstd window NewDecoder accepts (the encoder's is
+// 8 MiB at its default level).
+const MaxZstdWindow = 64 << 20
+
+// sourceError marks an error of the decoder's input, so that it is not
+// mistaken for damaged data.
+type sourceError struct{ err error }
+
+func (e *sourceError) Error() string { return e.err.Error() }
+func (e *sourceError) Unwrap() error { return e.err }
+
+type sourceReader struct{ r io.Reader }
+
+func (s sourceReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if err != nil && err != io.EOF {
+		err = &sourceError{err}
+	}
+	return n, err
 }
 
 // integrityReader marks the errors of a decoding layer as ErrIntegrity:
@@ -223,18 +257,35 @@ type integrityReader struct {
 
 func (ir integrityReader) Read(p []byte) (int, error) {
 	n, err := ir.r.Read(p)
-	if err != nil && err != io.EOF && !errors.Is(err, ErrIntegrity) {
+	var se *sourceError
+	switch {
+	case err == nil, err == io.EOF, errors.Is(err, ErrIntegrity), errors.As(err, &se):
+		// Kept as they are: the outermost reader unmarks source errors.
+	default:
 		err = fmt.Errorf("%w: %s: %w", ErrIntegrity, ir.what, err)
 	}
 	return n, err
 }
 
-type zstdReadCloser struct {
-	integrityReader
-	zr *zstd.Decoder
+// decoded is the reader NewDecoder returns: it hands out the input's own
+// errors unmarked and releases the decompressor on Close.
+type decoded struct {
+	r     io.Reader
+	close func()
 }
 
-func (z *zstdReadCloser) Close() error {
-	z.zr.Close()
+func (d *decoded) Read(p []byte) (int, error) {
+	n, err := d.r.Read(p)
+	var se *sourceError
+	if errors.As(err, &se) {
+		err = se.err
+	}
+	return n, err
+}
+
+func (d *decoded) Close() error {
+	if d.close != nil {
+		d.close()
+	}
 	return nil
 }

@@ -410,3 +410,44 @@ func TestDecoderErrors(t *testing.T) {
 	assert.ErrorIs(t, readAll(stored[:len(stored)/2]), backup.ErrIntegrity, "truncated by half")
 	assert.NoError(t, readAll(stored))
 }
+
+// TestDecoderPassesSourceErrors: a download that breaks off is not damage.
+func TestDecoderPassesSourceErrors(t *testing.T) {
+	id, err := age.GenerateX25519Identity()
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		compression backup.Compression
+		encrypt     bool
+	}{{backup.Zstd, true}, {backup.Gzip, false}, {backup.None, true}, {backup.Zstd, false}} {
+		u := newMemUploader()
+		p := &backup.Pipeline{Snapshotter: newSnapshotter(fakeSnapshot(t, 3000, 8)), Compression: tc.compression}
+		var ids []age.Identity
+		if tc.encrypt {
+			p.Encryption.Recipients = []string{id.Recipient().String()}
+			ids = append(ids, id)
+		}
+		_, err = p.Run(t.Context(), backup.Request{Cluster: "c", Name: "n", Targets: []backup.Target{{Destination: "d", Uploader: u}}})
+		require.NoError(t, err)
+		m, stored := u.only(t)
+		for _, at := range []int{0, 10, len(stored) / 2} {
+			src := io.MultiReader(bytes.NewReader(stored[:at]), iotestErrReader{errNetwork})
+			err := func() error {
+				r, err := backup.NewDecoder(src, m.Compression, ids...)
+				if err != nil {
+					return err
+				}
+				defer r.Close()
+				_, err = io.Copy(io.Discard, r)
+				return err
+			}()
+			require.ErrorIs(t, err, errNetwork, "%s encrypted=%v at %d", tc.compression, tc.encrypt, at)
+			require.NotErrorIs(t, err, backup.ErrIntegrity, "%s encrypted=%v at %d", tc.compression, tc.encrypt, at)
+		}
+	}
+}
+
+var errNetwork = errors.New("connection reset by peer")
+
+type iotestErrReader struct{ err error }
+
+func (r iotestErrReader) Read([]byte) (int, error) { return 0, r.err }
