@@ -204,6 +204,13 @@ type EtcdSnapshotter struct {
 	log *slog.Logger
 }
 
+// String describes the snapshotter by its configuration, password
+// redacted: fmt would otherwise print the unexported fields as they are.
+func (s *EtcdSnapshotter) String() string { return "EtcdSnapshotter" + s.cfg.String() }
+
+// GoString is String, so that %#v does not print the password either.
+func (s *EtcdSnapshotter) GoString() string { return s.String() }
+
 var _ Snapshotter = (*EtcdSnapshotter)(nil)
 
 // NewEtcdSnapshotter validates cfg and returns a snapshotter. It does not

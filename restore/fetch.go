@@ -45,6 +45,15 @@ type Restorer struct {
 	Now func() time.Time
 }
 
+// String describes the Restorer without its identities, which are secret
+// keys: fmt would otherwise print them as they are.
+func (r *Restorer) String() string {
+	return fmt.Sprintf("Restorer{Identities: %d (redacted), TempDir: %q}", len(r.Identities), r.TempDir)
+}
+
+// GoString is String, so that %#v does not print the identities either.
+func (r *Restorer) GoString() string { return r.String() }
+
 // Validate checks the Restorer's configuration. Every operation calls it
 // first.
 func (r *Restorer) Validate() error {
