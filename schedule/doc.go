@@ -1,0 +1,73 @@
+// Package schedule runs backup jobs on cron schedules, for many clusters,
+// inside a host such as a Kubernetes controller-manager.
+//
+// The host reconciles its desired jobs into a Scheduler: Set adds or
+// updates a Job (an unchanged one is a no-op, a changed Schedule or
+// TimeZone reschedules it), Remove removes one, List and Get report each
+// job's Status. Start runs the scheduler until its context ends, and
+// NeedLeaderElection returns true, so a controller-manager adds it as a
+// runnable of its elected leader without this package importing
+// controller-runtime.
+//
+// # Schedules
+//
+// Job.Schedule is parsed by robfig/cron/v3: five fields, an optional
+// leading seconds field, or a descriptor (@daily, @hourly, @every 6h).
+// It is read in Job.TimeZone (an IANA name; empty means UTC). An empty
+// schedule is a one-shot job: one backup as soon as the scheduler runs,
+// and never again (Set again, even changed, does not repeat it; Remove and
+// Set do). An invalid expression or zone is refused by Set with a
+// *ScheduleError.
+//
+// Daylight saving: a schedule whose hour field is * (@hourly, "0 * * * *")
+// follows real time, an hour apart through both changes. A schedule with
+// a fixed hour names times of day and runs each once: in Europe/Berlin,
+// "30 2 * * *" runs at 03:00 on the night 02:30 does not exist (the end
+// of the skipped hour), and only at the first 02:30 on the night it comes
+// twice. @every intervals are real time.
+//
+// # Runs
+//
+// A Runner does the work: Backup, then, after each successful backup of a
+// scheduled job, Prune with the job's retention policy. PipelineRunner
+// wires backup.Pipeline and retention.Pruner to the host's clusters and
+// destinations through three functions, so a host plugs in its registry.
+//
+// At most Config.MaxConcurrent runs are in flight, and at most
+// Config.MaxPerDestination write to one destination; due runs wait in
+// order, and a run whose destination is busy lets others pass. A job never
+// overlaps itself: a tick due while its previous run is in flight or
+// waiting is skipped and counted (SkipOverlap). Config.MaxJitter delays
+// each job by a fixed amount derived from its ID, so that hundreds of
+// @hourly jobs do not start in the same second. Ticks missed while the
+// process was paused collapse into one run.
+//
+// With a Config.Inventory, Start asks when each job last backed up (from
+// its destinations, not from memory): a job that missed a tick since, or
+// never backed up, runs once right away, and a one-shot job already backed
+// up does not run again.
+//
+// Remove cancels the job's run in flight (the upload aborts, nothing
+// half-visible remains) and waits for it to return; after it, nothing of
+// the job runs, so the host may delete the cluster's backups. When Start's
+// context ends, the scheduler starts nothing new, lets runs in flight
+// finish for up to Config.StopTimeout, then cancels them and waits for
+// them to return.
+//
+// # Replicas
+//
+// With a Config.Lock such as EtcdLock, each run takes the job's lock in
+// etcd, so two replicas never run a job at once, and the lock records the
+// last completed tick, so a replica that comes to a tick after the other
+// completed it skips it (SkipDone) instead of running it twice.
+//
+// # Status and metrics
+//
+// Status holds the next run, whether a run is in flight, the last run,
+// success, error and duration, consecutive failures, skipped runs and
+// retention failures. Scheduler.Collector exposes the same as Prometheus
+// series labelled by job and cluster.
+//
+// Time comes from a Clock (SystemClock by default): tests substitute a
+// manual one and move it, instead of sleeping through real minutes.
+package schedule

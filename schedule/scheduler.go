@@ -1,0 +1,860 @@
+package schedule
+
+import (
+	"cmp"
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Defaults of Config.
+const (
+	DefaultMaxConcurrent     = 4
+	DefaultMaxPerDestination = 2
+	// DefaultStopTimeout leaves a controller-manager's usual 30 seconds
+	// of graceful shutdown room to cancel what is still running.
+	DefaultStopTimeout = 20 * time.Second
+)
+
+const (
+	// maxSleep bounds how long the loop sleeps, so that a jump of the
+	// wall clock (a suspended VM, a stepped NTP) delays a run by at most
+	// this much.
+	maxSleep = time.Minute
+	// releaseTimeout bounds the release of a Lock after a run.
+	releaseTimeout = 10 * time.Second
+)
+
+// Causes of a run's cancellation, reported in its error.
+var (
+	errRemoved  = errors.New("job removed")
+	errStopped  = errors.New("scheduler stopped before the run ended")
+	errLockLost = errors.New("job lock lost")
+)
+
+// Config configures a Scheduler. Runner is required; the zero value of
+// every other field is documented.
+type Config struct {
+	// Runner runs the jobs. Required.
+	Runner Runner
+	// Inventory, when set, is asked at Start (and when a job is first set
+	// while running) when each job last backed up: a job that missed a
+	// tick since then, or never backed up, runs once right away, and a
+	// one-shot job that already has its backup does not run. Nil means
+	// no catch-up: missed ticks are not made up.
+	Inventory Inventory
+	// Lock, when set, is taken around every run (see EtcdLock). Nil means
+	// no coordination between replicas: a host then runs the scheduler
+	// on its elected leader only.
+	Lock Lock
+	// Clock tells the time; nil means SystemClock.
+	Clock Clock
+
+	// MaxConcurrent bounds the runs in flight, and also the Inventory
+	// checks in flight. Zero means DefaultMaxConcurrent.
+	MaxConcurrent int
+	// MaxPerDestination bounds the runs in flight that write to one
+	// destination; a run holds a slot on each of its job's destinations.
+	// Zero means DefaultMaxPerDestination.
+	MaxPerDestination int
+	// MaxJitter delays each job's ticks by a fixed duration in
+	// [0, MaxJitter), derived from a hash of its ID: the same on every
+	// replica and across restarts, different from job to job, so that
+	// many jobs on the same schedule do not all start in the same second.
+	// Keep it below the shortest interval of the schedules. Zero means
+	// no jitter.
+	MaxJitter time.Duration
+	// StopTimeout is how long Start waits, once its context ends, for the
+	// runs in flight to finish before it cancels them. Zero means
+	// DefaultStopTimeout.
+	StopTimeout time.Duration
+
+	// Logger receives the scheduler's log; nil means silent.
+	Logger *slog.Logger
+}
+
+// Validate reports a missing runner and negative limits.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Runner == nil {
+		errs = append(errs, errors.New("no runner"))
+	}
+	if c.MaxConcurrent < 0 {
+		errs = append(errs, errors.New("negative MaxConcurrent"))
+	}
+	if c.MaxPerDestination < 0 {
+		errs = append(errs, errors.New("negative MaxPerDestination"))
+	}
+	if c.MaxJitter < 0 {
+		errs = append(errs, errors.New("negative MaxJitter"))
+	}
+	if c.StopTimeout < 0 {
+		errs = append(errs, errors.New("negative StopTimeout"))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(errs...))
+	}
+	return nil
+}
+
+// Scheduler runs backup jobs on their cron schedules. The host reconciles
+// the desired jobs into it with Set and Remove, reads their state with
+// List, and runs it with Start; see the package documentation. Create one
+// with New. It is safe for concurrent use.
+type Scheduler struct {
+	runner      Runner
+	inventory   Inventory
+	lock        Lock
+	clock       Clock
+	log         *slog.Logger
+	maxRuns     int
+	maxPerDest  int
+	maxJitter   time.Duration
+	stopTimeout time.Duration
+
+	wake    chan struct{}
+	signals atomic.Uint64 // counts wake-ups asked for
+
+	zoneMu sync.Mutex
+	zones  map[string]*time.Location
+
+	mu       sync.Mutex
+	jobs     map[string]*entry
+	timeline timeline // jobs with a next tick, soonest first
+	queue    []*entry // due runs waiting for a slot, oldest first
+	checks   []*entry // jobs waiting for their Inventory check
+	inFlight int
+	checking int
+	perDest  map[string]int
+	running  bool // Start is running
+	stopping bool
+	runCtx   context.Context // parent of the runs of the current Start
+	checkCtx context.Context // parent of the Inventory checks
+	wg       sync.WaitGroup  // runs and checks in flight
+	idle     bool            // the loop waits for a wake-up
+	seen     uint64          // signals the loop has taken in
+}
+
+// entry is a job and its state.
+type entry struct {
+	job    Job
+	sched  *cronSchedule // nil for a one-shot job
+	jitter time.Duration
+
+	// tick is the next tick and fire when it runs (tick + jitter). For a
+	// one-shot job that has yet to run, fire is when it was set.
+	tick, fire time.Time
+	index      int // in the timeline; -1 when not in it
+
+	due         *dueRun // a run waiting in the queue
+	run         *run    // the run in flight
+	check       bool    // waiting for, or in, its Inventory check
+	oneShotDone bool
+	removed     bool
+
+	status  Status   // NextRun, Running and Queued are derived
+	skipped [3]int64 // by reason, in the order of skipReasons
+}
+
+// skip records a run skipped at t for reason.
+func (e *entry) skip(reason SkipReason, t time.Time) {
+	e.status.SkippedRuns++
+	e.status.LastSkip, e.status.LastSkipReason = t, reason
+	e.skipped[slices.Index(skipReasons, reason)]++
+}
+
+// runKind says why a run happens.
+type runKind int
+
+const (
+	runScheduled runKind = iota
+	runCatchUp
+	runOneShot
+)
+
+func (k runKind) String() string {
+	switch k {
+	case runCatchUp:
+		return "catch-up"
+	case runOneShot:
+		return "one-shot"
+	}
+	return "scheduled"
+}
+
+type dueRun struct {
+	tick time.Time
+	kind runKind
+}
+
+type run struct {
+	tick    time.Time
+	kind    runKind
+	started time.Time
+	cancel  context.CancelCauseFunc
+	done    chan struct{} // closed when the run has returned
+}
+
+// New returns a scheduler with no jobs. It runs nothing until Start.
+func New(cfg Config) (*Scheduler, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Scheduler{
+		runner:      cfg.Runner,
+		inventory:   cfg.Inventory,
+		lock:        cfg.Lock,
+		clock:       cfg.Clock,
+		log:         cfg.Logger,
+		maxRuns:     cmp.Or(cfg.MaxConcurrent, DefaultMaxConcurrent),
+		maxPerDest:  cmp.Or(cfg.MaxPerDestination, DefaultMaxPerDestination),
+		maxJitter:   cfg.MaxJitter,
+		stopTimeout: cmp.Or(cfg.StopTimeout, DefaultStopTimeout),
+		wake:        make(chan struct{}, 1),
+		zones:       map[string]*time.Location{},
+		jobs:        map[string]*entry{},
+		perDest:     map[string]int{},
+	}
+	if s.clock == nil {
+		s.clock = SystemClock{}
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	return s, nil
+}
+
+// NeedLeaderElection returns true: a controller-manager runs the scheduler
+// on its elected leader only (controller-runtime's
+// LeaderElectionRunnable).
+func (s *Scheduler) NeedLeaderElection() bool { return true }
+
+// Set adds a job, or updates the job with the same ID. A job equal to the
+// one set is left alone. A change of Schedule or TimeZone reschedules the
+// job from now; other changes apply from its next run, and a run in
+// flight finishes with the definition it started with. A job that becomes
+// one-shot runs once, as soon as possible. Set does no I/O; an invalid
+// job is refused with a *JobError (ErrInvalidJob), whose schedule and time
+// zone problems are *ScheduleError values.
+func (s *Scheduler) Set(job Job) error {
+	sched, err := job.compile(s.location)
+	if err != nil {
+		return err
+	}
+	job = job.clone()
+	now := s.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.jobs[job.ID]
+	switch {
+	case e == nil:
+		e = &entry{job: job, sched: sched, index: -1, jitter: jitterOf(job.ID, s.maxJitter)}
+		s.jobs[job.ID] = e
+		s.plan(e, now, true)
+		s.log.Debug("job set", "job", job.ID, "cluster", job.Cluster, "schedule", job.Schedule, "next", e.fire)
+	case e.job.equal(&job):
+		return nil
+	default:
+		retimed := e.job.timing() != job.timing()
+		e.job, e.sched = job, sched
+		if retimed {
+			e.oneShotDone = false
+			s.plan(e, now, false)
+		}
+		s.log.Debug("job updated", "job", job.ID, "cluster", job.Cluster, "schedule", job.Schedule, "next", e.fire)
+	}
+	s.signal()
+	return nil
+}
+
+// Remove removes a job. A run of it that is due is dropped, and a run in
+// flight is cancelled (the backup aborts, leaving nothing visible):
+// Remove waits until it has returned, or until ctx ends, and then returns
+// ctx's error while the run finishes its cancellation (a job set again
+// with the same ID meanwhile may start before it ends). Once Remove has
+// returned nil nothing of the job runs any more, so a host may delete the
+// cluster's backups next. Removing an unknown job does nothing.
+func (s *Scheduler) Remove(ctx context.Context, id string) error {
+	s.mu.Lock()
+	e := s.jobs[id]
+	if e == nil {
+		s.mu.Unlock()
+		return nil
+	}
+	delete(s.jobs, id)
+	e.removed = true
+	s.timeline.remove(e)
+	if e.due != nil {
+		s.queue = slices.DeleteFunc(s.queue, func(q *entry) bool { return q == e })
+		e.due = nil
+	}
+	s.checks = slices.DeleteFunc(s.checks, func(q *entry) bool { return q == e })
+	r := e.run
+	s.mu.Unlock()
+	s.signal()
+	s.log.Debug("job removed", "job", id)
+	if r == nil {
+		return nil
+	}
+	r.cancel(errRemoved)
+	select {
+	case <-r.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("remove job %s: its run is still ending: %w", quoteID(id), ctx.Err())
+	}
+}
+
+// List returns every job with its status, ordered by ID.
+func (s *Scheduler) List() []JobStatus {
+	s.mu.Lock()
+	out := make([]JobStatus, 0, len(s.jobs))
+	for _, e := range s.jobs {
+		out = append(out, e.jobStatus())
+	}
+	s.mu.Unlock()
+	slices.SortFunc(out, func(a, b JobStatus) int { return cmp.Compare(a.Job.ID, b.Job.ID) })
+	return out
+}
+
+// Get returns the job with the given ID and its status, and false if
+// there is none.
+func (s *Scheduler) Get(id string) (JobStatus, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.jobs[id]
+	if e == nil {
+		return JobStatus{}, false
+	}
+	return e.jobStatus(), true
+}
+
+// jobStatus returns the job and its status. The caller holds s.mu.
+func (e *entry) jobStatus() JobStatus {
+	return JobStatus{Job: e.job.clone(), Status: e.currentStatus()}
+}
+
+// currentStatus returns e's status with its derived fields. The caller
+// holds s.mu.
+func (e *entry) currentStatus() Status {
+	st := e.status
+	st.Running = e.run != nil
+	st.Queued = e.due != nil
+	if e.index >= 0 || (e.sched == nil && !e.oneShotDone && e.run == nil) {
+		st.NextRun = e.fire
+	}
+	return st
+}
+
+// Start runs the scheduler until ctx ends. It first reschedules every job
+// from now and, with an Inventory, checks which jobs missed a tick. When
+// ctx ends it starts nothing new, waits for the runs in flight up to
+// StopTimeout, cancels those still going, waits for them to return, and
+// returns nil. It returns ErrRunning if the scheduler is already running;
+// it may be started again once it has returned.
+//
+// Start and NeedLeaderElection make the scheduler a controller-runtime
+// Runnable that runs on the elected leader only.
+func (s *Scheduler) Start(ctx context.Context) error {
+	s.mu.Lock()
+	if s.running {
+		s.mu.Unlock()
+		return ErrRunning
+	}
+	s.running, s.stopping = true, false
+	runCtx, cancelRuns := context.WithCancelCause(context.WithoutCancel(ctx))
+	checkCtx, cancelChecks := context.WithCancel(ctx)
+	s.runCtx, s.checkCtx = runCtx, checkCtx
+	now := s.clock.Now()
+	ids := make([]string, 0, len(s.jobs))
+	for id := range s.jobs {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		s.plan(s.jobs[id], now, true)
+	}
+	s.log.Info("scheduler started", "jobs", len(s.jobs), "checks", len(s.checks))
+	s.mu.Unlock()
+
+	s.loop(ctx)
+	s.shutdown(cancelRuns, cancelChecks)
+	return nil
+}
+
+// plan schedules e's next run from now. For a new job (or every job at
+// Start) of a running scheduler with an Inventory, it also queues its
+// check. The caller holds s.mu.
+func (s *Scheduler) plan(e *entry, now time.Time, first bool) {
+	s.timeline.remove(e)
+	e.tick, e.fire = time.Time{}, time.Time{}
+	check := first && s.running && s.inventory != nil
+	if e.sched == nil {
+		if e.oneShotDone || e.run != nil || e.due != nil {
+			return
+		}
+		e.fire = now
+		switch {
+		case !s.running || s.stopping:
+			// Start queues it.
+		case check:
+			s.addCheck(e)
+		default:
+			s.makeDue(e, time.Time{}, runOneShot, now)
+		}
+		return
+	}
+	if e.tick = e.sched.next(now); !e.tick.IsZero() {
+		e.fire = e.tick.Add(e.jitter)
+		s.timeline.push(e)
+	}
+	if check {
+		s.addCheck(e)
+	}
+}
+
+func (s *Scheduler) addCheck(e *entry) {
+	if !e.check {
+		e.check = true
+		s.checks = append(s.checks, e)
+	}
+}
+
+// signal wakes the loop up.
+func (s *Scheduler) signal() {
+	s.signals.Add(1)
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// loop fires the jobs' ticks and starts what is due until ctx ends.
+func (s *Scheduler) loop(ctx context.Context) {
+	for ctx.Err() == nil {
+		s.mu.Lock()
+		s.idle = false
+		s.seen = s.signals.Load()
+		now := s.clock.Now()
+		s.fireDue(now)
+		s.dispatch(now)
+		var stop func() bool
+		if len(s.timeline) > 0 {
+			at := s.timeline[0].fire
+			if limit := now.Add(maxSleep); at.After(limit) {
+				at = limit
+			}
+			stop = s.clock.At(at, s.signal)
+		}
+		s.idle = true
+		s.mu.Unlock()
+
+		select {
+		case <-ctx.Done():
+			if stop != nil {
+				stop()
+			}
+			return
+		case <-s.wake:
+		}
+		if stop != nil {
+			stop()
+		}
+	}
+}
+
+// fireDue takes the ticks due at now off the timeline, schedules each
+// job's next tick, and queues the runs. Ticks missed (the process was
+// paused) collapse into one run. The caller holds s.mu.
+func (s *Scheduler) fireDue(now time.Time) {
+	for len(s.timeline) > 0 && !s.timeline[0].fire.After(now) {
+		e := s.timeline[0]
+		s.timeline.remove(e)
+		tick := e.tick
+		from := tick
+		if late := now.Add(-e.jitter); late.After(from) {
+			from = late
+		}
+		if e.tick = e.sched.next(from); e.tick.IsZero() {
+			e.fire = time.Time{}
+		} else {
+			e.fire = e.tick.Add(e.jitter)
+			s.timeline.push(e)
+		}
+		s.makeDue(e, tick, runScheduled, now)
+	}
+}
+
+// makeDue queues a run of e, or records it as skipped when e already has
+// a run in flight or queued. The caller holds s.mu.
+func (s *Scheduler) makeDue(e *entry, tick time.Time, kind runKind, now time.Time) {
+	if e.run != nil || e.due != nil {
+		e.skip(SkipOverlap, now)
+		s.log.Warn("run skipped: the previous one has not ended", "job", e.job.ID, "cluster", e.job.Cluster, "tick", tick)
+		return
+	}
+	e.due = &dueRun{tick: tick, kind: kind}
+	s.queue = append(s.queue, e)
+}
+
+// dispatch starts the checks and the runs that have free slots, oldest
+// first; a run whose destination is busy lets the runs behind it pass.
+// The caller holds s.mu.
+func (s *Scheduler) dispatch(now time.Time) {
+	if !s.running || s.stopping {
+		return
+	}
+	for len(s.checks) > 0 && s.checking < s.maxRuns {
+		e := s.checks[0]
+		s.checks[0] = nil
+		s.checks = s.checks[1:]
+		s.startCheck(e)
+	}
+	if len(s.checks) == 0 {
+		s.checks = nil
+	}
+	kept := s.queue[:0]
+	for i, e := range s.queue {
+		if s.inFlight >= s.maxRuns {
+			kept = append(kept, s.queue[i:]...)
+			break
+		}
+		if !s.slotsFree(e.job.Destinations) {
+			kept = append(kept, e)
+			continue
+		}
+		s.startRun(e, now)
+	}
+	clear(s.queue[len(kept):])
+	s.queue = kept
+}
+
+func (s *Scheduler) slotsFree(destinations []string) bool {
+	for _, d := range destinations {
+		if s.perDest[d] >= s.maxPerDest {
+			return false
+		}
+	}
+	return true
+}
+
+// startRun starts e's due run. The caller holds s.mu.
+func (s *Scheduler) startRun(e *entry, now time.Time) {
+	d := e.due
+	e.due = nil
+	ctx, cancel := context.WithCancelCause(s.runCtx)
+	r := &run{tick: d.tick, kind: d.kind, started: now, cancel: cancel, done: make(chan struct{})}
+	e.run = r
+	job := e.job
+	s.inFlight++
+	for _, dst := range job.Destinations {
+		s.perDest[dst]++
+	}
+	s.wg.Add(1)
+	go s.execute(ctx, e, r, job)
+}
+
+// outcome is what became of a run.
+type outcome struct {
+	skip     SkipReason
+	err      error
+	pruned   bool
+	pruneErr error
+}
+
+// execute performs a run and records its outcome.
+func (s *Scheduler) execute(ctx context.Context, e *entry, r *run, job Job) {
+	defer s.wg.Done()
+	s.log.Debug("run started", "job", job.ID, "cluster", job.Cluster, "tick", r.tick, "kind", r.kind)
+	out := s.performSafely(ctx, job, r.tick)
+	end := s.clock.Now()
+
+	s.mu.Lock()
+	s.inFlight--
+	for _, dst := range job.Destinations {
+		if s.perDest[dst]--; s.perDest[dst] <= 0 {
+			delete(s.perDest, dst)
+		}
+	}
+	e.run = nil
+	if r.kind == runOneShot {
+		e.oneShotDone = true
+	}
+	s.record(e, r, job, out, end)
+	s.mu.Unlock()
+
+	r.cancel(nil)
+	close(r.done)
+	s.signal()
+}
+
+// performSafely is perform, with a panic of the host's code turned into
+// the run's error: one broken job must not stop the others.
+func (s *Scheduler) performSafely(ctx context.Context, job Job, tick time.Time) (out outcome) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error("runner panicked", "job", job.ID, "panic", p, "stack", string(debug.Stack()))
+			out = outcome{err: fmt.Errorf("runner panicked: %v", p)}
+		}
+	}()
+	return s.perform(ctx, job, tick)
+}
+
+// perform takes the job's lock, if any, and runs its backup, then its
+// retention.
+func (s *Scheduler) perform(ctx context.Context, job Job, tick time.Time) outcome {
+	if s.lock != nil {
+		held, err := s.lock.Acquire(ctx, job.ID, tick)
+		switch {
+		case errors.Is(err, ErrLocked):
+			return outcome{skip: SkipLocked}
+		case errors.Is(err, ErrTickDone):
+			return outcome{skip: SkipDone}
+		case err != nil:
+			return outcome{err: fmt.Errorf("lock job: %w", err)}
+		}
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		defer cancel(nil)
+		go func() {
+			select {
+			case <-held.Lost():
+				cancel(errLockLost)
+			case <-ctx.Done():
+			}
+		}()
+		completed := false
+		defer func() {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+			defer cancel()
+			if err := held.Release(rctx, completed); err != nil {
+				s.log.Warn("job lock release", "job", job.ID, "err", err)
+			}
+		}()
+		out := s.backupAndPrune(ctx, job, tick)
+		completed = out.err == nil
+		return out
+	}
+	return s.backupAndPrune(ctx, job, tick)
+}
+
+func (s *Scheduler) backupAndPrune(ctx context.Context, job Job, tick time.Time) outcome {
+	if err := s.runner.Backup(ctx, job, tick); err != nil {
+		// Say why a cancelled run was cancelled: removed, stopped, or
+		// its lock lost.
+		if cause := context.Cause(ctx); cause != nil && cause != context.Canceled && !errors.Is(err, cause) {
+			err = fmt.Errorf("%w: %w", cause, err)
+		}
+		return outcome{err: err}
+	}
+	if job.OneShot() {
+		return outcome{}
+	}
+	return outcome{pruned: true, pruneErr: s.runner.Prune(ctx, job)}
+}
+
+// record updates e's status with a run's outcome. The caller holds s.mu.
+func (s *Scheduler) record(e *entry, r *run, job Job, out outcome, end time.Time) {
+	st := &e.status
+	log := s.log.With("job", job.ID, "cluster", job.Cluster, "tick", r.tick, "kind", r.kind)
+	if out.skip != "" {
+		e.skip(out.skip, r.started)
+		log.Info("run skipped", "reason", out.skip)
+		return
+	}
+	st.LastRun, st.LastTick, st.LastDuration = r.started, r.tick, end.Sub(r.started)
+	if out.err != nil {
+		st.LastError = out.err
+		st.ConsecutiveFailures++
+		st.Failures++
+		log.Warn("run failed", "err", out.err, "consecutiveFailures", st.ConsecutiveFailures)
+		return
+	}
+	st.LastSuccess, st.LastError, st.ConsecutiveFailures = end, nil, 0
+	st.Successes++
+	if out.pruned {
+		st.LastPruneError = out.pruneErr
+		if out.pruneErr != nil {
+			st.PruneFailures++
+			log.Warn("retention failed", "err", out.pruneErr)
+		}
+	}
+	log.Info("run succeeded", "duration", st.LastDuration)
+}
+
+// startCheck asks the Inventory when e last backed up, and queues a
+// catch-up run if it missed a tick since. The caller holds s.mu.
+func (s *Scheduler) startCheck(e *entry) {
+	s.checking++
+	job, ctx := e.job, s.checkCtx
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		last, ok, err := s.inventory.LastBackup(ctx, job)
+		now := s.clock.Now()
+		s.mu.Lock()
+		s.checking--
+		e.check = false
+		if !e.removed && !s.stopping {
+			s.checked(e, last, ok, err, now)
+		}
+		s.mu.Unlock()
+		s.signal()
+	}()
+}
+
+// checked acts on the answer of e's Inventory check. The caller holds
+// s.mu.
+func (s *Scheduler) checked(e *entry, last time.Time, ok bool, err error, now time.Time) {
+	log := s.log.With("job", e.job.ID, "cluster", e.job.Cluster)
+	if e.sched == nil {
+		switch {
+		case e.oneShotDone || e.run != nil || e.due != nil:
+		case err != nil:
+			log.Warn("inventory check failed: running the one-shot job", "err", err)
+			s.makeDue(e, time.Time{}, runOneShot, now)
+		case ok:
+			e.oneShotDone = true
+			log.Info("one-shot job already backed up", "created", last)
+		default:
+			s.makeDue(e, time.Time{}, runOneShot, now)
+		}
+		return
+	}
+	switch {
+	case e.run != nil || e.due != nil:
+		// A tick came meanwhile.
+	case err != nil:
+		log.Warn("inventory check failed: no catch-up", "err", err)
+	case !ok:
+		log.Info("catch-up: never backed up")
+		s.makeDue(e, time.Time{}, runCatchUp, now)
+	default:
+		if missed := e.sched.next(last); !missed.IsZero() && !missed.After(now) {
+			log.Info("catch-up: a tick was missed", "lastBackup", last, "tick", missed)
+			s.makeDue(e, missed, runCatchUp, now)
+		}
+	}
+}
+
+// shutdown stops the scheduler after its loop returned: see Start.
+func (s *Scheduler) shutdown(cancelRuns context.CancelCauseFunc, cancelChecks context.CancelFunc) {
+	s.mu.Lock()
+	s.stopping = true
+	for _, e := range s.queue {
+		e.due = nil
+	}
+	s.queue = nil
+	for _, e := range s.checks {
+		e.check = false
+	}
+	s.checks = nil
+	var stop func() bool
+	if s.inFlight > 0 {
+		s.log.Info("scheduler stopping: waiting for runs in flight", "runs", s.inFlight, "timeout", s.stopTimeout)
+		stop = s.clock.At(s.clock.Now().Add(s.stopTimeout), func() { cancelRuns(errStopped) })
+	}
+	s.mu.Unlock()
+
+	cancelChecks()
+	s.wg.Wait()
+	if stop != nil {
+		stop()
+	}
+	cancelRuns(nil)
+
+	s.mu.Lock()
+	for _, e := range s.queue {
+		e.due = nil // set while stopping; the next Start plans it again
+	}
+	s.queue = nil
+	s.running, s.stopping = false, false
+	s.runCtx, s.checkCtx = nil, nil
+	s.mu.Unlock()
+	s.log.Info("scheduler stopped")
+}
+
+// location loads a time zone once per scheduler: a loaded location holds
+// the zone's whole table, which thousands of jobs need not copy.
+func (s *Scheduler) location(zone string) (*time.Location, error) {
+	s.zoneMu.Lock()
+	defer s.zoneMu.Unlock()
+	if loc, ok := s.zones[zone]; ok {
+		return loc, nil
+	}
+	loc, err := loadLocation(zone)
+	if err != nil {
+		return nil, err
+	}
+	s.zones[zone] = loc
+	return loc, nil
+}
+
+// jitterOf returns the job's fixed delay in [0, max): a hash of its ID,
+// in whole seconds when max is a second or more.
+func jitterOf(id string, max time.Duration) time.Duration {
+	if max <= 0 {
+		return 0
+	}
+	// FNV-1a, then murmur3's finalizer so that IDs differing in their
+	// last byte spread over the whole range.
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(id); i++ {
+		h ^= uint64(id[i])
+		h *= 1099511628211
+	}
+	h ^= h >> 33
+	h *= 0xff51afd7ed558ccd
+	h ^= h >> 33
+	h *= 0xc4ceb9fe1a85ec53
+	h ^= h >> 33
+	d := time.Duration(h % uint64(max))
+	if max >= time.Second {
+		d = d.Truncate(time.Second)
+	}
+	return d
+}
+
+// timeline is a min-heap of entries by fire time (then ID, so that equal
+// times fire in a stable order).
+type timeline []*entry
+
+func (t timeline) Len() int { return len(t) }
+func (t timeline) Less(i, j int) bool {
+	if c := t[i].fire.Compare(t[j].fire); c != 0 {
+		return c < 0
+	}
+	return t[i].job.ID < t[j].job.ID
+}
+func (t timeline) Swap(i, j int) {
+	t[i], t[j] = t[j], t[i]
+	t[i].index, t[j].index = i, j
+}
+func (t *timeline) Push(x any) {
+	e := x.(*entry)
+	e.index = len(*t)
+	*t = append(*t, e)
+}
+func (t *timeline) Pop() any {
+	old := *t
+	e := old[len(old)-1]
+	old[len(old)-1] = nil
+	*t = old[:len(old)-1]
+	e.index = -1
+	return e
+}
+
+func (t *timeline) push(e *entry) { heap.Push(t, e) }
+
+func (t *timeline) remove(e *entry) {
+	if e.index >= 0 {
+		heap.Remove(t, e.index)
+	}
+}
