@@ -25,21 +25,21 @@ const (
 // Collector exposes the scheduler's jobs and their status as Prometheus
 // series; the host registers it on its registry. It reads the status at
 // each scrape, so the series of a removed job disappear with it. Series
-// are labelled by job ID and cluster name only, never by anything
+// are labelled by job ID (backup_job) and cluster name only, never by anything
 // secret. Timestamps are absent until known.
 //
 //	etcdbackup_schedule_jobs                                               gauge
 //	etcdbackup_schedule_runs_in_flight                                     gauge
 //	etcdbackup_schedule_runs_queued                                        gauge, runs due waiting for a slot
-//	etcdbackup_schedule_next_run_timestamp_seconds{job,cluster}            gauge
-//	etcdbackup_schedule_last_run_timestamp_seconds{job,cluster}            gauge, start of the last run
-//	etcdbackup_schedule_last_success_timestamp_seconds{job,cluster}        gauge, end of the last successful run
-//	etcdbackup_schedule_last_duration_seconds{job,cluster}                 gauge
-//	etcdbackup_schedule_running{job,cluster}                               gauge, 0 or 1
-//	etcdbackup_schedule_consecutive_failures{job,cluster}                  gauge
-//	etcdbackup_schedule_runs_total{job,cluster,result="success|failure"}   counter
-//	etcdbackup_schedule_skipped_runs_total{job,cluster,reason}             counter, reason: overlap, locked, done
-//	etcdbackup_schedule_prune_failures_total{job,cluster}                  counter
+//	etcdbackup_schedule_next_run_timestamp_seconds{backup_job,cluster}            gauge
+//	etcdbackup_schedule_last_run_timestamp_seconds{backup_job,cluster}            gauge, start of the last run
+//	etcdbackup_schedule_last_success_timestamp_seconds{backup_job,cluster}        gauge, end of the last successful run
+//	etcdbackup_schedule_last_duration_seconds{backup_job,cluster}                 gauge
+//	etcdbackup_schedule_running{backup_job,cluster}                               gauge, 0 or 1
+//	etcdbackup_schedule_consecutive_failures{backup_job,cluster}                  gauge
+//	etcdbackup_schedule_runs_total{backup_job,cluster,result="success|failure"}   counter
+//	etcdbackup_schedule_skipped_runs_total{backup_job,cluster,reason}             counter, reason: overlap, locked, done
+//	etcdbackup_schedule_prune_failures_total{backup_job,cluster}                  counter
 type Collector struct {
 	s *Scheduler
 
@@ -51,7 +51,7 @@ type Collector struct {
 
 // Collector returns a prometheus.Collector of the scheduler's series.
 func (s *Scheduler) Collector() *Collector {
-	labels := []string{"job", "cluster"}
+	labels := []string{"backup_job", "cluster"} // not "job": Prometheus sets that on every scraped series
 	desc := func(name, help string, extra ...string) *prometheus.Desc {
 		return prometheus.NewDesc(name, help, append(labels[:2:2], extra...), nil)
 	}

@@ -74,7 +74,7 @@ etcdbackup_schedule_skipped_runs_total{cluster="prod-b",job="ns/b",reason="overl
 	for _, f := range families {
 		for _, m := range f.GetMetric() {
 			for _, l := range m.GetLabel() {
-				assert.Contains(t, []string{"job", "cluster", "result", "reason"}, l.GetName())
+				assert.Contains(t, []string{"backup_job", "cluster", "result", "reason"}, l.GetName())
 				assert.NotContains(t, l.GetValue(), "hunter2")
 			}
 		}

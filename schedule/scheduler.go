@@ -572,7 +572,7 @@ type outcome struct {
 // execute performs a run and records its outcome.
 func (s *Scheduler) execute(ctx context.Context, e *entry, r *run, job Job) {
 	defer s.wg.Done()
-	s.log.Debug("run started", "job", job.ID, "cluster", job.Cluster, "tick", r.tick, "kind", r.kind)
+	s.log.Debug("run started", "job", job.ID, "cluster", job.Cluster, "tick", r.tick, "kind", r.kind.String())
 	out := s.performSafely(ctx, job, r.tick)
 	end := s.clock.Now()
 
@@ -663,7 +663,7 @@ func (s *Scheduler) backupAndPrune(ctx context.Context, job Job, tick time.Time)
 // record updates e's status with a run's outcome. The caller holds s.mu.
 func (s *Scheduler) record(e *entry, r *run, job Job, out outcome, end time.Time) {
 	st := &e.status
-	log := s.log.With("job", job.ID, "cluster", job.Cluster, "tick", r.tick, "kind", r.kind)
+	log := s.log.With("job", job.ID, "cluster", job.Cluster, "tick", r.tick, "kind", r.kind.String())
 	if out.skip != "" {
 		e.skip(out.skip, r.started)
 		log.Info("run skipped", "reason", out.skip)

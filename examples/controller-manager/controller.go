@@ -1,0 +1,349 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/etcdbackup/etcdbackup/backup"
+	"github.com/etcdbackup/etcdbackup/destination"
+	"github.com/etcdbackup/etcdbackup/restore"
+	"github.com/etcdbackup/etcdbackup/retention"
+	"github.com/etcdbackup/etcdbackup/schedule"
+)
+
+// controller reconciles the destination registry and the scheduler to the
+// config file, as a controller-manager reconciles them to its Seed and
+// EtcdBackupConfig objects.
+type controller struct {
+	path      string
+	registry  *destination.Registry
+	scheduler *schedule.Scheduler
+	pins      pins
+	log       *slog.Logger
+
+	// Only the reconcile loop touches these.
+	hash    [sha256.Size]byte
+	applied map[string]destination.BackupConfig // by job ID: the config each job was set from
+
+	mu      sync.Mutex
+	etcd    map[string]backup.EtcdConfig // by cluster, for the snapshotters
+	drilled []drillTarget                // what the drills prove restorable
+	lastErr error                        // of the last reconcile
+}
+
+// drillTarget is a cluster's folder on a destination.
+type drillTarget struct{ cluster, destination string }
+
+func newController(path string, registry *destination.Registry, log *slog.Logger) *controller {
+	return &controller{path: path, registry: registry, log: log,
+		applied: map[string]destination.BackupConfig{}, etcd: map[string]backup.EtcdConfig{}}
+}
+
+// watch reconciles whenever the file's content changes, until ctx ends.
+// Polling its hash works wherever the file comes from (a ConfigMap mount
+// swaps a symlink, an editor writes a new inode), where watching inodes
+// would not.
+func (c *controller) watch(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	logged := "" // an unreadable file is logged once, not at every poll
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			err := c.reconcile(ctx)
+			if err != nil && err.Error() != logged {
+				c.log.Error("reconcile", "config", c.path, "err", err)
+			}
+			if logged = ""; err != nil {
+				logged = err.Error()
+			}
+		}
+	}
+}
+
+// reconcile applies the file if its content changed since the last time.
+// A file that cannot be read, parsed or applied changes nothing: the last
+// good configuration keeps running. A backup config that is refused keeps
+// its job as it was, while the others are applied.
+func (c *controller) reconcile(ctx context.Context) error {
+	raw, err := os.ReadFile(c.path)
+	if err != nil {
+		return c.done(fmt.Errorf("read config: %w", err))
+	}
+	sum := sha256.Sum256(raw)
+	if sum == c.hash {
+		return nil
+	}
+	c.hash = sum
+	return c.done(c.apply(ctx, raw))
+}
+
+func (c *controller) done(err error) error {
+	c.mu.Lock()
+	c.lastErr = err
+	c.mu.Unlock()
+	return err
+}
+
+func (c *controller) apply(ctx context.Context, raw []byte) error {
+	cfg, err := parseConfig(raw)
+	if err != nil {
+		return fmt.Errorf("config %s: %w", c.path, err)
+	}
+	desired, err := cfg.desired()
+	if err != nil {
+		return fmt.Errorf("destinations: %w", err)
+	}
+	changes, err := c.registry.Apply(ctx, desired)
+	if err != nil {
+		return fmt.Errorf("destinations: %w", err)
+	}
+	if !changes.Empty() {
+		c.log.Info("destinations reconciled", "added", changes.Added, "updated", changes.Updated,
+			"removed", changes.Removed, "default", changes.Default)
+	}
+
+	var errs []error
+	c.mu.Lock()
+	etcd := c.etcd
+	c.mu.Unlock()
+	nextEtcd := map[string]backup.EtcdConfig{}
+	seen := map[string]bool{}
+	for _, bc := range cfg.BackupConfigs {
+		id := bc.id()
+		seen[id] = true
+		if err := c.setJob(bc, nextEtcd); err != nil {
+			errs = append(errs, fmt.Errorf("backup config %s: %w", id, err))
+			if _, ok := c.applied[id]; ok {
+				nextEtcd[bc.Cluster] = etcd[bc.Cluster] // its job keeps running as it was
+			}
+		}
+	}
+	c.mu.Lock()
+	c.etcd = nextEtcd
+	c.mu.Unlock()
+
+	for id := range c.applied {
+		if seen[id] {
+			continue
+		}
+		// Remove waits until a run in flight has been cancelled: after it,
+		// nothing of the job runs any more.
+		if err := c.scheduler.Remove(ctx, id); err != nil {
+			errs = append(errs, fmt.Errorf("remove backup config %s: %w", id, err))
+			continue
+		}
+		delete(c.applied, id)
+		c.log.Info("backup config removed", "id", id)
+	}
+
+	targets := map[drillTarget]bool{}
+	for _, bc := range c.applied {
+		targets[drillTarget{bc.Cluster, bc.Destination}] = true
+	}
+	c.mu.Lock()
+	c.drilled = slices.SortedFunc(maps.Keys(targets), func(a, b drillTarget) int {
+		return cmp.Or(cmp.Compare(a.cluster, b.cluster), cmp.Compare(a.destination, b.destination))
+	})
+	c.mu.Unlock()
+	return errors.Join(errs...)
+}
+
+// setJob validates one backup config against the registry and the config
+// it replaces, and sets its job.
+func (c *controller) setJob(bc backupConfig, etcd map[string]backup.EtcdConfig) error {
+	var existing *destination.BackupConfig
+	if prev, ok := c.applied[bc.id()]; ok {
+		existing = &prev
+	}
+	// The destination of an existing config may not change: its backups
+	// live on the old one (destination.ErrDestinationChanged).
+	valid, err := c.registry.ValidateBackupConfig(bc.libraryConfig(), existing)
+	if err != nil {
+		return err
+	}
+	ec := bc.etcd()
+	if err := ec.Validate(); err != nil {
+		return err
+	}
+	if other, ok := etcd[bc.Cluster]; ok && strings.Join(other.Endpoints, ",") != strings.Join(ec.Endpoints, ",") {
+		return fmt.Errorf("cluster %s has other endpoints in another backup config", bc.Cluster)
+	}
+	if err := c.scheduler.Set(bc.job(valid)); err != nil {
+		return err
+	}
+	etcd[bc.Cluster] = ec
+	if existing == nil || *existing != valid {
+		c.log.Info("backup config set", "id", bc.id(), "destination", valid.Destination, "schedule", valid.Schedule, "keep", valid.Keep)
+	}
+	c.applied[bc.id()] = valid
+	return nil
+}
+
+// snapshotter returns the snapshotter of a cluster's etcd, for the
+// scheduler's runner. Creating one does not connect.
+func (c *controller) snapshotter(_ context.Context, cluster string) (backup.Snapshotter, error) {
+	c.mu.Lock()
+	cfg, ok := c.etcd[cluster]
+	c.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("no etcd endpoints for cluster %s", cluster)
+	}
+	return backup.NewEtcdSnapshotter(cfg)
+}
+
+// drills proves, at every interval, that the newest backup of each
+// cluster on each of its destinations restores, and records the results
+// in metrics: a backup nobody restored is a hope, not a backup. The backup
+// being drilled is pinned, so that retention does not delete it meanwhile.
+func (c *controller) drills(ctx context.Context, every time.Duration, r *restore.Restorer, metrics *restore.DrillMetrics) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		c.mu.Lock()
+		targets := c.drilled
+		c.mu.Unlock()
+		for _, tg := range targets {
+			d, err := c.registry.Get(tg.destination)
+			if err != nil {
+				continue // removed meanwhile
+			}
+			started := time.Now()
+			res := &restore.DrillResult{Cluster: tg.cluster, Source: d.Name(), Started: started}
+			b, err := restore.Find(ctx, []restore.Source{{Name: d.Name(), Catalog: d}}, restore.Query{Cluster: tg.cluster})
+			if err == nil {
+				unpin := c.pins.pin(b.Cluster, b.ID)
+				res, err = r.Drill(ctx, b)
+				unpin()
+			} else {
+				res.Duration, res.Err = time.Since(started), err
+			}
+			if ctx.Err() != nil {
+				return // cut short by the shutdown: no verdict on the backup
+			}
+			metrics.Record(ctx, res)
+			if err != nil {
+				c.log.Warn("restore drill failed", "cluster", tg.cluster, "destination", tg.destination, "err", err)
+			}
+		}
+	}
+}
+
+// pins are the backups drills are reading: retention leaves them alone.
+type pins struct {
+	mu   sync.Mutex
+	held map[[2]string]int
+}
+
+var _ retention.Pins = (*pins)(nil)
+
+// Pinned implements retention.Pins.
+func (p *pins) Pinned(cluster, id string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.held[[2]string{cluster, id}] > 0
+}
+
+func (p *pins) pin(cluster, id string) (unpin func()) {
+	k := [2]string{cluster, id}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.held == nil {
+		p.held = map[[2]string]int{}
+	}
+	p.held[k]++
+	return func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.held[k]--; p.held[k] == 0 {
+			delete(p.held, k)
+		}
+	}
+}
+
+// healthz says the process serves; readyz that its configuration is
+// applied, or why not.
+func (c *controller) healthz(w http.ResponseWriter, _ *http.Request) {
+	fmt.Fprintln(w, "ok")
+}
+
+func (c *controller) readyz(w http.ResponseWriter, _ *http.Request) {
+	c.mu.Lock()
+	err := c.lastErr
+	c.mu.Unlock()
+	if err != nil {
+		http.Error(w, strings.ReplaceAll(err.Error(), "\n", "; "), http.StatusServiceUnavailable)
+		return
+	}
+	fmt.Fprintln(w, "ok")
+}
+
+// byName adapts Registry.Get to the lookups of the scheduler's runner and
+// inventory, each of which wants an interface *destination.Destination
+// implements.
+func byName[T any](r *destination.Registry) func(context.Context, string) (T, error) {
+	return func(_ context.Context, name string) (T, error) {
+		d, err := r.Get(name)
+		if err != nil {
+			var zero T
+			return zero, err
+		}
+		return any(d).(T), nil
+	}
+}
+
+// mountedSecrets resolves the credentials of destinations whose source is
+// "secret" from Secrets mounted under dir: the secret "ns/name" is the
+// directory dir/ns/name holding the files accessKeyID and secretAccessKey.
+// A controller-manager with a Kubernetes client reads the Secret object
+// instead, and sets the destination's Credentials.Revision to its
+// resourceVersion so that a rotation reaches the registry.
+func mountedSecrets(dir string) destination.SecretResolver {
+	return destination.SecretResolverFunc(func(_ context.Context, _, secret string) (*credentials.Credentials, error) {
+		if dir == "" {
+			return nil, errors.New("no --secrets-dir to read secrets from")
+		}
+		if !filepath.IsLocal(secret) {
+			return nil, fmt.Errorf("secret name %q is not a relative path", secret)
+		}
+		var keys destination.Keys
+		for _, f := range []struct {
+			name string
+			into *string
+		}{{"accessKeyID", &keys.AccessKey}, {"secretAccessKey", &keys.SecretKey}} {
+			b, err := os.ReadFile(filepath.Join(dir, secret, f.name))
+			if err != nil {
+				var pe *os.PathError
+				if errors.As(err, &pe) {
+					err = pe.Err // the path again adds nothing
+				}
+				return nil, fmt.Errorf("secret %s: %s: %w", secret, f.name, err)
+			}
+			if *f.into = strings.TrimSpace(string(b)); *f.into == "" {
+				return nil, fmt.Errorf("secret %s: %s is empty", secret, f.name)
+			}
+		}
+		return keys.Credentials(), nil
+	})
+}

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/etcdbackup/etcdbackup/backup"
+)
+
+// errHelpShown ends a command whose help was asked for and printed.
+var errHelpShown = errors.New("help shown")
+
+// flagSet is a subcommand's flags with the ones every command shares.
+type flagSet struct {
+	*flag.FlagSet
+	synopsis string
+	verbose  bool
+}
+
+func newFlagSet(name, synopsis string) *flagSet {
+	fs := &flagSet{FlagSet: flag.NewFlagSet(name, flag.ContinueOnError), synopsis: synopsis}
+	// Parse errors are reported by run as one line; help goes to stdout.
+	fs.SetOutput(io.Discard)
+	fs.BoolVar(&fs.verbose, "verbose", false, "log what the library does to stderr")
+	return fs
+}
+
+// parse parses args and refuses positional arguments. With -h or --help it
+// prints the help to stdout and returns errHelpShown.
+func (fs *flagSet) parse(s *streams, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.printHelp(s.stdout)
+			return errHelpShown
+		}
+		return usagef("%w (see etcdbackup %s --help)", err, fs.Name())
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected argument %q (see etcdbackup %s --help)", fs.Arg(0), fs.Name())
+	}
+	return nil
+}
+
+func (fs *flagSet) printHelp(w io.Writer) {
+	fmt.Fprintf(w, "usage: etcdbackup %s %s\n\nflags:\n", fs.Name(), fs.synopsis)
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+}
+
+// logger returns the library's logger: silent unless --verbose.
+func (fs *flagSet) logger(s *streams) *slog.Logger {
+	if !fs.verbose {
+		return nil
+	}
+	return slog.New(slog.NewTextHandler(s.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+// destinationFlags select a destination: a URL, or a name in a config file.
+type destinationFlags struct {
+	destination string
+	config      string
+	cluster     string
+}
+
+func (d *destinationFlags) register(fs *flagSet) {
+	fs.StringVar(&d.destination, "destination", "", "destination `URL` or name in the config file (default: the config file's default)")
+	fs.StringVar(&d.config, "config", os.Getenv("ETCDBACKUP_CONFIG"), "YAML `file` naming destinations (default $ETCDBACKUP_CONFIG)")
+	fs.StringVar(&d.cluster, "cluster", "", "`name` of the cluster whose backups these are (required)")
+}
+
+// validate checks what can be checked without I/O.
+func (d *destinationFlags) validate() error {
+	if d.cluster == "" {
+		return usagef("--cluster is required")
+	}
+	if err := backup.ValidateName("cluster", d.cluster); err != nil {
+		return invalidInput(err)
+	}
+	if d.destination == "" && d.config == "" {
+		return usagef("--destination is required (a URL, or a name with --config)")
+	}
+	return nil
+}
+
+// stringList is a flag that may be repeated, and takes comma-separated
+// values.
+type stringList []string
+
+func (l *stringList) String() string { return strings.Join(*l, ",") }
+
+func (l *stringList) Set(v string) error {
+	for part := range strings.SplitSeq(v, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			*l = append(*l, part)
+		}
+	}
+	return nil
+}
+
+// fileList is a flag that may be repeated; a file name may hold a comma.
+type fileList []string
+
+func (l *fileList) String() string { return strings.Join(*l, " ") }
+
+func (l *fileList) Set(v string) error {
+	*l = append(*l, v)
+	return nil
+}
+
+// openInput opens a file named by a flag, "-" meaning stdin.
+func openInput(s *streams, name string) (io.ReadCloser, error) {
+	if name == "-" {
+		return io.NopCloser(s.stdin), nil
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, invalidInput(err)
+	}
+	return f, nil
+}
+
+// size formats a byte count for people.
+func size(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}

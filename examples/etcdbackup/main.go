@@ -1,0 +1,183 @@
+// Command etcdbackup backs up an etcd cluster to a destination, lists,
+// verifies and prunes its backups, and restores a member's data directory
+// from one: the library's operations, one subcommand each.
+//
+//	etcdbackup save    --endpoints=127.0.0.1:2379 --destination=file:///var/backups/etcd --cluster=prod
+//	etcdbackup list    --destination=file:///var/backups/etcd --cluster=prod --output=json
+//	etcdbackup verify  --destination=file:///var/backups/etcd --cluster=prod --backup=latest
+//	etcdbackup restore --destination=file:///var/backups/etcd --cluster=prod --data-dir=/var/lib/etcd-restored
+//	etcdbackup prune   --destination=file:///var/backups/etcd --cluster=prod --keep=20 --dry-run
+//	etcdbackup destinations --config=etcdbackup.yaml
+//
+// Build it with `go build ./examples/etcdbackup`, or try it with
+// `go run ./examples/etcdbackup save --help`.
+//
+// A destination is a URL (s3://bucket/prefix?endpoint=HOST:PORT&insecure=true,
+// gs://, azblob://, file:///abs/dir) or the name of one in a YAML file given
+// with --config (or $ETCDBACKUP_CONFIG); without --destination the file's
+// default is used:
+//
+//	default: main
+//	destinations:
+//	  main:
+//	    url: s3://backups/seed-eu?endpoint=127.0.0.1:9000&insecure=true
+//	    credentials:
+//	      accessKeyID: AKIA...
+//	      secretAccessKeyFile: /etc/etcdbackup/secret-key   # or secretAccessKey: ...
+//	  offsite:
+//	    url: file:///var/backups/etcd
+//
+// S3 destinations without credentials in the file use the S3 default chain:
+// AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, then ~/.aws/credentials,
+// then the IAM role. No key is ever printed or logged.
+//
+// Progress goes to stderr; results to stdout (save prints the backup ID as
+// its last line). The exit code is 0 on success, 1 when the operation
+// failed, and 2 for a usage error or invalid input (flags, the config file,
+// key files, names and URLs), with the error as one line on stderr.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/etcdbackup/etcdbackup/backup"
+	"github.com/etcdbackup/etcdbackup/destination"
+	"github.com/etcdbackup/etcdbackup/restore"
+)
+
+// Exit codes.
+const (
+	exitOK      = 0
+	exitFailure = 1
+	exitUsage   = 2
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// command is one subcommand. run parses its own flags from args.
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, io *streams, args []string) error
+}
+
+// streams are the command's standard input and outputs.
+type streams struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+}
+
+var commands = []command{
+	{"save", "take a snapshot of an etcd cluster and store it on a destination", runSave},
+	{"list", "list a cluster's backups on a destination", runList},
+	{"verify", "prove a backup restorable: download, check every digest, restore it into a scratch directory", runVerify},
+	{"restore", "restore an etcd member's data directory from a backup", runRestore},
+	{"prune", "delete all but the newest backups of a cluster", runPrune},
+	{"destinations", "check the availability of every destination of a config file", runDestinations},
+}
+
+// run is main without the process: it returns the exit code.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	s := &streams{stdin: stdin, stdout: stdout, stderr: stderr}
+	if len(args) == 0 {
+		printUsage(stderr)
+		return exitUsage
+	}
+	name := args[0]
+	switch name {
+	case "help", "-h", "-help", "--help":
+		printUsage(stdout)
+		return exitOK
+	}
+	for _, c := range commands {
+		if c.name != name {
+			continue
+		}
+		err := c.run(ctx, s, args[1:])
+		if errors.Is(err, errHelpShown) {
+			return exitOK
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "etcdbackup %s: %s\n", name, oneLine(err))
+			return exitCode(err)
+		}
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "etcdbackup: unknown command %q (see etcdbackup help)\n", name)
+	return exitUsage
+}
+
+func printUsage(w io.Writer) {
+	fmt.Fprintln(w, "usage: etcdbackup COMMAND [FLAGS]")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "commands:")
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-13s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Run etcdbackup COMMAND --help for the flags of a command.")
+	fmt.Fprintln(w, "Exit codes: 0 ok, 1 failure, 2 usage error or invalid input.")
+}
+
+// usageError is an error of the command line or of the input it names: the
+// user has to change the command, not wait for a server.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+func usagef(format string, args ...any) error {
+	return &usageError{fmt.Errorf(format, args...)}
+}
+
+// invalidInput marks err as a usage error.
+func invalidInput(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &usageError{err}
+}
+
+// exitCode maps an error to the exit code: usage errors, and the library's
+// errors about names, specs, URLs, recipients and compressions (which only
+// the user can fix), are 2; everything else is 1.
+func exitCode(err error) int {
+	var ue *usageError
+	switch {
+	case errors.As(err, &ue),
+		errors.Is(err, backup.ErrInvalidName),
+		errors.Is(err, backup.ErrInvalidRecipient),
+		errors.Is(err, backup.ErrUnknownCompression),
+		errors.Is(err, destination.ErrInvalidSpec),
+		errors.Is(err, destination.ErrInvalidURL),
+		errors.Is(err, destination.ErrNotFound):
+		return exitUsage
+	}
+	return exitFailure
+}
+
+// oneLine keeps an error on one line: joined errors are separated by "; ".
+func oneLine(err error) string {
+	lines := strings.Split(strings.TrimSpace(err.Error()), "\n")
+	for i := range lines {
+		lines[i] = strings.TrimSpace(lines[i])
+	}
+	return strings.Join(lines, "; ")
+}
+
+// restoreSources returns the one destination as a source of restore.
+func restoreSources(d *destination.Destination) []restore.Source {
+	return []restore.Source{{Name: d.Name(), Catalog: d}}
+}

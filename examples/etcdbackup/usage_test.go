@@ -1,0 +1,121 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"filippo.io/age"
+	"github.com/stretchr/testify/require"
+)
+
+// TestUsageErrors checks that every mistake in a command line or in the
+// input it names exits 2 with one line on stderr and nothing on stdout,
+// before any server is contacted, and that no secret is repeated.
+func TestUsageErrors(t *testing.T) {
+	dir := t.TempDir()
+	config := writeFile(t, dir, "ok.yaml", "default: main\ndestinations:\n  main:\n    url: file://"+dir+"\n")
+	unknownField := writeFile(t, dir, "unknown.yaml", "destinations:\n  main:\n    url: file:///tmp\n    bucket: x\n")
+	badDefault := writeFile(t, dir, "default.yaml", "default: nope\ndestinations:\n  main:\n    url: file:///tmp\n")
+	noDefault := writeFile(t, dir, "nodefault.yaml", "destinations:\n  a:\n    url: file:///tmp/a\n  b:\n    url: file:///tmp/b\n")
+	halfKeys := writeFile(t, dir, "halfkeys.yaml", "destinations:\n  main:\n    url: s3://b?endpoint=127.0.0.1:1\n    credentials:\n      accessKeyID: AK\n")
+	bothKeys := writeFile(t, dir, "bothkeys.yaml", "destinations:\n  main:\n    url: s3://b?endpoint=127.0.0.1:1\n    credentials:\n      accessKeyID: AK\n      secretAccessKey: "+canary+"\n      secretAccessKeyFile: /x\n")
+	wrongType := writeFile(t, dir, "wrongtype.yaml", "destinations:\n  main:\n    url: file:///tmp\n    readOnly: "+canary+"\n")
+	overlap := writeFile(t, dir, "overlap.yaml", "destinations:\n  a:\n    url: file:///tmp/x\n  b:\n    url: file:///tmp/x\ndefault: a\n")
+	keysOnFile := writeFile(t, dir, "keysonfile.yaml", "destinations:\n  main:\n    url: file:///tmp\n    credentials:\n      accessKeyID: AK\n      secretAccessKey: "+canary+"\n")
+	twoDocs := writeFile(t, dir, "twodocs.yaml", "destinations:\n  main:\n    url: file:///tmp\n---\ndefault: main\n")
+	notYAML := writeFile(t, dir, "notyaml.yaml", "destinations: [\n")
+	empty := writeFile(t, dir, "empty.yaml", "")
+	garbage := writeFile(t, dir, "garbage.txt", "AGE-SECRET-KEY-"+canary+"\n")
+	nonEmpty := t.TempDir()
+	writeFile(t, nonEmpty, "member", "")
+	id, err := age.GenerateX25519Identity()
+	require.NoError(t, err)
+
+	dest := "--destination=file://" + dir
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string // in the error line
+	}{
+		{"no command", nil, "usage"},
+		{"unknown command", []string{"backup"}, `unknown command "backup"`},
+		{"unknown flag", []string{"list", dest, "--cluster=prod", "--bogus"}, "-bogus"},
+		{"positional argument", []string{"list", dest, "--cluster=prod", "extra"}, `unexpected argument "extra"`},
+		{"no cluster", []string{"list", dest}, "--cluster is required"},
+		{"invalid cluster", []string{"list", dest, "--cluster=Prod/../x"}, "cluster"},
+		{"no destination", []string{"list", "--cluster=prod"}, "--destination is required"},
+		{"name without config", []string{"list", "--destination=main", "--cluster=prod"}, "needs --config"},
+		{"unknown name", []string{"list", "--config=" + config, "--destination=offsite", "--cluster=prod"}, `no destination "offsite"`},
+		{"bad output", []string{"list", dest, "--cluster=prod", "--output=yaml"}, "--output"},
+		{"bad url", []string{"list", "--destination=ftp://host/x", "--cluster=prod"}, "ftp"},
+		{"credentials in url", []string{"list", "--destination=s3://AKIA:" + canary + "@bucket/x", "--cluster=prod"}, "credentials"},
+		{"missing config", []string{"list", "--config=" + filepath.Join(dir, "nope.yaml"), "--cluster=prod"}, "config file"},
+		{"unknown config field", []string{"list", "--config=" + unknownField, "--cluster=prod"}, "bucket"},
+		{"bad default", []string{"list", "--config=" + badDefault, "--cluster=prod"}, `default "nope"`},
+		{"no default", []string{"list", "--config=" + noDefault, "--cluster=prod"}, "no default"},
+		{"half keys", []string{"list", "--config=" + halfKeys, "--cluster=prod"}, "secretAccessKey"},
+		{"both keys", []string{"list", "--config=" + bothKeys, "--cluster=prod"}, "one of secretAccessKey"},
+		{"wrong type", []string{"list", "--config=" + wrongType, "--cluster=prod"}, "bool"},
+		{"overlapping destinations", []string{"list", "--config=" + overlap, "--cluster=prod"}, "location"},
+		{"keys on a file destination", []string{"list", "--config=" + keysOnFile, "--cluster=prod"}, "credentials"},
+		{"two documents", []string{"list", "--config=" + twoDocs, "--cluster=prod"}, "more than one"},
+		{"not yaml", []string{"list", "--config=" + notYAML, "--cluster=prod"}, "config file"},
+		{"empty config", []string{"list", "--config=" + empty, "--cluster=prod"}, "is empty"},
+		{"save without endpoints", []string{"save", dest, "--cluster=prod"}, "--endpoints is required"},
+		{"bad compression", []string{"save", dest, "--cluster=prod", "--endpoints=127.0.0.1:1", "--compression=lz4"}, "--compression"},
+		{"bad backup name", []string{"save", dest, "--cluster=prod", "--endpoints=127.0.0.1:1", "--name=Nightly"}, "backup"},
+		{"bad recipient", []string{"save", dest, "--cluster=prod", "--endpoints=127.0.0.1:1", "--recipient=age1nope"}, "recipient"},
+		{"missing recipient file", []string{"save", dest, "--cluster=prod", "--endpoints=127.0.0.1:1", "--recipient-file=" + filepath.Join(dir, "none")}, "none"},
+		{"cert without key", []string{"save", dest, "--cluster=prod", "--endpoints=127.0.0.1:1", "--cert=c.pem"}, "--key"},
+		{"missing ca file", []string{"save", dest, "--cluster=prod", "--endpoints=127.0.0.1:1", "--cacert=" + filepath.Join(dir, "ca.pem")}, "ca.pem"},
+		{"garbage identity", []string{"verify", dest, "--cluster=prod", "--identity=" + garbage}, "no valid age identity"},
+		{"missing identity", []string{"verify", dest, "--cluster=prod", "--identity=" + filepath.Join(dir, "none")}, "none"},
+		{"restore without data dir", []string{"restore", dest, "--cluster=prod"}, "--data-dir is required"},
+		{"restore into a non-empty dir", []string{"restore", dest, "--cluster=prod", "--data-dir=" + nonEmpty}, "not empty"},
+		{"restore with a foreign initial cluster", []string{"restore", dest, "--cluster=prod", "--data-dir=" + filepath.Join(dir, "d"), "--name=a", "--initial-cluster=b=http://127.0.0.1:2380"}, "initial cluster"},
+		{"prune without keep", []string{"prune", dest, "--cluster=prod"}, "--keep"},
+		{"destinations without config", []string{"destinations"}, "--config is required"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("ETCDBACKUP_CONFIG", "")
+			tr := &transcript{t: t}
+			r := tr.run(id.String(), tc.args...)
+			require.Equal(t, exitUsage, r.code, r)
+			require.Empty(t, r.stdout)
+			if tc.args == nil {
+				require.Contains(t, r.stderr, "usage")
+				return
+			}
+			require.Equal(t, 1, strings.Count(r.stderr, "\n"), "one line on stderr: %q", r.stderr)
+			require.Contains(t, r.stderr, tc.want)
+			tr.requireNoSecret(canary)
+		})
+	}
+}
+
+// TestHelp checks that every command explains its flags on stdout and exits 0.
+func TestHelp(t *testing.T) {
+	tr := &transcript{t: t}
+	r := tr.ok("help")
+	for _, c := range commands {
+		require.Contains(t, r.stdout, c.name)
+		r := tr.ok(c.name, "--help")
+		require.Contains(t, r.stdout, "usage: etcdbackup "+c.name)
+		require.Empty(t, r.stderr)
+	}
+	for cmd, flags := range map[string][]string{
+		"save":         {"-endpoints", "-cacert", "-cert", "-key", "-destination", "-config", "-cluster", "-name", "-compression", "-recipient", "-recipient-file"},
+		"list":         {"-destination", "-cluster", "-output"},
+		"verify":       {"-destination", "-cluster", "-backup", "-identity"},
+		"restore":      {"-data-dir", "-name", "-initial-cluster", "-initial-advertise-peer-urls", "-initial-cluster-token", "-backup", "-identity"},
+		"prune":        {"-keep", "-dry-run"},
+		"destinations": {"-config"},
+	} {
+		r := tr.ok(cmd, "-h")
+		for _, f := range flags {
+			require.True(t, strings.Contains(r.stdout, "  "+f+" ") || strings.Contains(r.stdout, "  "+f+"\n"),
+				"%s --help mentions %s:\n%s", cmd, f, r.stdout)
+		}
+	}
+}
