@@ -25,6 +25,7 @@ type NameError struct {
 	Reason string
 }
 
+// Error describes the name and what is wrong with it.
 func (e *NameError) Error() string {
 	return fmt.Sprintf("invalid %s name %s: %s", e.Kind, quoteName(e.Name), e.Reason)
 }

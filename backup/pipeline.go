@@ -163,6 +163,7 @@ type DestinationError struct {
 	Err         error
 }
 
+// Error names the destination and the cause.
 func (e *DestinationError) Error() string {
 	return fmt.Sprintf("destination %q: %v", e.Destination, e.Err)
 }

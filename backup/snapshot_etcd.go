@@ -45,6 +45,7 @@ const (
 	PreferNonLeader
 )
 
+// String names the choice as in configuration.
 func (c MemberChoice) String() string {
 	switch c {
 	case HighestApplied:

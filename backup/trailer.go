@@ -42,6 +42,7 @@ const (
 	ProblemMismatch  = "sha256 trailer does not match the data"
 )
 
+// Error says what is wrong with the stream, with its size and digests.
 func (e *IntegrityError) Error() string {
 	switch e.Problem {
 	case ProblemNoTrailer:

@@ -65,6 +65,7 @@ type SourceError struct {
 	Err error
 }
 
+// Error names the source and the cause.
 func (e *SourceError) Error() string { return fmt.Sprintf("source %q: %v", e.Source, e.Err) }
 
 // Unwrap returns the cause.

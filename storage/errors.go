@@ -35,10 +35,12 @@ type Error struct {
 	Err error
 }
 
+// Error reports the operation, the key and the cause.
 func (e *Error) Error() string {
 	return fmt.Sprintf("%s %q: %v", e.Op, e.Key, e.Err)
 }
 
+// Unwrap returns the cause.
 func (e *Error) Unwrap() error { return e.Err }
 
 // Errorf returns an *Error for op on key whose cause wraps sentinel and err,
