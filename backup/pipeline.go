@@ -284,7 +284,7 @@ func (r *run) streamed(snap *Snapshot) error {
 	var wg sync.WaitGroup
 	uploaded := r.startUploads(&wg, fan)
 
-	stored := newDigester(fan)
+	stored := r.newDigester(fan)
 	err := r.encode(snap, stored)
 	_ = snap.Close() // ends etcd's read transaction before the last commits
 	fan.close(err)
@@ -310,7 +310,7 @@ func (r *run) spooled(snap *Snapshot) error {
 	if limit <= 0 {
 		limit = DefaultSpoolMaxBytes
 	}
-	stored := newDigester(&limitedWriter{w: f, left: limit})
+	stored := r.newDigester(&limitedWriter{w: f, left: limit})
 	if err := r.encode(snap, stored); err != nil {
 		return err
 	}
@@ -382,7 +382,10 @@ func (r *run) encode(snap *Snapshot, dst *digester) error {
 func (r *run) commit(info SnapshotInfo, stored *digester, uploaded []bool) error {
 	r.res.Snapshot = info
 	r.res.Raw = Digest{Size: info.Size, SHA256: hex.EncodeToString(info.SHA256[:])}
-	r.res.Stored = stored.digest()
+	r.res.Stored = stored.digest(r.res.Raw)
+	if r.res.Stored.Size != r.res.Raw.Size && stored.h == nil {
+		return fmt.Errorf("%w: %d bytes stored for a snapshot of %d", ErrIntegrity, r.res.Stored.Size, r.res.Raw.Size)
+	}
 
 	base := r.base
 	base.Raw, base.Stored = r.res.Raw, r.res.Stored
@@ -463,11 +466,23 @@ type digester struct {
 	mu   sync.Mutex // size is read by progress events
 }
 
-func newDigester(w io.Writer) *digester { return &digester{w: w, h: sha256.New()} }
+// newDigester counts the stored bytes and hashes them, unless the encoding
+// is the identity (no compression, no encryption): the stored bytes are then
+// the snapshot's, whose SHA-256 the trailer check already computes, and a
+// second pass over them would cost about half a second per GiB for nothing.
+func (r *run) newDigester(w io.Writer) *digester {
+	d := &digester{w: w}
+	if r.base.Compression != None || len(r.recipients) > 0 {
+		d.h = sha256.New()
+	}
+	return d
+}
 
 func (d *digester) Write(p []byte) (int, error) {
 	n, err := d.w.Write(p)
-	d.h.Write(p[:n])
+	if d.h != nil {
+		d.h.Write(p[:n])
+	}
 	d.mu.Lock()
 	d.size += int64(n)
 	d.mu.Unlock()
@@ -480,7 +495,12 @@ func (d *digester) written() int64 {
 	return d.size
 }
 
-func (d *digester) digest() Digest {
+// digest returns the stored bytes' size and SHA-256; raw is the snapshot's
+// digest, which is the stored one when the encoding is the identity.
+func (d *digester) digest(raw Digest) Digest {
+	if d.h == nil {
+		return Digest{Size: d.written(), SHA256: raw.SHA256}
+	}
 	return Digest{Size: d.written(), SHA256: hex.EncodeToString(d.h.Sum(nil))}
 }
 

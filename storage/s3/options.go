@@ -133,6 +133,17 @@ type Options struct {
 	// means minio-go's default (10); 1 disables retries.
 	MaxRetries int
 
+	// UnsignedPayload sends request bodies over plain HTTP unsigned
+	// (x-amz-content-sha256: UNSIGNED-PAYLOAD), as they always go over
+	// HTTPS, instead of hashing every part with SHA-256 for the signature.
+	// The store still checks each part's CRC32C, and restore checks the
+	// manifest's SHA-256 of the whole object; what is lost is the
+	// signature's protection of the body against someone who can alter
+	// traffic on the network, so use it on trusted networks only. It
+	// saves one SHA-256 pass over the data in the client and one in the
+	// store.
+	UnsignedPayload bool
+
 	// DeleteAllVersions makes Delete remove every version of the key,
 	// oldest first, so that a versioned or object-lock bucket really
 	// frees the object and a lock still in force fails the Delete with

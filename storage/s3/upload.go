@@ -435,6 +435,9 @@ func (u *upload) payloadHash(data []byte) (disableStreaming bool, sha256Hex stri
 	if !u.b.opts.Insecure {
 		return false, ""
 	}
+	if u.b.opts.UnsignedPayload {
+		return true, "" // minio-go then signs UNSIGNED-PAYLOAD
+	}
 	sum := sha256.Sum256(data)
 	return true, hex.EncodeToString(sum[:])
 }
