@@ -41,3 +41,40 @@ lint: $(TOOLS)/staticcheck
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
+
+# fuzz: run every fuzz target for FUZZTIME each (CI runs them briefly; a
+# real session is FUZZTIME=5m). New crashers land in testdata/fuzz.
+FUZZTIME ?= 10s
+FUZZ_TARGETS := \
+	./backup:FuzzTrailer \
+	./backup:FuzzValidateName \
+	./backup:FuzzParseManifest \
+	./destination:FuzzParseURL
+
+# rules: check the Prometheus alerting rules of examples/alerts with
+# promtool (Debian's prometheus package), and run their unit tests.
+.PHONY: rules
+rules:
+	@command -v promtool >/dev/null || { apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
+	promtool check rules examples/alerts/etcdbackup.rules.yaml
+	promtool test rules examples/alerts/etcdbackup.rules.test.yaml
+
+.PHONY: fuzz
+fuzz:
+	@for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "fuzz $$pkg $$name for $(FUZZTIME)"; \
+		go test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 5s $$pkg || exit 1; \
+	done
+
+# bench: measure backups of a Kubernetes-like etcd (256 MiB, 1 GiB, 2 GiB)
+# to MinIO: the two-step approach of cron-job tools against etcdbackup's
+# streaming, zstd, age and spool modes, and write BENCHMARKS.md with
+# BENCHMARKS.png. Filled etcds are cached in bench-out/etcd (git-ignored).
+# About 20 minutes on 2 cores. BENCH_FLAGS passes flags, e.g.
+# BENCH_FLAGS='-runs 1 -sizes 256MiB,1GiB'.
+.PHONY: bench
+bench: $(TOOLS)/minio
+	go build -o bench-out/etcdbackup-bench ./internal/bench
+	bench-out/etcdbackup-bench $(BENCH_FLAGS)

@@ -1,0 +1,446 @@
+// Command etcdbackup-bench measures backups of an etcd to MinIO: the
+// two-step approach of cron-job tools (snapshot to a file, then upload the
+// file) against etcdbackup's streaming pipeline with and without
+// compression and encryption, and its spool mode. It writes the figures to
+// BENCHMARKS.md with a chart of wall time and peak RSS against etcd size.
+//
+// `make bench` builds and runs it. By hand, from the module root:
+//
+//	go build -o bench-out/etcdbackup-bench ./internal/bench
+//	bench-out/etcdbackup-bench [-sizes 256MiB,1GiB,2GiB] [-runs 5] [-modes two-step,stream,...]
+//	bench-out/etcdbackup-bench report   # render BENCHMARKS.md again from bench-out/results.json
+//
+// etcd and MinIO run as processes of their own, and so does every run of a
+// mode (the binary re-executes itself with the "etcd" and "mode"
+// subcommands), so that the peak RSS and CPU time reported for a mode are
+// those of the backup alone. The etcd is filled with Kubernetes-like data
+// (see gen.go) to each size; filled data directories are kept under
+// bench-out/etcd and reused by later runs.
+package main
+
+import (
+	"bytes"
+	"context"
+	"debug/buildinfo"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/version"
+
+	"github.com/etcdbackup/etcdbackup/backup"
+)
+
+// twoStepPartSize is the part size of the two-step upload: what minio-go
+// (and so `mc cp`) picks for a file of a few GiB.
+const twoStepPartSize = 16 << 20
+
+func main() {
+	args := os.Args[1:]
+	var err error
+	switch {
+	case len(args) > 0 && args[0] == "etcd":
+		err = runEtcd(args[1:])
+	case len(args) > 0 && args[0] == "mode":
+		err = runModeChild(args[1:])
+	case len(args) > 0 && args[0] == "report":
+		err = runReport(args[1:])
+	default:
+		err = runBench(args)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "etcdbackup-bench:", err)
+		os.Exit(1)
+	}
+}
+
+// config is what the command line sets.
+type config struct {
+	sizes     []int64
+	runs      int
+	runsLarge int
+	modes     []mode
+	work      string
+	out       string
+	chart     string
+	seed      int64
+	trace     bool
+	profile   string
+	args      []string
+}
+
+func parseConfig(args []string) (*config, error) {
+	fs := flag.NewFlagSet("etcdbackup-bench", flag.ContinueOnError)
+	sizes := fs.String("sizes", "256MiB,1GiB,2GiB", "etcd database sizes to measure, comma-separated")
+	runs := fs.Int("runs", 5, "runs of each mode per size up to 1 GiB; the report shows medians")
+	runsLarge := fs.Int("runs-large", 3, "runs of each mode per size above 1 GiB, which the targets do not judge")
+	modeList := fs.String("modes", "", "modes to run, comma-separated (default: all)")
+	work := fs.String("work", "bench-out", "directory for the fill cache, logs, temporary files and results")
+	out := fs.String("out", "BENCHMARKS.md", "report to write")
+	chart := fs.String("chart", "BENCHMARKS.png", "chart to write")
+	seed := fs.Int64("seed", 1, "seed of the generated data")
+	trace := fs.Bool("trace", false, "make every mode log its steps to standard error")
+	profile := fs.String("profile", "", "directory for a CPU profile of every mode run (pprof)")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	c := &config{runs: *runs, runsLarge: *runsLarge, work: *work, out: *out, chart: *chart, seed: *seed, trace: *trace, profile: *profile, args: args}
+	for s := range strings.SplitSeq(*sizes, ",") {
+		n, err := parseSize(strings.TrimSpace(s))
+		if err != nil {
+			return nil, err
+		}
+		c.sizes = append(c.sizes, n)
+	}
+	slices.Sort(c.sizes)
+	if *modeList == "" {
+		c.modes = modes
+	} else {
+		for name := range strings.SplitSeq(*modeList, ",") {
+			m, ok := findMode(strings.TrimSpace(name))
+			if !ok {
+				return nil, fmt.Errorf("unknown mode %q", name)
+			}
+			c.modes = append(c.modes, m)
+		}
+	}
+	if c.runs < 1 || c.runsLarge < 1 {
+		return nil, errors.New("-runs and -runs-large must be at least 1")
+	}
+	return c, nil
+}
+
+// bench is one measuring run.
+type bench struct {
+	cfg   *config
+	self  string
+	run   string // scratch directory of this run
+	logs  string
+	minio *minioServer
+	res   *results
+}
+
+func runBench(args []string) error {
+	cfg, err := parseConfig(args)
+	if err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	b := &bench{cfg: cfg, self: self, run: filepath.Join(cfg.work, "run"), logs: filepath.Join(cfg.work, "logs")}
+	if err := os.RemoveAll(b.run); err != nil {
+		return err
+	}
+	for _, d := range []string{b.run, b.logs, filepath.Join(b.run, "tmp")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return err
+		}
+	}
+	defer os.RemoveAll(b.run)
+
+	b.res = &results{
+		Machine: machine{
+			CPUs:        runtime.NumCPU(),
+			CPUModel:    cpuModel(),
+			MemoryBytes: memTotal(),
+			GoVersion:   runtime.Version(),
+			OS:          runtime.GOOS + "/" + runtime.GOARCH,
+			EtcdVersion: version.Version,
+			MinIO:       minioVersion(minioBinary()),
+			Library:     backup.LibraryVersion(),
+		},
+		Started: time.Now().UTC(),
+		Command: "make bench",
+	}
+	if len(args) > 0 {
+		b.res.Command = "make bench BENCH_FLAGS='" + strings.Join(args, " ") + "'"
+	}
+	for _, m := range cfg.modes {
+		b.res.Modes = append(b.res.Modes, modeInfo{Name: m.name, Label: m.label, Short: m.short, Group: m.group, Reference: m.reference})
+	}
+
+	progress("machine: %d CPUs, %s of memory, %s; load average %.2f", b.res.Machine.CPUs, formatBytes(b.res.Machine.MemoryBytes), b.res.Machine.GoVersion, loadAverage())
+	b.minio, err = startMinIO(ctx, minioBinary(), filepath.Join(b.run, "minio"), filepath.Join(b.logs, "minio.log"))
+	if err != nil {
+		return err
+	}
+	defer b.minio.stop(time.Minute)
+
+	cache := &fillCache{dir: filepath.Join(cfg.work, "etcd"), seed: cfg.seed, self: self, logs: b.logs}
+	for _, size := range cfg.sizes {
+		if err := b.measureSize(ctx, cache, size); err != nil {
+			return err
+		}
+	}
+	b.res.Finished = time.Now().UTC()
+	if err := b.res.save(filepath.Join(cfg.work, "results.json")); err != nil {
+		return err
+	}
+	if err := writeOutputs(b.res, cfg.out, cfg.chart); err != nil {
+		return err
+	}
+	progress("wrote %s and %s in %v", cfg.out, cfg.chart, time.Since(b.res.Started).Round(time.Second))
+	return nil
+}
+
+// measureSize fills (or reuses) an etcd of size bytes and runs every mode
+// on it cfg.runs times (cfg.runsLarge times above 1 GiB).
+func (b *bench) measureSize(ctx context.Context, cache *fillCache, size int64) error {
+	label := formatBytes(size)
+	fillStart := time.Now()
+	data, meta, cached, err := cache.ensure(ctx, size, label)
+	if err != nil {
+		return fmt.Errorf("fill %s: %w", label, err)
+	}
+	if cached {
+		progress("fill %s: reusing %s", label, filepath.Dir(data))
+	} else {
+		progress("fill %s: done in %v", label, time.Since(fillStart).Round(time.Second))
+	}
+	etcd, err := startEtcd(ctx, b.self, data, filepath.Join(b.logs, "etcd.log"), false)
+	if err != nil {
+		return err
+	}
+	defer etcd.stop(2 * time.Minute)
+	st, err := etcd.status(ctx)
+	if err != nil {
+		return err
+	}
+	runs := b.cfg.runs
+	if size > 1<<30 {
+		runs = b.cfg.runsLarge
+	}
+	info := sizeInfo{Label: label, Target: size, DBSize: st.DbSize, DBSizeInUse: st.DbSizeInUse, Keys: meta.Keys, KVBytes: meta.KVBytes, FillSeconds: meta.Seconds, Cached: cached, Runs: runs}
+	// An untimed read first brings the database into the page cache, so
+	// the first mode measured does not pay for the disk alone.
+	raw, err := warmUp(ctx, etcd)
+	if err != nil {
+		return err
+	}
+	info.Raw = raw
+	b.res.Sizes = append(b.res.Sizes, info)
+	progress("etcd %s: database %s (%s in use), %d keys, snapshot %s; load average %.2f", label, formatBytes(st.DbSize), formatBytes(st.DbSizeInUse), meta.Keys, formatBytes(raw), loadAverage())
+
+	n := len(b.cfg.modes)
+	for run := 1; run <= runs; run++ {
+		// Each round starts one mode later, so no mode always runs first
+		// after the fill or right after the same neighbour.
+		for i := range n {
+			m := b.cfg.modes[(i+run-1)%n]
+			s, err := b.runMode(ctx, etcd, m, label, run)
+			if err != nil {
+				return err
+			}
+			b.res.Samples = append(b.res.Samples, s)
+			progress("%s run %d/%d %-16s %7.2f s  rss %4d MiB  stored %s  cpu %.1f s (etcd %.1f, minio %.1f, others %.2f cores)  load %.2f  go alloc %s in %d GCs",
+				label, run, runs, m.name, s.Wall, s.PeakRSS>>20, formatBytes(s.Stored), s.CPU, s.EtcdCPU, s.MinIOCPU, s.OtherCores, s.Load1, formatBytes(int64(s.Allocated)), s.GCs)
+			// Partial results survive an interrupted run.
+			_ = b.res.save(filepath.Join(b.cfg.work, "results.json"))
+		}
+	}
+	return nil
+}
+
+// runMode runs one mode in a child process and measures it.
+func (b *bench) runMode(ctx context.Context, etcd *etcdServer, m mode, size string, run int) (sample, error) {
+	env := modeEnv{
+		Etcd:     etcd.endpoint,
+		S3:       b.minio.addr,
+		Access:   b.minio.access,
+		Secret:   b.minio.secret,
+		Bucket:   benchBucket,
+		TmpDir:   filepath.Join(b.run, "tmp"),
+		Name:     fmt.Sprintf("r%d-%s", run, m.name),
+		PartSize: twoStepPartSize,
+		Trace:    b.cfg.trace,
+	}
+	if b.cfg.profile != "" {
+		abs, err := filepath.Abs(filepath.Join(b.cfg.profile, fmt.Sprintf("%s-%s-r%d.pprof", strings.ReplaceAll(size, " ", ""), m.name, run)))
+		if err != nil {
+			return sample{}, err
+		}
+		env.Profile = abs
+	}
+	in, err := json.Marshal(env)
+	if err != nil {
+		return sample{}, err
+	}
+	var out, errOut bytes.Buffer
+	cmd := exec.CommandContext(ctx, b.self, "mode", "-mode", m.name)
+	cmd.Stdin = bytes.NewReader(in)
+	cmd.Stdout = &out
+	cmd.Stderr = io.MultiWriter(&errOut, os.Stderr)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+
+	s := sample{Size: size, Mode: m.name, Run: run, Load1: loadAverage()}
+	etcd0, minio0, busy0 := etcd.cpuSeconds(), b.minio.cpuSeconds(), busySeconds()
+	self0, _ := procCPUSeconds(os.Getpid())
+	start := time.Now()
+	err = cmd.Run()
+	elapsed := time.Since(start).Seconds()
+	etcd1, minio1, busy1 := etcd.cpuSeconds(), b.minio.cpuSeconds(), busySeconds()
+	self1, _ := procCPUSeconds(os.Getpid())
+	if err != nil {
+		return sample{}, fmt.Errorf("%w: %s on %s, run %d: %w: %s", errModeFailed, m.name, size, run, err, strings.TrimSpace(errOut.String()))
+	}
+	var res modeResult
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		return sample{}, fmt.Errorf("mode %s: read result: %w", m.name, err)
+	}
+	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	if !ok {
+		return sample{}, errors.New("no rusage for the mode's process")
+	}
+	s.Wall, s.Raw, s.Stored, s.SnapshotOpen = res.Wall, res.Raw, res.Stored, res.SnapshotOpen
+	// The peak RSS is the child's own VmHWM, not ru_maxrss: Linux carries
+	// the high-water mark of the memory the process had before execve into
+	// ru_maxrss, and os/exec starts the child sharing this process' memory,
+	// so ru_maxrss would be at least the bench's own RSS.
+	s.PeakRSS = res.HWM
+	s.Allocated, s.GCs = res.Allocated, res.GCs
+	s.CPU = (time.Duration(ru.Utime.Nano()) + time.Duration(ru.Stime.Nano())).Seconds()
+	s.EtcdCPU, s.MinIOCPU = etcd1-etcd0, minio1-minio0
+	if elapsed > 0 {
+		others := (busy1 - busy0) - s.CPU - s.EtcdCPU - s.MinIOCPU - (self1 - self0)
+		s.OtherCores = max(0, others/elapsed)
+	}
+
+	if res.Key != "" {
+		sizes, err := b.minio.objectSizes(ctx)
+		if err != nil {
+			return sample{}, err
+		}
+		if got, ok := sizes[res.Key]; !ok || got != res.Stored {
+			return sample{}, fmt.Errorf("mode %s: object %s has %d bytes in the store (found: %t), the mode reported %d", m.name, res.Key, got, ok, res.Stored)
+		}
+	}
+	if err := b.minio.emptyBucket(ctx); err != nil {
+		return sample{}, err
+	}
+	// Write back what the run left dirty now, not during the next run.
+	syscall.Sync()
+	return s, nil
+}
+
+// warmUp reads a snapshot to the end untimed and returns its size.
+func warmUp(ctx context.Context, etcd *etcdServer) (int64, error) {
+	cli, err := etcd.client()
+	if err != nil {
+		return 0, err
+	}
+	defer cli.Close()
+	rc, err := cli.Snapshot(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("warm-up snapshot: %w", err)
+	}
+	defer rc.Close()
+	n, err := io.Copy(io.Discard, rc)
+	if err != nil {
+		return 0, fmt.Errorf("warm-up snapshot: %w", err)
+	}
+	return n, nil
+}
+
+// runReport is the "report" subcommand: it renders the report and chart
+// again from saved results.
+func runReport(args []string) error {
+	fs := flag.NewFlagSet("report", flag.ContinueOnError)
+	in := fs.String("in", filepath.Join("bench-out", "results.json"), "saved results")
+	out := fs.String("out", "BENCHMARKS.md", "report to write")
+	chart := fs.String("chart", "BENCHMARKS.png", "chart to write")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	r, err := loadResults(*in)
+	if err != nil {
+		return err
+	}
+	return writeOutputs(r, *out, *chart)
+}
+
+func writeOutputs(r *results, out, chart string) error {
+	rel, err := filepath.Rel(filepath.Dir(out), chart)
+	if err != nil {
+		rel = chart
+	}
+	if err := writeChart(r, chart); err != nil {
+		return err
+	}
+	if err := os.WriteFile(out, []byte(renderReport(r, filepath.ToSlash(rel))), 0o644); err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	return nil
+}
+
+// minioVersion returns the module version the MinIO binary was built
+// from: `go install` builds report no release in `minio --version`.
+func minioVersion(bin string) string {
+	if info, err := buildinfo.ReadFile(bin); err == nil && info.Main.Version != "" && info.Main.Version != "(devel)" {
+		return info.Main.Path + "@" + info.Main.Version
+	}
+	out, err := exec.Command(bin, "--version").Output()
+	if err != nil {
+		return "unknown"
+	}
+	line, _, _ := strings.Cut(string(out), "\n")
+	return strings.TrimSpace(strings.TrimPrefix(line, "minio version "))
+}
+
+func progress(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+// parseSize reads sizes like "256MiB", "1GiB" or "1073741824".
+func parseSize(s string) (int64, error) {
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}}
+	mult := int64(1)
+	num := s
+	for _, u := range units {
+		if v, ok := strings.CutSuffix(s, u.suffix); ok {
+			num, mult = v, u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("size %q: want a positive number of bytes, KiB, MiB or GiB", s)
+	}
+	return int64(n * float64(mult)), nil
+}
+
+// formatBytes writes n in binary units with up to one decimal.
+func formatBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return trimZero(float64(n)/(1<<30)) + " GiB"
+	case n >= 1<<20:
+		return trimZero(float64(n)/(1<<20)) + " MiB"
+	case n >= 1<<10:
+		return trimZero(float64(n)/(1<<10)) + " KiB"
+	}
+	return strconv.FormatInt(n, 10) + " B"
+}
+
+func trimZero(f float64) string {
+	return strings.TrimSuffix(strconv.FormatFloat(f, 'f', 1, 64), ".0")
+}

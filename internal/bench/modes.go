@@ -1,0 +1,318 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"time"
+
+	"filippo.io/age"
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/snapshot"
+	"go.uber.org/zap"
+
+	"github.com/etcdbackup/etcdbackup/backup"
+	"github.com/etcdbackup/etcdbackup/storage/s3"
+)
+
+// A mode is one way of doing the job being measured. Each run of a mode
+// is a child process of its own (the "mode" subcommand), so that its peak
+// RSS and CPU time are its alone: etcd and MinIO run in other processes.
+//
+// To add a mode, append it to modes. Modes of one group are compared with
+// the group's baseline, its first mode: the backup group with the two-step
+// approach of cron-job tools. A restore group (fetch, verify and restore a
+// backup, against download-then-`etcdutl snapshot restore`) would add a
+// group whose modes read the object a backup mode left in the bucket: give
+// that backup mode keep, so that the bucket is not emptied after it.
+type mode struct {
+	// name identifies the mode on the command line and in results.
+	name string
+	// label describes the mode in the report; short in the chart's legend.
+	label, short string
+	// group is the set of modes compared with one another.
+	group string
+	// reference marks a mode that is not a way of doing the job but a
+	// floor to read the others against; targets ignore it.
+	reference bool
+	// run does the job once and reports what it did.
+	run func(ctx context.Context, env modeEnv) (modeResult, error)
+}
+
+// modes lists every mode, in the order of the report. The first mode of a
+// group is its baseline.
+var modes = []mode{
+	{name: "two-step", short: "(a) two-step", label: "(a) two-step: `etcdctl snapshot save` to a file, then `mc cp`", group: "backup", run: runTwoStep},
+	{name: "stream", short: "(b) streaming", label: "(b) etcdbackup streaming, no compression", group: "backup", run: runPipeline(backup.None, false, false)},
+	{name: "stream-zstd", short: "(c) streaming zstd", label: "(c) etcdbackup streaming, zstd", group: "backup", run: runPipeline(backup.Zstd, false, false)},
+	{name: "stream-zstd-age", short: "(d) streaming zstd+age", label: "(d) etcdbackup streaming, zstd + age", group: "backup", run: runPipeline(backup.Zstd, true, false)},
+	{name: "spool-zstd", short: "(e) spool zstd", label: "(e) etcdbackup spool mode, zstd", group: "backup", run: runPipeline(backup.Zstd, false, true)},
+	{name: "snapshot-read", short: "snapshot read only", label: "(ref) snapshot read and trailer check only, to /dev/null", group: "backup", reference: true, run: runSnapshotRead},
+	{name: "idle", short: "idle process", label: "(ref) idle child: the bench binary doing nothing", group: "backup", reference: true, run: runIdle},
+}
+
+func findMode(name string) (mode, bool) {
+	for _, m := range modes {
+		if m.name == name {
+			return m, true
+		}
+	}
+	return mode{}, false
+}
+
+// modeEnv is what a mode runs against. The parent hands it to the child
+// as JSON on the child's standard input, which keeps credentials out of
+// the process list.
+type modeEnv struct {
+	Etcd     string // client URL of the etcd member
+	S3       string // host:port of MinIO
+	Access   string
+	Secret   string
+	Bucket   string
+	TmpDir   string // for the two-step file and the spool
+	Name     string // unique per run; a DNS label
+	PartSize int64  // two-step upload's part size
+	// Trace makes the mode log what it does to its standard error.
+	Trace bool
+	// Profile, when set, is the file the mode writes its CPU profile to.
+	Profile string
+}
+
+// modeResult is what a mode reports.
+type modeResult struct {
+	// Wall is the time the job took, in seconds, timed inside the child.
+	Wall float64
+	// Raw is the snapshot's size as etcd sent it, Stored the stored
+	// object's.
+	Raw, Stored int64
+	// Key is the stored object's key; the parent checks its size.
+	Key string `json:",omitempty"`
+	// SnapshotOpen is how long etcd's snapshot stream (and so its read
+	// transaction) was open, in seconds.
+	SnapshotOpen float64
+	// HWM is the child's VmHWM at the end, in bytes.
+	HWM int64
+	// Allocated is the bytes the Go heap allocated in all (garbage
+	// included) and GCs the number of collections: how hard the mode
+	// works the garbage collector.
+	Allocated uint64
+	GCs       uint32
+}
+
+// runModeChild is the "mode" subcommand: it reads a modeEnv on stdin, runs
+// the named mode once and writes a modeResult as JSON on stdout.
+func runModeChild(args []string) error {
+	fs := flag.NewFlagSet("mode", flag.ContinueOnError)
+	name := fs.String("mode", "", "mode to run")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	m, ok := findMode(*name)
+	if !ok {
+		return fmt.Errorf("unknown mode %q", *name)
+	}
+	var env modeEnv
+	if err := json.NewDecoder(os.Stdin).Decode(&env); err != nil {
+		return fmt.Errorf("read mode environment: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	if env.Profile != "" {
+		f, err := os.Create(env.Profile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+	}
+	res, err := m.run(ctx, env)
+	if env.Profile != "" {
+		pprof.StopCPUProfile()
+	}
+	if err != nil {
+		return fmt.Errorf("mode %s: %w", m.name, err)
+	}
+	res.HWM = selfHWM()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	res.Allocated, res.GCs = ms.TotalAlloc, ms.NumGC
+	return json.NewEncoder(os.Stdout).Encode(res)
+}
+
+// runTwoStep does what cron-job backups do: `etcdctl snapshot save` (which
+// is snapshot.SaveWithVersion: write a .part file, fsync, rename), then
+// `mc cp` of the file, which is a minio-go upload of a file of known size
+// in 16 MiB parts, four at a time.
+func runTwoStep(ctx context.Context, env modeEnv) (modeResult, error) {
+	path := filepath.Join(env.TmpDir, env.Name+".db")
+	defer os.Remove(path)
+	start := time.Now()
+	if _, err := snapshot.SaveWithVersion(ctx, zap.NewNop(), clientv3.Config{Endpoints: []string{env.Etcd}, DialTimeout: 10 * time.Second}, path); err != nil {
+		return modeResult{}, fmt.Errorf("save snapshot: %w", err)
+	}
+	saved := time.Since(start)
+	c, err := minio.New(env.S3, &minio.Options{
+		Creds:        credentials.NewStaticV4(env.Access, env.Secret, ""),
+		Region:       "us-east-1",
+		BucketLookup: minio.BucketLookupPath,
+	})
+	if err != nil {
+		return modeResult{}, err
+	}
+	key := "two-step/" + env.Name + ".db"
+	info, err := c.FPutObject(ctx, env.Bucket, key, path, minio.PutObjectOptions{PartSize: uint64(env.PartSize), ContentType: "application/octet-stream"})
+	if err != nil {
+		return modeResult{}, fmt.Errorf("upload snapshot: %w", err)
+	}
+	return modeResult{Wall: time.Since(start).Seconds(), Raw: info.Size, Stored: info.Size, Key: key, SnapshotOpen: saved.Seconds()}, nil
+}
+
+// runPipeline returns a mode that takes one backup with backup.Pipeline to
+// MinIO through storage/s3 with the library's default options.
+func runPipeline(c backup.Compression, encrypt, spool bool) func(context.Context, modeEnv) (modeResult, error) {
+	return func(ctx context.Context, env modeEnv) (modeResult, error) {
+		bucket, err := s3.New(s3.Options{
+			Endpoint:     env.S3,
+			Bucket:       env.Bucket,
+			Region:       "us-east-1",
+			Insecure:     true,
+			BucketLookup: s3.LookupPath,
+			Credentials:  s3.StaticCredentials(env.Access, env.Secret, ""),
+			Logger:       traceLoggerIf(env.Trace),
+		})
+		if err != nil {
+			return modeResult{}, err
+		}
+		snapshotter, err := backup.NewEtcdSnapshotter(backup.EtcdConfig{Endpoints: []string{env.Etcd}})
+		if err != nil {
+			return modeResult{}, err
+		}
+		p := &backup.Pipeline{Snapshotter: snapshotter, Compression: c}
+		if env.Trace {
+			p.Logger = traceLogger()
+			p.Observer = backup.ObserverFunc(func(e backup.Event) {
+				fmt.Fprintf(os.Stderr, "  %6.2fs %s raw=%d stored=%d %s\n", e.Elapsed.Seconds(), e.Kind, e.RawBytes, e.StoredBytes, errString(e.Err))
+			})
+		}
+		if encrypt {
+			id, err := age.GenerateX25519Identity()
+			if err != nil {
+				return modeResult{}, err
+			}
+			p.Encryption = backup.Encryption{Recipients: []string{id.Recipient().String()}}
+		}
+		if spool {
+			p.Spool = &backup.Spool{Dir: env.TmpDir}
+		}
+		start := time.Now()
+		res, err := p.Run(ctx, backup.Request{
+			Cluster: "bench",
+			Name:    env.Name,
+			Targets: []backup.Target{{Destination: "minio", Uploader: &backup.BucketUploader{Bucket: bucket}}},
+		})
+		wall := time.Since(start)
+		if err != nil {
+			return modeResult{}, err
+		}
+		m := res.Outcomes[0].Manifest
+		return modeResult{
+			Wall:         wall.Seconds(),
+			Raw:          res.Raw.Size,
+			Stored:       res.Stored.Size,
+			Key:          backup.ClusterPrefix(m.Cluster) + m.DataKey,
+			SnapshotOpen: res.Snapshot.Finished.Sub(res.Snapshot.Started).Seconds(),
+		}, nil
+	}
+}
+
+// runSnapshotRead reads a verified snapshot to the end and discards it: the
+// floor of any backup of this etcd from this process.
+func runSnapshotRead(ctx context.Context, env modeEnv) (modeResult, error) {
+	s, err := backup.NewEtcdSnapshotter(backup.EtcdConfig{Endpoints: []string{env.Etcd}})
+	if err != nil {
+		return modeResult{}, err
+	}
+	start := time.Now()
+	snap, err := s.Snapshot(ctx)
+	if err != nil {
+		return modeResult{}, err
+	}
+	defer snap.Close()
+	n, err := io.Copy(io.Discard, snap)
+	if err != nil {
+		return modeResult{}, fmt.Errorf("read snapshot: %w", err)
+	}
+	wall := time.Since(start).Seconds()
+	return modeResult{Wall: wall, Raw: n, SnapshotOpen: wall}, nil
+}
+
+// runIdle does nothing: its peak RSS is what the bench binary costs before
+// any work (Go runtime, package initialisation, mapped code).
+func runIdle(context.Context, modeEnv) (modeResult, error) {
+	return modeResult{}, nil
+}
+
+// selfHWM returns this process' peak resident set size (VmHWM).
+func selfHWM() int64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// traceLogger logs everything to standard error, with the time since the
+// process started.
+func traceLogger() *slog.Logger {
+	start := time.Now()
+	h := slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{
+		Level: slog.LevelDebug,
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey && len(groups) == 0 {
+				return slog.String("t", fmt.Sprintf("%.3fs", time.Since(start).Seconds()))
+			}
+			return a
+		},
+	})
+	return slog.New(h)
+}
+
+func traceLoggerIf(on bool) *slog.Logger {
+	if on {
+		return traceLogger()
+	}
+	return nil
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// errModeFailed marks the failure of a mode's child process.
+var errModeFailed = errors.New("mode failed")

@@ -1,0 +1,272 @@
+package main
+
+import (
+	_ "embed"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// notes is the hand-written reading of the figures, appended to every
+// report. It explains causes, so it must hold for any run on a machine like
+// the one described; the figures themselves come from the tables.
+//
+//go:embed notes.md
+var notes string
+
+// Targets of the issue.
+const (
+	streamRatioTarget = 0.8  // streaming wall time / two-step's
+	rssFlatTarget     = 1.15 // peak RSS at 1 GiB / at 256 MiB
+	zstdRatioTarget   = 0.4  // stored / raw bytes with zstd
+
+	// minQuietRounds is how many quiet rounds the wall-time verdict
+	// needs to rest on them alone.
+	minQuietRounds = 2
+)
+
+// renderReport writes BENCHMARKS.md.
+func renderReport(r *results, chart string) string {
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+
+	w("# Benchmarks\n\n")
+	w("Written by `%s` (the command in `internal/bench`) on %s. Do not edit by hand: run the command again, or `bench-out/etcdbackup-bench report` to render this file again from `bench-out/results.json`.\n\n",
+		r.Command, r.Started.Format("2006-01-02 15:04 MST"))
+	w("Every backup mode takes a backup of one etcd member to a MinIO bucket on the same machine. etcd, MinIO and each run of a mode are separate processes, so the peak RSS and CPU time of a mode are those of the backup process alone. ")
+	w("Each mode ran %s, modes interleaved round after round; the tables show medians, with the range of wall times in parentheses.\n\n", runCounts(r))
+	w("![wall time and peak RSS against etcd size](%s)\n\n", chart)
+	w("Medians; the same colour is the same mode in both plots; grey lines are references, not backups.\n\n")
+
+	w("## Machine\n\n")
+	w("| | |\n|---|---|\n")
+	w("| CPUs | %d (%s) |\n", r.Machine.CPUs, r.Machine.CPUModel)
+	w("| memory | %s |\n", formatBytes(r.Machine.MemoryBytes))
+	w("| Go | %s %s |\n", r.Machine.GoVersion, r.Machine.OS)
+	w("| etcd | %s (go.etcd.io/etcd/server/v3/embed in its own process, fsync on) |\n", r.Machine.EtcdVersion)
+	w("| MinIO | %s (single drive, local disk, plain HTTP on 127.0.0.1) |\n", r.Machine.MinIO)
+	w("| etcdbackup | %s |\n", r.Machine.Library)
+	lo, hi, others := loadRange(r)
+	w("| load | one-minute load average %.2f to %.2f at the start of the runs; other processes used a median %.2f cores during a run (the machine is shared) |\n", lo, hi, others)
+	w("| date | %s, %s in all |\n\n", r.Started.Format("2006-01-02"), r.Finished.Sub(r.Started).Round(time.Second))
+
+	for _, sz := range r.Sizes {
+		w("## etcd of %s\n\n", sz.Label)
+		how := fmt.Sprintf("filled in %s", (time.Duration(sz.FillSeconds * float64(time.Second))).Round(time.Second))
+		if sz.Cached {
+			how += ", reused from the fill cache"
+		}
+		w("Database %s (%s in use), %d keys holding %s of keys and values (%s); the snapshot stream is %s (%d bytes).\n\n",
+			formatBytes(sz.DBSize), formatBytes(sz.DBSizeInUse), sz.Keys, formatBytes(sz.KVBytes), how, formatBytes(sz.Raw), sz.Raw)
+		w("%s\n", renderTable(r.summarize(sz.Label)))
+		if o := sizeOthers(r, sz.Label); o >= quietCores {
+			w("Other processes used a median %.2f cores during these runs: compare these wall times with each other, not with the other sizes'.\n\n", o)
+		}
+	}
+
+	w("## Targets\n\n")
+	w("%s\n", renderTargets(r))
+
+	w("## How to read the figures\n\n")
+	w("- **wall**: from the first request to etcd to the last byte stored (for etcdbackup: the manifest committed), timed inside the process; process start is not included.\n")
+	w("- **vs (a)**: median wall time divided by that of the two-step approach on the same etcd.\n")
+	w("- **peak RSS**: the high-water mark of the resident set of the mode's process (`VmHWM`, read by the process at its end), the bench binary's own floor included (the idle row). `ru_maxrss` is not used: Linux carries into it the resident set of the parent, whose memory a child started by Go's `os/exec` shares until `execve`.\n")
+	w("- **stored / raw**: stored object size over the snapshot stream's size.\n")
+	w("- **etcd stream open**: how long etcd's snapshot stream, and so its read transaction, stayed open.\n")
+	w("- **CPU**: user + system seconds of the backup process, and of etcd and MinIO during the run. On %d cores the three share the CPU, so CPU seconds explain wall times.\n", r.Machine.CPUs)
+	w("- **others**: CPU used by other processes during the run, in cores: noise from the shared machine.\n\n")
+	w("Two-step (a) is what `etcdctl snapshot save` then `mc cp` do, in one process: `snapshot.SaveWithVersion` (write a `.part` file, fsync, rename), then minio-go `FPutObject` of the file in %d MiB parts, four in parallel. The etcdbackup modes use `backup.Pipeline` with `backup.NewEtcdSnapshotter` and `backup.BucketUploader` over `storage/s3` with its defaults (8 MiB parts, 4 in flight); (d) encrypts to one generated X25519 age recipient; (e) spools to a temporary file on the same disk.\n\n", twoStepPartSize>>20)
+	w("The data is Kubernetes-like (internal/bench/gen.go): objects in the apiserver's protobuf envelope with the mix of a real cluster — pods and ReplicaSets repeating their templates with unique names, UIDs, IPs and container IDs; events; leases; ConfigMaps of configuration text and dashboards; Secrets that are mostly high-entropy (TLS keys, service account tokens, Helm releases stored gzipped and base64 encoded); EndpointSlices, Services and a few large CRDs.\n\n")
+
+	w("## Notes\n\n")
+	w("%s", notes)
+	return b.String()
+}
+
+// renderTable writes one size's table.
+func renderTable(rows []row) string {
+	var b strings.Builder
+	b.WriteString("| mode | wall s | vs (a) | peak RSS MiB | stored | stored / raw | etcd stream open s | CPU s: backup / etcd / MinIO | others (cores) |\n")
+	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	for _, rw := range rows {
+		wall, ratio, stored, sr, open := "—", "—", "—", "—", "—"
+		if rw.Wall > 0 {
+			wall = fmt.Sprintf("%.2f (%.2f–%.2f)", rw.Wall, rw.WallMin, rw.WallMax)
+			if rw.Runs == 1 {
+				wall = fmt.Sprintf("%.2f", rw.Wall)
+			}
+			open = fmt.Sprintf("%.2f", rw.SnapshotOpen)
+		}
+		if rw.Ratio > 0 {
+			ratio = fmt.Sprintf("%.2f", rw.Ratio)
+		}
+		if rw.Stored > 0 {
+			stored = formatBytes(rw.Stored)
+			if rw.Raw > 0 {
+				sr = fmt.Sprintf("%.3f", float64(rw.Stored)/float64(rw.Raw))
+			}
+		}
+		rss := fmt.Sprintf("%.0f", float64(rw.PeakRSS)/(1<<20))
+		if rw.PeakRSSMax > rw.PeakRSS+(1<<20) {
+			rss += fmt.Sprintf(" (max %.0f)", float64(rw.PeakRSSMax)/(1<<20))
+		}
+		others := "—" // meaningless over a run of milliseconds
+		if rw.Wall > 0 {
+			others = fmt.Sprintf("%.2f", rw.OtherCores)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %.1f / %.1f / %.1f | %s |\n",
+			rw.Mode.Label, wall, ratio, rss, stored, sr, open, rw.CPU, rw.EtcdCPU, rw.MinCPU, others)
+	}
+	return b.String()
+}
+
+// targetSizes returns the labels of the sizes the targets are judged on:
+// the small one (256 MiB, else the smallest) and the large one (1 GiB, else
+// the largest).
+func targetSizes(r *results) (small, large string) {
+	if len(r.Sizes) == 0 {
+		return "", ""
+	}
+	small, large = r.Sizes[0].Label, r.Sizes[len(r.Sizes)-1].Label
+	for _, s := range r.Sizes {
+		switch s.Target {
+		case 256 << 20:
+			small = s.Label
+		case 1 << 30:
+			large = s.Label
+		}
+	}
+	return small, large
+}
+
+// renderTargets checks the issue's targets on the measured figures.
+func renderTargets(r *results) string {
+	small, large := targetSizes(r)
+	if large == "" {
+		return "No figures.\n"
+	}
+	byMode := func(size string) map[string]row {
+		m := map[string]row{}
+		for _, rw := range r.summarize(size) {
+			m[rw.Mode.Name] = rw
+		}
+		return m
+	}
+	lg, sm := byMode(large), byMode(small)
+	verdict := func(ok bool) string {
+		if ok {
+			return "met"
+		}
+		return "**missed**"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "Judged on the %s etcd (flatness: %s against %s). Wall-time ratios are paired: each run divided by the two-step run of the same round. A round is quiet when other processes used less than %.2f cores during both runs.\n\n", large, large, small, quietCores)
+	b.WriteString("| target | mode | figure | verdict |\n|---|---|--:|---|\n")
+	names := slices.Collect(func(yield func(modeInfo) bool) {
+		for _, m := range r.Modes {
+			if m.Group == "backup" && !m.Reference && m.Name != "two-step" && !yield(m) {
+				return
+			}
+		}
+	})
+	for _, m := range names {
+		rw, ok := lg[m.Name]
+		if !ok || rw.Paired == 0 {
+			continue
+		}
+		// Other people's load slows the modes of a round unequally, so
+		// the verdict rests on quiet rounds when there are enough of
+		// them, else on every round's paired ratio.
+		judged, on := rw.Paired, fmt.Sprintf("median of %d rounds", rw.Runs)
+		if rw.QuietRounds >= minQuietRounds {
+			judged, on = rw.Quiet, fmt.Sprintf("median of %d quiet rounds", rw.QuietRounds)
+		}
+		fmt.Fprintf(&b, "| wall time <= %.1f x two-step | %s | **%.2f** (%s); every round: median %.2f, %.2f–%.2f; ratio of medians %.2f | %s |\n",
+			streamRatioTarget, m.Short, judged, on, rw.Paired, rw.PairedMin, rw.PairedMax, rw.Ratio, verdict(judged <= streamRatioTarget))
+	}
+	for _, m := range names {
+		rw, ok := lg[m.Name]
+		if !ok {
+			continue
+		}
+		v := verdict(rw.PeakRSS <= rssTarget)
+		if rw.PeakRSS <= rssTarget && rw.PeakRSSMax > rssTarget {
+			v = "met by the median, not by every run"
+		}
+		fmt.Fprintf(&b, "| peak RSS <= 128 MiB | %s | %.0f MiB (max %.0f) | %s |\n", m.Short, float64(rw.PeakRSS)/(1<<20), float64(rw.PeakRSSMax)/(1<<20), v)
+	}
+	if small != large {
+		for _, m := range names {
+			l, ok1 := lg[m.Name]
+			s, ok2 := sm[m.Name]
+			if ok1 && ok2 && s.PeakRSS > 0 {
+				f := float64(l.PeakRSS) / float64(s.PeakRSS)
+				fmt.Fprintf(&b, "| peak RSS flat: %s / %s <= %.2f | %s | %.3f | %s |\n", large, small, rssFlatTarget, m.Short, f, verdict(f <= rssFlatTarget))
+			}
+		}
+	}
+	// Larger sizes are not judged, but show whether the peak stays flat
+	// beyond the judged range.
+	for _, sz := range r.Sizes {
+		if sz.Target <= 1<<30 || sz.Label == large {
+			continue
+		}
+		bigger := byMode(sz.Label)
+		for _, m := range names {
+			l, ok1 := bigger[m.Name]
+			s, ok2 := lg[m.Name]
+			if ok1 && ok2 && s.PeakRSS > 0 {
+				fmt.Fprintf(&b, "| (not a target) peak RSS %s / %s | %s | %.3f | — |\n", sz.Label, large, m.Short, float64(l.PeakRSS)/float64(s.PeakRSS))
+			}
+		}
+	}
+	for _, m := range names {
+		if rw, ok := lg[m.Name]; ok && rw.Raw > 0 && strings.Contains(m.Name, "zstd") {
+			f := float64(rw.Stored) / float64(rw.Raw)
+			fmt.Fprintf(&b, "| zstd stores <= %.1f x raw | %s | %.3f | %s |\n", zstdRatioTarget, m.Short, f, verdict(f <= zstdRatioTarget))
+		}
+	}
+	return b.String()
+}
+
+// sizeOthers returns the median CPU other processes used during the runs
+// on one etcd size.
+func sizeOthers(r *results, size string) float64 {
+	var o []float64
+	for _, s := range r.Samples {
+		if s.Size == size && s.Wall > 0 {
+			o = append(o, s.OtherCores)
+		}
+	}
+	return median(o)
+}
+
+// runCounts says how often each mode ran on each etcd size.
+func runCounts(r *results) string {
+	var parts []string
+	for _, s := range r.Sizes {
+		times := fmt.Sprintf("%d times", s.Runs)
+		if s.Runs == 1 {
+			times = "once"
+		}
+		parts = append(parts, fmt.Sprintf("%s on the %s etcd", times, s.Label))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// loadRange returns the lowest and highest load average seen at the start
+// of a run, and the median of other processes' CPU use during runs.
+func loadRange(r *results) (lo, hi, others float64) {
+	var o []float64
+	for i, s := range r.Samples {
+		if i == 0 || s.Load1 < lo {
+			lo = s.Load1
+		}
+		hi = max(hi, s.Load1)
+		if s.Wall > 0 {
+			o = append(o, s.OtherCores)
+		}
+	}
+	return lo, hi, median(o)
+}

@@ -1,0 +1,253 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+func TestMedian(t *testing.T) {
+	for _, tc := range []struct {
+		in   []float64
+		want float64
+	}{
+		{nil, 0},
+		{[]float64{3}, 3},
+		{[]float64{5, 1, 3}, 3},
+		{[]float64{4, 1, 3, 2}, 2.5},
+	} {
+		in := append([]float64(nil), tc.in...)
+		if got := median(tc.in); got != tc.want {
+			t.Errorf("median(%v) = %v, want %v", tc.in, got, tc.want)
+		}
+		for i := range in {
+			if in[i] != tc.in[i] {
+				t.Errorf("median reordered its input: %v", tc.in)
+			}
+		}
+	}
+}
+
+func TestParseAndFormatSize(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int64
+		text string
+	}{
+		{"256MiB", 256 << 20, "256 MiB"},
+		{"1GiB", 1 << 30, "1 GiB"},
+		{"1.5GiB", 3 << 29, "1.5 GiB"},
+		{"4096", 4096, "4 KiB"},
+	} {
+		got, err := parseSize(tc.in)
+		if err != nil || got != tc.want {
+			t.Errorf("parseSize(%q) = %d, %v; want %d", tc.in, got, err, tc.want)
+		}
+		if s := formatBytes(got); s != tc.text {
+			t.Errorf("formatBytes(%d) = %q, want %q", got, s, tc.text)
+		}
+	}
+	for _, bad := range []string{"", "0MiB", "-1GiB", "lots"} {
+		if _, err := parseSize(bad); err == nil {
+			t.Errorf("parseSize(%q) succeeded", bad)
+		}
+	}
+}
+
+// testResults has three modes on two sizes: a baseline, a mode to compare
+// and a reference mode that must not become the baseline.
+func testResults() *results {
+	r := &results{
+		Modes: []modeInfo{
+			{Name: "snapshot-read", Short: "read", Label: "read only", Group: "backup", Reference: true},
+			{Name: "two-step", Short: "(a)", Label: "(a) two-step", Group: "backup"},
+			{Name: "stream-zstd", Short: "(c)", Label: "(c) zstd", Group: "backup"},
+		},
+		Sizes: []sizeInfo{
+			{Label: "256 MiB", Target: 256 << 20, Raw: 1000, Runs: 3},
+			{Label: "1 GiB", Target: 1 << 30, Raw: 4000, Runs: 3},
+			{Label: "2 GiB", Target: 2 << 30, Raw: 8000, Runs: 1},
+		},
+	}
+	add := func(size, mode string, walls []float64, rss, stored int64) {
+		for i, w := range walls {
+			r.Samples = append(r.Samples, sample{Size: size, Mode: mode, Run: i + 1, Wall: w, PeakRSS: rss, Raw: 4000, Stored: stored})
+		}
+	}
+	defer func() {
+		// Round 2 of the large etcd is noisy, and one run of (c) there
+		// peaks higher than the others.
+		for i, s := range r.Samples {
+			if s.Size == "1 GiB" && s.Run == 2 {
+				r.Samples[i].OtherCores = 1
+				if s.Mode == "stream-zstd" {
+					r.Samples[i].PeakRSS = 140 << 20
+				}
+			}
+		}
+	}()
+	add("256 MiB", "snapshot-read", []float64{1, 1, 1}, 30<<20, 0)
+	add("256 MiB", "two-step", []float64{4, 5, 6}, 40<<20, 4000)
+	add("256 MiB", "stream-zstd", []float64{3, 2, 4}, 100<<20, 1000)
+	add("1 GiB", "snapshot-read", []float64{4, 4, 4}, 30<<20, 0)
+	add("1 GiB", "two-step", []float64{20, 22, 21}, 40<<20, 4000)
+	add("1 GiB", "stream-zstd", []float64{18, 19, 20}, 130<<20, 2000)
+	add("2 GiB", "two-step", []float64{40}, 40<<20, 8000)
+	add("2 GiB", "stream-zstd", []float64{38}, 143<<20, 4000)
+	return r
+}
+
+func TestSummarize(t *testing.T) {
+	rows := testResults().summarize("256 MiB")
+	if len(rows) != 3 {
+		t.Fatalf("got %d rows, want 3", len(rows))
+	}
+	ref, base, zstd := rows[0], rows[1], rows[2]
+	if base.Wall != 5 || base.WallMin != 4 || base.WallMax != 6 || base.Ratio != 1 {
+		t.Errorf("baseline row = %+v", base)
+	}
+	if zstd.Wall != 3 || zstd.Ratio != 0.6 {
+		t.Errorf("compared row: wall %v ratio %v, want 3 and 0.6", zstd.Wall, zstd.Ratio)
+	}
+	// Rounds: 3/4, 2/5, 4/6.
+	if zstd.Paired != 0.6666666666666666 || zstd.PairedMin != 0.4 || zstd.PairedMax != 0.75 {
+		t.Errorf("paired ratios: median %v, min %v, max %v; want 2/3, 0.4, 0.75", zstd.Paired, zstd.PairedMin, zstd.PairedMax)
+	}
+	// A reference listed before the baseline gets no ratio.
+	if ref.Ratio != 0 {
+		t.Errorf("reference row before the baseline has ratio %v", ref.Ratio)
+	}
+	if rows := testResults().summarize("no such size"); len(rows) != 0 {
+		t.Errorf("rows for a size without samples: %v", rows)
+	}
+}
+
+func TestRenderTable(t *testing.T) {
+	got := renderTable(testResults().summarize("256 MiB"))
+	want := []string{
+		"| (a) two-step | 5.00 (4.00–6.00) | 1.00 | 40 | 3.9 KiB | 1.000 |",
+		"| (c) zstd | 3.00 (2.00–4.00) | 0.60 | 100 | 1000 B | 0.250 |",
+		"| read only | 1.00 (1.00–1.00) | — | 30 | — | — |",
+	}
+	for _, w := range want {
+		if !strings.Contains(got, w) {
+			t.Errorf("table lacks %q:\n%s", w, got)
+		}
+	}
+	if n := strings.Count(got, "\n"); n != 5 {
+		t.Errorf("table has %d lines, want a header, a rule and 3 rows:\n%s", n, got)
+	}
+}
+
+func TestRenderTargets(t *testing.T) {
+	r := testResults()
+	got := renderTargets(r)
+	for _, w := range []string{
+		"Judged on the 1 GiB etcd (flatness: 1 GiB against 256 MiB).",
+		"| wall time <= 0.8 x two-step | (c) | **0.93** (median of 2 quiet rounds); every round: median 0.90, 0.86–0.95; ratio of medians 0.90 | **missed** |",
+		"| peak RSS <= 128 MiB | (c) | 130 MiB (max 140) | **missed** |",
+		"| peak RSS flat: 1 GiB / 256 MiB <= 1.15 | (c) | 1.300 | **missed** |",
+		"| zstd stores <= 0.4 x raw | (c) | 0.500 | **missed** |",
+		"| (not a target) peak RSS 2 GiB / 1 GiB | (c) | 1.100 | — |",
+	} {
+		if !strings.Contains(got, w) {
+			t.Errorf("targets lack %q:\n%s", w, got)
+		}
+	}
+	if strings.Contains(got, "| (a) |") || strings.Contains(got, "| read |") {
+		t.Errorf("targets judge the baseline or a reference mode:\n%s", got)
+	}
+
+	// With one quiet round only, the verdict rests on every round; a
+	// median under the RSS bound with one run above it is flagged.
+	for i, s := range r.Samples {
+		if s.Size == "1 GiB" {
+			if s.Run == 3 {
+				r.Samples[i].OtherCores = 1
+			}
+			if s.Mode == "stream-zstd" && s.Run != 2 {
+				r.Samples[i].PeakRSS = 120 << 20
+			}
+		}
+	}
+	got = renderTargets(r)
+	for _, w := range []string{
+		"| wall time <= 0.8 x two-step | (c) | **0.90** (median of 3 rounds);",
+		"| peak RSS <= 128 MiB | (c) | 120 MiB (max 140) | met by the median, not by every run |",
+	} {
+		if !strings.Contains(got, w) {
+			t.Errorf("targets lack %q:\n%s", w, got)
+		}
+	}
+}
+
+func TestRenderReport(t *testing.T) {
+	got := renderReport(testResults(), "BENCHMARKS.png")
+	for _, w := range []string{"# Benchmarks", "Each mode ran 3 times on the 256 MiB etcd, 3 times on the 1 GiB etcd,", "![wall time and peak RSS against etcd size](BENCHMARKS.png)", "## etcd of 256 MiB", "## etcd of 1 GiB", "## Targets", "## Notes"} {
+		if !strings.Contains(got, w) {
+			t.Errorf("report lacks %q", w)
+		}
+	}
+}
+
+func TestParseProc(t *testing.T) {
+	stat := []byte("4242 (a (weird) name) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 130 0 0 20 0 12 0 100 1000 200 18446744073709551615")
+	got, err := parseProcStatCPU(stat)
+	if err != nil || got != 3.8 {
+		t.Errorf("parseProcStatCPU = %v, %v; want 3.8", got, err)
+	}
+	busy, err := parseBusy([]byte("cpu  100 5 50 1000 20 3 2 10 0 0\ncpu0 1 1 1 1 1 1 1 1 0 0\n"))
+	if err != nil || busy != 1.7 {
+		t.Errorf("parseBusy = %v, %v; want 1.7", busy, err)
+	}
+	if _, err := parseBusy([]byte("intr 1 2 3\n")); err == nil {
+		t.Error("parseBusy accepted a file without a cpu line")
+	}
+}
+
+func TestGenDeterministicAndKubernetesLike(t *testing.T) {
+	a, b := newGen(7), newGen(7)
+	kinds := map[string]int{}
+	for range 2000 {
+		ka, va := a.next()
+		kb, vb := b.next()
+		if ka != kb || !bytes.Equal(va, vb) {
+			t.Fatalf("same seed, different objects: %s and %s", ka, kb)
+		}
+		if !strings.HasPrefix(ka, "/registry/") {
+			t.Fatalf("key %q is not under /registry/", ka)
+		}
+		if !bytes.HasPrefix(va, []byte("k8s\x00")) {
+			t.Fatalf("value of %s lacks the protobuf envelope", ka)
+		}
+		kinds[strings.Split(ka, "/")[2]]++
+	}
+	for _, kw := range kindWeights {
+		name := kw.kind
+		if name == "customresourcedefinitions" {
+			name = "apiextensions.k8s.io"
+		}
+		if kinds[name] == 0 {
+			t.Errorf("no %s among 2000 objects: %v", kw.kind, kinds)
+		}
+	}
+}
+
+func TestRoundTicks(t *testing.T) {
+	for _, tc := range []struct {
+		lo, hi float64
+		want   string
+	}{
+		{0, 31, "0 5 10 15 20 25 30"},
+		{0, 185, "0 20 40 60 80 100 120 140 160 180"},
+		{0, 1.7, "0 0.2 0.4 0.6 0.8 1 1.2 1.4 1.6"},
+	} {
+		var labels []string
+		for _, tk := range (roundTicks{}).Ticks(tc.lo, tc.hi) {
+			labels = append(labels, tk.Label)
+		}
+		if got := strings.Join(labels, " "); got != tc.want {
+			t.Errorf("ticks(%v, %v) = %q, want %q", tc.lo, tc.hi, got, tc.want)
+		}
+	}
+}

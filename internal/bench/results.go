@@ -1,0 +1,230 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"time"
+)
+
+// results is everything one bench run measured. It is saved as JSON next
+// to the fill cache, so the report can be rendered again without
+// measuring (the "report" subcommand).
+type results struct {
+	Machine  machine
+	Started  time.Time
+	Finished time.Time
+	Command  string
+	Sizes    []sizeInfo
+	Samples  []sample
+	// Modes are the modes measured, in report order.
+	Modes []modeInfo
+}
+
+// machine describes where the figures were measured.
+type machine struct {
+	CPUs        int
+	CPUModel    string
+	MemoryBytes int64
+	GoVersion   string
+	OS          string
+	EtcdVersion string
+	MinIO       string
+	Library     string
+}
+
+// modeInfo is the part of a mode the report needs.
+type modeInfo struct {
+	Name      string
+	Label     string
+	Short     string
+	Group     string
+	Reference bool
+}
+
+// sizeInfo describes one etcd the modes ran against.
+type sizeInfo struct {
+	Label       string // "256 MiB"
+	Target      int64  // bytes the fill aimed at (database size)
+	DBSize      int64  // database file size etcd reported
+	DBSizeInUse int64
+	Keys        int64
+	KVBytes     int64 // keys and values written
+	Raw         int64 // snapshot stream size, trailer included
+	FillSeconds float64
+	Cached      bool // the fill came from the cache
+	Runs        int  // runs of each mode
+}
+
+// sample is one run of one mode on one etcd.
+type sample struct {
+	Size string
+	Mode string
+	Run  int
+	// Wall is the job's time in seconds, timed inside the child.
+	Wall float64
+	// PeakRSS is the child's peak resident set size (VmHWM).
+	PeakRSS     int64
+	Raw, Stored int64
+	// SnapshotOpen is how long etcd's snapshot stream was open.
+	SnapshotOpen float64
+	// CPU is the child's user+system time; EtcdCPU and MinIOCPU the
+	// servers' during the child's run, all in seconds.
+	CPU, EtcdCPU, MinIOCPU float64
+	// OtherCores is the CPU used by processes other than the child, etcd
+	// and MinIO during the run, divided by its duration: other people's
+	// load on the shared machine.
+	OtherCores float64
+	// Load1 is the one-minute load average when the run started.
+	Load1 float64
+	// Allocated is what the child's Go heap allocated in all, GCs its
+	// number of collections.
+	Allocated uint64
+	GCs       uint32
+}
+
+// row is the summary of one mode on one etcd: medians over its runs.
+type row struct {
+	Mode          modeInfo
+	Runs          int
+	Wall, WallMin float64
+	WallMax       float64
+	Ratio         float64 // median wall / baseline's median wall; 0 without baseline
+	// Paired ratios divide each run's wall by the baseline's in the same
+	// round, which cancels load that changes slowly; their median, min
+	// and max.
+	Paired, PairedMin, PairedMax float64
+	// Quiet is the median paired ratio over the quiet rounds only: those
+	// in which other processes used less than quietCores during both
+	// runs. QuietRounds counts them.
+	Quiet                float64
+	QuietRounds          int
+	PeakRSS              int64
+	PeakRSSMax           int64
+	Raw, Stored          int64
+	SnapshotOpen         float64
+	CPU, EtcdCPU, MinCPU float64
+	OtherCores           float64
+}
+
+// quietCores is the most CPU other processes may use during a run for the
+// run to count as quiet.
+const quietCores = 0.25
+
+// median returns the median of xs (the mean of the two middle values for
+// an even count), or 0 for none.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// summarize computes one row per mode that has samples for size, in the
+// order of r.Modes. Ratios compare each mode with the first mode of its
+// group.
+func (r *results) summarize(size string) []row {
+	var rows []row
+	baseline := map[string]float64{}
+	baseMode := map[string]string{} // group -> baseline mode
+	for _, m := range r.Modes {
+		if _, ok := baseMode[m.Group]; !ok && !m.Reference {
+			baseMode[m.Group] = m.Name
+		}
+	}
+	baseRun := map[string]sample{} // group/run -> baseline's run
+	for _, s := range r.Samples {
+		for g, name := range baseMode {
+			if s.Size == size && s.Mode == name {
+				baseRun[fmt.Sprintf("%s/%d", g, s.Run)] = s
+			}
+		}
+	}
+	for _, m := range r.Modes {
+		var wall, rss, open, cpu, etcd, minio, others, paired, quiet []float64
+		var raw, stored []float64
+		for _, s := range r.Samples {
+			if s.Size != size || s.Mode != m.Name {
+				continue
+			}
+			if b := baseRun[fmt.Sprintf("%s/%d", m.Group, s.Run)]; b.Wall > 0 && s.Wall > 0 {
+				paired = append(paired, s.Wall/b.Wall)
+				if b.OtherCores < quietCores && s.OtherCores < quietCores {
+					quiet = append(quiet, s.Wall/b.Wall)
+				}
+			}
+			wall = append(wall, s.Wall)
+			rss = append(rss, float64(s.PeakRSS))
+			raw = append(raw, float64(s.Raw))
+			stored = append(stored, float64(s.Stored))
+			open = append(open, s.SnapshotOpen)
+			cpu = append(cpu, s.CPU)
+			etcd = append(etcd, s.EtcdCPU)
+			minio = append(minio, s.MinIOCPU)
+			others = append(others, s.OtherCores)
+		}
+		if len(wall) == 0 {
+			continue
+		}
+		rw := row{
+			Mode:         m,
+			Runs:         len(wall),
+			Wall:         median(wall),
+			WallMin:      slices.Min(wall),
+			WallMax:      slices.Max(wall),
+			PeakRSS:      int64(median(rss)),
+			PeakRSSMax:   int64(slices.Max(rss)),
+			Raw:          int64(median(raw)),
+			Stored:       int64(median(stored)),
+			SnapshotOpen: median(open),
+			CPU:          median(cpu),
+			EtcdCPU:      median(etcd),
+			MinCPU:       median(minio),
+			OtherCores:   median(others),
+		}
+		if len(paired) > 0 {
+			rw.Paired, rw.PairedMin, rw.PairedMax = median(paired), slices.Min(paired), slices.Max(paired)
+		}
+		rw.Quiet, rw.QuietRounds = median(quiet), len(quiet)
+		if b, ok := baseline[m.Group]; ok {
+			if b > 0 {
+				rw.Ratio = rw.Wall / b
+			}
+		} else if !m.Reference {
+			baseline[m.Group] = rw.Wall
+			rw.Ratio = 1
+		}
+		rows = append(rows, rw)
+	}
+	return rows
+}
+
+func (r *results) save(path string) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("save results: %w", err)
+	}
+	return nil
+}
+
+func loadResults(path string) (*results, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var r results
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("read results %s: %w", path, err)
+	}
+	return &r, nil
+}
