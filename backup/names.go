@@ -34,9 +34,10 @@ func (e *NameError) Error() string {
 func (e *NameError) Unwrap() error { return ErrInvalidName }
 
 // quoteName quotes a rejected name safely for an error message, cutting
-// hostile input down to a readable length.
+// hostile input down to a readable length. Quoting may turn a byte into
+// four characters (\xaf), so the cut is short.
 func quoteName(name string) string {
-	const max = 80
+	const max = 40
 	if len(name) > max {
 		cut := max
 		for cut > 0 && !utf8.RuneStart(name[cut]) {
