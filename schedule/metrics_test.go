@@ -42,29 +42,29 @@ etcdbackup_schedule_jobs 2
 etcdbackup_schedule_runs_in_flight 0
 # HELP etcdbackup_schedule_next_run_timestamp_seconds When the job runs next, in seconds since the epoch.
 # TYPE etcdbackup_schedule_next_run_timestamp_seconds gauge
-etcdbackup_schedule_next_run_timestamp_seconds{cluster="prod-a",job="ns/a"} 1.7672328e+09
-etcdbackup_schedule_next_run_timestamp_seconds{cluster="prod-b",job="ns/b"} 1.7672328e+09
+etcdbackup_schedule_next_run_timestamp_seconds{backup_job="ns/a",cluster="prod-a"} 1.7672328e+09
+etcdbackup_schedule_next_run_timestamp_seconds{backup_job="ns/b",cluster="prod-b"} 1.7672328e+09
 # HELP etcdbackup_schedule_last_success_timestamp_seconds When the job's last successful run ended, in seconds since the epoch.
 # TYPE etcdbackup_schedule_last_success_timestamp_seconds gauge
-etcdbackup_schedule_last_success_timestamp_seconds{cluster="prod-a",job="ns/a"} 1.7672292e+09
+etcdbackup_schedule_last_success_timestamp_seconds{backup_job="ns/a",cluster="prod-a"} 1.7672292e+09
 # HELP etcdbackup_schedule_consecutive_failures Failed runs of the job since its last success.
 # TYPE etcdbackup_schedule_consecutive_failures gauge
-etcdbackup_schedule_consecutive_failures{cluster="prod-a",job="ns/a"} 0
-etcdbackup_schedule_consecutive_failures{cluster="prod-b",job="ns/b"} 1
+etcdbackup_schedule_consecutive_failures{backup_job="ns/a",cluster="prod-a"} 0
+etcdbackup_schedule_consecutive_failures{backup_job="ns/b",cluster="prod-b"} 1
 # HELP etcdbackup_schedule_runs_total Runs of the job that ended, by result.
 # TYPE etcdbackup_schedule_runs_total counter
-etcdbackup_schedule_runs_total{cluster="prod-a",job="ns/a",result="failure"} 0
-etcdbackup_schedule_runs_total{cluster="prod-a",job="ns/a",result="success"} 1
-etcdbackup_schedule_runs_total{cluster="prod-b",job="ns/b",result="failure"} 1
-etcdbackup_schedule_runs_total{cluster="prod-b",job="ns/b",result="success"} 0
+etcdbackup_schedule_runs_total{backup_job="ns/a",cluster="prod-a",result="failure"} 0
+etcdbackup_schedule_runs_total{backup_job="ns/a",cluster="prod-a",result="success"} 1
+etcdbackup_schedule_runs_total{backup_job="ns/b",cluster="prod-b",result="failure"} 1
+etcdbackup_schedule_runs_total{backup_job="ns/b",cluster="prod-b",result="success"} 0
 # HELP etcdbackup_schedule_skipped_runs_total Runs of the job that were due but skipped, by reason.
 # TYPE etcdbackup_schedule_skipped_runs_total counter
-etcdbackup_schedule_skipped_runs_total{cluster="prod-a",job="ns/a",reason="done"} 0
-etcdbackup_schedule_skipped_runs_total{cluster="prod-a",job="ns/a",reason="locked"} 0
-etcdbackup_schedule_skipped_runs_total{cluster="prod-a",job="ns/a",reason="overlap"} 0
-etcdbackup_schedule_skipped_runs_total{cluster="prod-b",job="ns/b",reason="done"} 0
-etcdbackup_schedule_skipped_runs_total{cluster="prod-b",job="ns/b",reason="locked"} 0
-etcdbackup_schedule_skipped_runs_total{cluster="prod-b",job="ns/b",reason="overlap"} 0
+etcdbackup_schedule_skipped_runs_total{backup_job="ns/a",cluster="prod-a",reason="done"} 0
+etcdbackup_schedule_skipped_runs_total{backup_job="ns/a",cluster="prod-a",reason="locked"} 0
+etcdbackup_schedule_skipped_runs_total{backup_job="ns/a",cluster="prod-a",reason="overlap"} 0
+etcdbackup_schedule_skipped_runs_total{backup_job="ns/b",cluster="prod-b",reason="done"} 0
+etcdbackup_schedule_skipped_runs_total{backup_job="ns/b",cluster="prod-b",reason="locked"} 0
+etcdbackup_schedule_skipped_runs_total{backup_job="ns/b",cluster="prod-b",reason="overlap"} 0
 `), MetricJobs, MetricRunsInFlight, MetricNextRun, MetricLastSuccess, MetricConsecutiveFailures, MetricRuns, MetricSkippedRuns))
 
 	// Every series of a job is labelled by job and cluster only, and
