@@ -21,6 +21,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+
+	"github.com/etcdbackup/etcdbackup/internal/zapslog"
 )
 
 // DefaultDialTimeout is used when EtcdConfig.DialTimeout is zero.
@@ -338,7 +340,7 @@ func (s *EtcdSnapshotter) connect(ctx context.Context, ep string, tlsCfg *tls.Co
 		DialKeepAliveTime:    30 * time.Second,
 		DialKeepAliveTimeout: 10 * time.Second,
 		Context:              ctx,
-		Logger:               newZapLogger(s.cfg.Logger),
+		Logger:               zapslog.New(s.cfg.Logger),
 	}
 	if tlsCfg != nil && tlsCfg.ServerName != "" {
 		// gRPC's TLS credentials replace tls.Config.ServerName with the

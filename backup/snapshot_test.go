@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 	"testing"
 	"time"
 
@@ -15,7 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
-	"go.uber.org/zap"
 )
 
 // closeRecorder is a ReadCloser that records Close.
@@ -221,20 +219,4 @@ func TestEtcdConfigNeverShowsPassword(t *testing.T) {
 		assert.Contains(t, s, "root")
 	}
 	assert.Contains(t, c.String(), "REDACTED")
-}
-
-func TestZapBridge(t *testing.T) {
-	var buf bytes.Buffer
-	lg := newZapLogger(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
-	lg.Info("routine") // below warn: dropped
-	lg.With(zap.String("endpoint", "a:1")).Warn("retrying", zap.Int("attempt", 2))
-	out := buf.String()
-	assert.NotContains(t, out, "routine")
-	assert.Contains(t, out, "level=WARN")
-	assert.Contains(t, out, "msg=retrying")
-	assert.Contains(t, out, "endpoint=a:1")
-	assert.Contains(t, out, "attempt=2")
-	assert.Equal(t, 1, strings.Count(out, "\n"))
-
-	newZapLogger(nil).Error("silent") // must not panic
 }

@@ -16,6 +16,7 @@ import (
 	"go.etcd.io/etcd/server/v3/etcdserver/api/membership"
 
 	"github.com/etcdbackup/etcdbackup/backup"
+	"github.com/etcdbackup/etcdbackup/internal/zapslog"
 )
 
 // DefaultClusterToken is the initial cluster token when none is given:
@@ -443,7 +444,7 @@ func (r *Restorer) restoreOne(snapshotPath string, m Member, dataDir string) (_ 
 			err = fmt.Errorf("etcd restore: %v", p)
 		}
 	}()
-	lg := newZapLogger(r.Logger)
+	lg := zapslog.New(r.Logger)
 	initial := m.initialCluster()
 	urls, err := types.NewURLsMap(initial)
 	if err != nil {

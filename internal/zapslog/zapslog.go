@@ -1,4 +1,6 @@
-package backup
+// Package zapslog forwards the zap logs of etcd's libraries (its client,
+// its restore code) to a *slog.Logger.
+package zapslog
 
 import (
 	"context"
@@ -8,11 +10,12 @@ import (
 	"go.uber.org/zap/zapcore"
 )
 
-// newZapLogger returns a zap logger for the etcd client that forwards its
-// warnings and errors to l, or discards everything when l is nil. The etcd
-// client logs routine events (stream opened, retries) at info level; only
-// what may need an operator's attention goes through.
-func newZapLogger(l *slog.Logger) *zap.Logger {
+// New returns a zap logger that forwards warnings and errors to l, or
+// discards everything when l is nil. etcd's client and restore code log
+// routine steps (streams opened, retries, each step of a restore) at info
+// level; only what may need an operator's attention goes through, and the
+// callers log the steps that matter themselves.
+func New(l *slog.Logger) *zap.Logger {
 	if l == nil {
 		return zap.NewNop()
 	}
