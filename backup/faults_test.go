@@ -57,11 +57,9 @@ func TestFaultMatrix(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			bucket := srv.NewBucket(t, miniotest.BucketOptions{})
-			b, err := s3.New(s3.Options{
-				Endpoint: proxy.Addr(), Bucket: bucket, Region: "us-east-1", Insecure: true, BucketLookup: s3.LookupPath,
-				Credentials: s3.StaticCredentials(srv.AccessKey(), srv.SecretKey(), ""),
-				PartSize:    5 << 20, PartsInFlight: 2, MaxRetries: 3,
-			})
+			opts := srv.S3Options(bucket)
+			opts.Endpoint, opts.PartSize, opts.PartsInFlight, opts.MaxRetries = proxy.Addr(), 5<<20, 2, 3
+			b, err := s3.New(opts)
 			require.NoError(t, err)
 			direct := newS3(t, srv, bucket)
 			tc.rule.Name = tc.name

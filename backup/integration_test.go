@@ -29,11 +29,9 @@ import (
 
 func newS3(t *testing.T, srv *miniotest.Server, bucket string) *s3.Bucket {
 	t.Helper()
-	b, err := s3.New(s3.Options{
-		Endpoint: srv.Endpoint(), Bucket: bucket, Region: "us-east-1", Insecure: true, BucketLookup: s3.LookupPath,
-		Credentials: s3.StaticCredentials(srv.AccessKey(), srv.SecretKey(), ""),
-		PartSize:    5 << 20, PartsInFlight: 2,
-	})
+	opts := srv.S3Options(bucket)
+	opts.PartSize, opts.PartsInFlight = 5<<20, 2
+	b, err := s3.New(opts)
 	require.NoError(t, err)
 	return b
 }

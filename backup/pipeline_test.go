@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
-	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
@@ -18,24 +17,14 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/etcdbackup/etcdbackup/backup"
+	"github.com/etcdbackup/etcdbackup/internal/backuptest"
 )
 
 // fakeSnapshot returns bytes shaped like an etcd snapshot stream: a body of
 // whole 512-byte blocks with some structure (so it compresses a little)
 // followed by the sha256 trailer.
 func fakeSnapshot(t testing.TB, blocks int, seed uint64) []byte {
-	t.Helper()
-	rng := rand.New(rand.NewPCG(seed, seed))
-	body := make([]byte, blocks*512)
-	for i := range body {
-		if i%4 == 0 {
-			body[i] = byte(rng.Uint32())
-		} else {
-			body[i] = byte(i / 512)
-		}
-	}
-	sum := sha256.Sum256(body)
-	return append(body, sum[:]...)
+	return backuptest.Stream(blocks, seed)
 }
 
 // snapshotter serves a fixed stream through backup.NewSnapshot.

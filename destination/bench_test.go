@@ -18,8 +18,7 @@ import (
 func BenchmarkInventorySync(b *testing.B) {
 	srv := miniotest.Start(b)
 	name := srv.NewBucket(b, miniotest.BucketOptions{})
-	bucket, err := s3.New(s3.Options{Endpoint: srv.Endpoint(), Bucket: name, Insecure: true, Region: "us-east-1",
-		Credentials: s3.StaticCredentials(srv.AccessKey(), srv.SecretKey(), "")})
+	bucket, err := s3.New(srv.S3Options(name))
 	if err != nil {
 		b.Fatal(err)
 	}

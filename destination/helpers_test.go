@@ -3,10 +3,8 @@ package destination_test
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/etcdbackup/etcdbackup/backup"
 	"github.com/etcdbackup/etcdbackup/destination"
+	"github.com/etcdbackup/etcdbackup/internal/backuptest"
 )
 
 func testCtx(t *testing.T) context.Context {
@@ -36,17 +35,7 @@ func newRegistry(t *testing.T, opts destination.Options) *destination.Registry {
 // rawSnapshot returns a stream shaped like etcd's: blocks of 512 bytes
 // followed by their sha256.
 func rawSnapshot(blocks int, seed uint64) []byte {
-	rng := rand.New(rand.NewPCG(seed, seed))
-	body := make([]byte, blocks*512)
-	for i := range body {
-		if i%4 == 0 {
-			body[i] = byte(rng.Uint32())
-		} else {
-			body[i] = byte(i / 512)
-		}
-	}
-	sum := sha256.Sum256(body)
-	return append(body, sum[:]...)
+	return backuptest.Stream(blocks, seed)
 }
 
 // snapshotter serves a stream through backup.NewSnapshot. With gate set,

@@ -230,8 +230,7 @@ func TestInventoryWithMinIO(t *testing.T) {
 	}, 10*time.Second, 10*time.Millisecond)
 
 	// Another process: its own S3 client and pipeline.
-	other, err := s3.New(s3.Options{Endpoint: srv.Endpoint(), Bucket: bucket, Insecure: true, Region: "us-east-1",
-		Credentials: s3.StaticCredentials(srv.AccessKey(), srv.SecretKey(), "")})
+	other, err := s3.New(srv.S3Options(bucket))
 	require.NoError(t, err)
 	otherPrefixed, err := storage.WithPrefix(other, "seed-eu")
 	require.NoError(t, err)

@@ -6,7 +6,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"io"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sync"
@@ -16,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/etcdbackup/etcdbackup/backup"
+	"github.com/etcdbackup/etcdbackup/internal/backuptest"
 	"github.com/etcdbackup/etcdbackup/internal/miniotest"
 	"github.com/etcdbackup/etcdbackup/restore"
 	"github.com/etcdbackup/etcdbackup/storage"
@@ -28,17 +28,7 @@ import (
 // 512-byte blocks with some structure, then their sha256. It is no bbolt
 // database: enough for fetching, not for restoring.
 func fakeSnapshot(blocks int, seed uint64) []byte {
-	rng := rand.New(rand.NewPCG(seed, seed))
-	body := make([]byte, blocks*512)
-	for i := range body {
-		if i%4 == 0 {
-			body[i] = byte(rng.Uint32())
-		} else {
-			body[i] = byte(i / 512)
-		}
-	}
-	sum := sha256.Sum256(body)
-	return append(body, sum[:]...)
+	return backuptest.Stream(blocks, seed)
 }
 
 // streamSnapshotter serves a fixed stream through backup.NewSnapshot.
@@ -73,11 +63,9 @@ func memBucket(t *testing.T) *blob.Bucket {
 
 func newS3(t *testing.T, srv *miniotest.Server, bucket string) *s3.Bucket {
 	t.Helper()
-	b, err := s3.New(s3.Options{
-		Endpoint: srv.Endpoint(), Bucket: bucket, Region: "us-east-1", Insecure: true, BucketLookup: s3.LookupPath,
-		Credentials: s3.StaticCredentials(srv.AccessKey(), srv.SecretKey(), ""),
-		PartSize:    5 << 20, PartsInFlight: 2,
-	})
+	opts := srv.S3Options(bucket)
+	opts.PartSize, opts.PartsInFlight = 5<<20, 2
+	b, err := s3.New(opts)
 	require.NoError(t, err)
 	return b
 }

@@ -85,8 +85,7 @@ func crashChild() int {
 func TestKilledBackupLeavesNothingVisible(t *testing.T) {
 	srv := miniotest.Start(t)
 	bucket := srv.NewBucket(t, miniotest.BucketOptions{})
-	b, err := s3.New(s3.Options{Endpoint: srv.Endpoint(), Bucket: bucket, Region: "us-east-1", Insecure: true,
-		BucketLookup: s3.LookupPath, Credentials: s3.StaticCredentials(srv.AccessKey(), srv.SecretKey(), "")})
+	b, err := s3.New(srv.S3Options(bucket))
 	require.NoError(t, err)
 
 	cmd := exec.Command(os.Args[0], "-test.run=^$")

@@ -36,12 +36,9 @@ func (s *streamSnapshotter) Snapshot(ctx context.Context) (*backup.Snapshot, err
 
 func newBucket(t *testing.T, srv *miniotest.Server, locking bool) *s3.Bucket {
 	t.Helper()
-	b, err := s3.New(s3.Options{
-		Endpoint: srv.Endpoint(), Bucket: srv.NewBucket(t, miniotest.BucketOptions{ObjectLocking: locking}),
-		Region: "us-east-1", Insecure: true, BucketLookup: s3.LookupPath,
-		Credentials:       s3.StaticCredentials(srv.AccessKey(), srv.SecretKey(), ""),
-		DeleteAllVersions: locking,
-	})
+	opts := srv.S3Options(srv.NewBucket(t, miniotest.BucketOptions{ObjectLocking: locking}))
+	opts.DeleteAllVersions = locking
+	b, err := s3.New(opts)
 	require.NoError(t, err)
 	return b
 }

@@ -22,24 +22,12 @@ import (
 
 const mib = 1 << 20
 
-// options returns Options for bucket on srv with root credentials.
-func options(srv *miniotest.Server, bucket string) s3.Options {
-	return s3.Options{
-		Endpoint:     srv.Endpoint(),
-		Bucket:       bucket,
-		Region:       "us-east-1",
-		Insecure:     true,
-		BucketLookup: s3.LookupPath,
-		Credentials:  s3.StaticCredentials(srv.AccessKey(), srv.SecretKey(), ""),
-	}
-}
-
 // newBucket returns a Bucket on a fresh bucket of srv; mod, if not nil,
 // adjusts the options first.
 func newBucket(t testing.TB, srv *miniotest.Server, lock bool, mod func(*s3.Options)) (*s3.Bucket, string) {
 	t.Helper()
 	name := srv.NewBucket(t, miniotest.BucketOptions{ObjectLocking: lock})
-	opts := options(srv, name)
+	opts := srv.S3Options(name)
 	if mod != nil {
 		mod(&opts)
 	}

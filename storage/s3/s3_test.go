@@ -291,7 +291,7 @@ func TestWrongCredentialsArePermissionErrorsWithoutTheSecret(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var logs syncBuffer
-			opts := options(srv, name)
+			opts := srv.S3Options(name)
 			opts.Credentials = s3.StaticCredentials(tc.access, canary, canary+"-token")
 			opts.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 			opts.MaxRetries = 1
@@ -341,7 +341,7 @@ func TestWrongCredentialsArePermissionErrorsWithoutTheSecret(t *testing.T) {
 
 func TestMissingBucket(t *testing.T) {
 	srv := miniotest.Start(t)
-	b, err := s3.New(options(srv, "no-such-bucket"))
+	b, err := s3.New(srv.S3Options("no-such-bucket"))
 	require.NoError(t, err)
 	ctx := testCtx(t)
 	var errs []error
@@ -394,7 +394,7 @@ func TestPutIfAbsent(t *testing.T) {
 	// The key appears while the multipart upload runs: the store refuses
 	// the completion, and the upload is aborted.
 	t.Run("created meanwhile", func(t *testing.T) {
-		other, err := s3.New(options(srv, name))
+		other, err := s3.New(srv.S3Options(name))
 		require.NoError(t, err)
 		var once sync.Once
 		var raceErr error
