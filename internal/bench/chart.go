@@ -51,6 +51,9 @@ func writeChart(r *results, path string) error {
 	maxRSS := 0.0
 
 	for i, m := range r.Modes {
+		if m.Group != groupBackup {
+			continue // the chart shows backups
+		}
 		var wxy, rxy plotter.XYs
 		for _, sz := range r.Sizes {
 			for _, rw := range r.summarize(sz.Label) {

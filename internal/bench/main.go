@@ -38,6 +38,7 @@ import (
 	"syscall"
 	"time"
 
+	"filippo.io/age"
 	"go.etcd.io/etcd/api/v3/version"
 
 	"github.com/etcdbackup/etcdbackup/backup"
@@ -130,6 +131,9 @@ type bench struct {
 	logs  string
 	minio *minioServer
 	res   *results
+	// identity is the age identity of the encrypted backups and their
+	// restores.
+	identity string
 }
 
 func runBench(args []string) error {
@@ -144,7 +148,11 @@ func runBench(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	b := &bench{cfg: cfg, self: self, run: filepath.Join(cfg.work, "run"), logs: filepath.Join(cfg.work, "logs")}
+	id, err := age.GenerateX25519Identity()
+	if err != nil {
+		return err
+	}
+	b := &bench{cfg: cfg, self: self, run: filepath.Join(cfg.work, "run"), logs: filepath.Join(cfg.work, "logs"), identity: id.String()}
 	if err := os.RemoveAll(b.run); err != nil {
 		return err
 	}
@@ -173,7 +181,7 @@ func runBench(args []string) error {
 		b.res.Command = "make bench BENCH_FLAGS='" + strings.Join(args, " ") + "'"
 	}
 	for _, m := range cfg.modes {
-		b.res.Modes = append(b.res.Modes, modeInfo{Name: m.name, Label: m.label, Short: m.short, Group: m.group, Reference: m.reference})
+		b.res.Modes = append(b.res.Modes, modeInfo{Name: m.name, Label: m.label, Short: m.short, Group: m.group, Reference: m.reference, Source: m.source})
 	}
 
 	progress("machine: %d CPUs, %s of memory, %s; load average %.2f", b.res.Machine.CPUs, formatBytes(b.res.Machine.MemoryBytes), b.res.Machine.GoVersion, loadAverage())
@@ -238,49 +246,103 @@ func (b *bench) measureSize(ctx context.Context, cache *fillCache, size int64) e
 	b.res.Sizes = append(b.res.Sizes, info)
 	progress("etcd %s: database %s (%s in use), %d keys, snapshot %s; load average %.2f", label, formatBytes(st.DbSize), formatBytes(st.DbSizeInUse), meta.Keys, formatBytes(raw), loadAverage())
 
-	n := len(b.cfg.modes)
-	for run := 1; run <= runs; run++ {
-		// Each round starts one mode later, so no mode always runs first
-		// after the fill or right after the same neighbour.
-		for i := range n {
-			m := b.cfg.modes[(i+run-1)%n]
-			s, err := b.runMode(ctx, etcd, m, label, run)
-			if err != nil {
+	for _, g := range groupModes(b.cfg.modes) {
+		var sources map[string]preparedBackup
+		if g[0].group == groupRestore {
+			if sources, err = b.prepareSources(ctx, etcd, g, label); err != nil {
 				return err
 			}
-			b.res.Samples = append(b.res.Samples, s)
-			progress("%s run %d/%d %-16s %7.2f s  rss %4d MiB  stored %s  cpu %.1f s (etcd %.1f, minio %.1f, others %.2f cores)  load %.2f  go alloc %s in %d GCs",
-				label, run, runs, m.name, s.Wall, s.PeakRSS>>20, formatBytes(s.Stored), s.CPU, s.EtcdCPU, s.MinIOCPU, s.OtherCores, s.Load1, formatBytes(int64(s.Allocated)), s.GCs)
-			// Partial results survive an interrupted run.
-			_ = b.res.save(filepath.Join(b.cfg.work, "results.json"))
+		}
+		n := len(g)
+		for run := 1; run <= runs; run++ {
+			// Each round starts one mode later, so no mode always runs
+			// first after the fill or right after the same neighbour.
+			for i := range n {
+				m := g[(i+run-1)%n]
+				s, err := b.runMode(ctx, etcd, m, label, run, sources[m.source])
+				if err != nil {
+					return err
+				}
+				b.res.Samples = append(b.res.Samples, s)
+				progress("%s run %d/%d %-16s %7.2f s  rss %4d MiB (anon %d)  stored %s  cpu %.1f s (etcd %.1f, minio %.1f, others %.2f cores)  load %.2f  go alloc %s in %d GCs",
+					label, run, runs, m.name, s.Wall, s.PeakRSS>>20, s.PeakAnon>>20, formatBytes(s.Stored), s.CPU, s.EtcdCPU, s.MinIOCPU, s.OtherCores, s.Load1, formatBytes(int64(s.Allocated)), s.GCs)
+				// Partial results survive an interrupted run.
+				_ = b.res.save(filepath.Join(b.cfg.work, "results.json"))
+			}
+		}
+		if err := b.minio.emptyBucket(ctx); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// runMode runs one mode in a child process and measures it.
-func (b *bench) runMode(ctx context.Context, etcd *etcdServer, m mode, size string, run int) (sample, error) {
-	env := modeEnv{
+// groupModes splits modes into their groups, each in the order of modes.
+func groupModes(ms []mode) [][]mode {
+	var out [][]mode
+	at := map[string]int{}
+	for _, m := range ms {
+		i, ok := at[m.group]
+		if !ok {
+			i = len(out)
+			at[m.group] = i
+			out = append(out, nil)
+		}
+		out[i] = append(out[i], m)
+	}
+	return out
+}
+
+// prepareSources takes, untimed, one backup with each backup mode that a
+// restore mode of group names as its source, and leaves it in the bucket
+// for the group's runs.
+func (b *bench) prepareSources(ctx context.Context, etcd *etcdServer, group []mode, size string) (map[string]preparedBackup, error) {
+	out := map[string]preparedBackup{}
+	for _, m := range group {
+		if _, ok := out[m.source]; ok || m.source == "" {
+			continue
+		}
+		src, ok := findMode(m.source)
+		if !ok || src.group != groupBackup {
+			return nil, fmt.Errorf("mode %s reads the backup of %q, which is not a backup mode", m.name, m.source)
+		}
+		res, _, err := b.child(ctx, src, b.env(etcd, "src-"+src.name, ""))
+		if err != nil {
+			return nil, err
+		}
+		if res.ID == "" || res.Key == "" {
+			return nil, fmt.Errorf("mode %s reported no backup to restore", src.name)
+		}
+		out[src.name] = preparedBackup{ID: res.ID, Key: res.Key}
+		progress("%s prepared %s for the restore modes: %s, %s stored", size, src.name, res.Key, formatBytes(res.Stored))
+	}
+	syscall.Sync()
+	return out, nil
+}
+
+// env returns the environment of a mode's run.
+func (b *bench) env(etcd *etcdServer, name, profile string) modeEnv {
+	return modeEnv{
 		Etcd:     etcd.endpoint,
 		S3:       b.minio.addr,
 		Access:   b.minio.access,
 		Secret:   b.minio.secret,
 		Bucket:   benchBucket,
 		TmpDir:   filepath.Join(b.run, "tmp"),
-		Name:     fmt.Sprintf("r%d-%s", run, m.name),
+		Name:     name,
 		PartSize: twoStepPartSize,
 		Trace:    b.cfg.trace,
+		Profile:  profile,
+		Identity: b.identity,
 	}
-	if b.cfg.profile != "" {
-		abs, err := filepath.Abs(filepath.Join(b.cfg.profile, fmt.Sprintf("%s-%s-r%d.pprof", strings.ReplaceAll(size, " ", ""), m.name, run)))
-		if err != nil {
-			return sample{}, err
-		}
-		env.Profile = abs
-	}
+}
+
+// child runs one mode in a child process and returns its result and
+// resource usage.
+func (b *bench) child(ctx context.Context, m mode, env modeEnv) (modeResult, *syscall.Rusage, error) {
 	in, err := json.Marshal(env)
 	if err != nil {
-		return sample{}, err
+		return modeResult{}, nil, err
 	}
 	var out, errOut bytes.Buffer
 	cmd := exec.CommandContext(ctx, b.self, "mode", "-mode", m.name)
@@ -288,32 +350,52 @@ func (b *bench) runMode(ctx context.Context, etcd *etcdServer, m mode, size stri
 	cmd.Stdout = &out
 	cmd.Stderr = io.MultiWriter(&errOut, os.Stderr)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Run(); err != nil {
+		return modeResult{}, nil, fmt.Errorf("%w: %s (%s): %w: %s", errModeFailed, m.name, env.Name, err, strings.TrimSpace(errOut.String()))
+	}
+	var res modeResult
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		return modeResult{}, nil, fmt.Errorf("mode %s: read result: %w", m.name, err)
+	}
+	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	if !ok {
+		return modeResult{}, nil, errors.New("no rusage for the mode's process")
+	}
+	return res, ru, nil
+}
+
+// runMode runs one mode in a child process and measures it. A backup
+// mode's object is checked in the store and removed; restore modes leave
+// the bucket alone.
+func (b *bench) runMode(ctx context.Context, etcd *etcdServer, m mode, size string, run int, src preparedBackup) (sample, error) {
+	var profile string
+	if b.cfg.profile != "" {
+		abs, err := filepath.Abs(filepath.Join(b.cfg.profile, fmt.Sprintf("%s-%s-r%d.pprof", strings.ReplaceAll(size, " ", ""), m.name, run)))
+		if err != nil {
+			return sample{}, err
+		}
+		profile = abs
+	}
+	env := b.env(etcd, fmt.Sprintf("r%d-%s", run, m.name), profile)
+	env.Source = src
 
 	s := sample{Size: size, Mode: m.name, Run: run, Load1: loadAverage()}
 	etcd0, minio0, busy0 := etcd.cpuSeconds(), b.minio.cpuSeconds(), busySeconds()
 	self0, _ := procCPUSeconds(os.Getpid())
 	start := time.Now()
-	err = cmd.Run()
+	res, ru, err := b.child(ctx, m, env)
 	elapsed := time.Since(start).Seconds()
 	etcd1, minio1, busy1 := etcd.cpuSeconds(), b.minio.cpuSeconds(), busySeconds()
 	self1, _ := procCPUSeconds(os.Getpid())
 	if err != nil {
-		return sample{}, fmt.Errorf("%w: %s on %s, run %d: %w: %s", errModeFailed, m.name, size, run, err, strings.TrimSpace(errOut.String()))
-	}
-	var res modeResult
-	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
-		return sample{}, fmt.Errorf("mode %s: read result: %w", m.name, err)
-	}
-	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-	if !ok {
-		return sample{}, errors.New("no rusage for the mode's process")
+		return sample{}, fmt.Errorf("%s on %s, run %d: %w", m.name, size, run, err)
 	}
 	s.Wall, s.Raw, s.Stored, s.SnapshotOpen = res.Wall, res.Raw, res.Stored, res.SnapshotOpen
 	// The peak RSS is the child's own VmHWM, not ru_maxrss: Linux carries
 	// the high-water mark of the memory the process had before execve into
 	// ru_maxrss, and os/exec starts the child sharing this process' memory,
 	// so ru_maxrss would be at least the bench's own RSS.
-	s.PeakRSS = res.HWM
+	s.PeakRSS, s.PeakAnon = res.HWM, res.AnonHWM
 	s.Allocated, s.GCs = res.Allocated, res.GCs
 	s.CPU = (time.Duration(ru.Utime.Nano()) + time.Duration(ru.Stime.Nano())).Seconds()
 	s.EtcdCPU, s.MinIOCPU = etcd1-etcd0, minio1-minio0
@@ -322,17 +404,19 @@ func (b *bench) runMode(ctx context.Context, etcd *etcdServer, m mode, size stri
 		s.OtherCores = max(0, others/elapsed)
 	}
 
-	if res.Key != "" {
-		sizes, err := b.minio.objectSizes(ctx)
-		if err != nil {
+	if m.group == groupBackup {
+		if res.Key != "" {
+			sizes, err := b.minio.objectSizes(ctx)
+			if err != nil {
+				return sample{}, err
+			}
+			if got, ok := sizes[res.Key]; !ok || got != res.Stored {
+				return sample{}, fmt.Errorf("mode %s: object %s has %d bytes in the store (found: %t), the mode reported %d", m.name, res.Key, got, ok, res.Stored)
+			}
+		}
+		if err := b.minio.emptyBucket(ctx); err != nil {
 			return sample{}, err
 		}
-		if got, ok := sizes[res.Key]; !ok || got != res.Stored {
-			return sample{}, fmt.Errorf("mode %s: object %s has %d bytes in the store (found: %t), the mode reported %d", m.name, res.Key, got, ok, res.Stored)
-		}
-	}
-	if err := b.minio.emptyBucket(ctx); err != nil {
-		return sample{}, err
 	}
 	// Write back what the run left dirty now, not during the next run.
 	syscall.Sync()

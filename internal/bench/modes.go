@@ -33,11 +33,11 @@ import (
 // RSS and CPU time are its alone: etcd and MinIO run in other processes.
 //
 // To add a mode, append it to modes. Modes of one group are compared with
-// the group's baseline, its first mode: the backup group with the two-step
-// approach of cron-job tools. A restore group (fetch, verify and restore a
-// backup, against download-then-`etcdutl snapshot restore`) would add a
-// group whose modes read the object a backup mode left in the bucket: give
-// that backup mode keep, so that the bucket is not emptied after it.
+// the group's baseline, its first mode that is not a reference: the backup
+// group with the two-step approach of cron-job tools, the restore group
+// with download-then-`etcdutl snapshot restore`. Restore modes read a
+// backup prepared once per etcd size by the backup mode their source
+// names (see prepareSources); they leave the bucket as it is.
 type mode struct {
 	// name identifies the mode on the command line and in results.
 	name string
@@ -48,9 +48,18 @@ type mode struct {
 	// reference marks a mode that is not a way of doing the job but a
 	// floor to read the others against; targets ignore it.
 	reference bool
+	// source, for a restore mode, is the backup mode whose backup it
+	// reads.
+	source string
 	// run does the job once and reports what it did.
 	run func(ctx context.Context, env modeEnv) (modeResult, error)
 }
+
+// The groups of modes.
+const (
+	groupBackup  = "backup"
+	groupRestore = "restore"
+)
 
 // modes lists every mode, in the order of the report. The first mode of a
 // group is its baseline.
@@ -62,6 +71,11 @@ var modes = []mode{
 	{name: "spool-zstd", short: "(e) spool zstd", label: "(e) etcdbackup spool mode, zstd", group: "backup", run: runPipeline(backup.Zstd, false, true)},
 	{name: "snapshot-read", short: "snapshot read only", label: "(ref) snapshot read and trailer check only, to /dev/null", group: "backup", reference: true, run: runSnapshotRead},
 	{name: "idle", short: "idle process", label: "(ref) idle child: the bench binary doing nothing", group: "backup", reference: true, run: runIdle},
+
+	{name: "download-restore", short: "(f) download, etcdutl restore", label: "(f) download with minio-go `FGetObject` (as `mc cp`), then `etcdutl snapshot restore`", group: "restore", source: "stream", run: runDownloadRestore},
+	{name: "restore", short: "(g) restore", label: "(g) etcdbackup `Restorer.Restore`, the same object as (f)", group: "restore", source: "stream", run: runRestore},
+	{name: "restore-zstd-age", short: "(h) restore zstd+age", label: "(h) etcdbackup `Restorer.Restore` of a zstd + age backup", group: "restore", source: "stream-zstd-age", run: runRestore},
+	{name: "download", short: "download only", label: "(ref) download of (f)'s object to a file only", group: "restore", reference: true, source: "stream", run: runDownload},
 }
 
 func findMode(name string) (mode, bool) {
@@ -89,6 +103,17 @@ type modeEnv struct {
 	Trace bool
 	// Profile, when set, is the file the mode writes its CPU profile to.
 	Profile string
+	// Identity is the age identity (AGE-SECRET-KEY-1...) the encrypting
+	// backup modes encrypt to and the restore modes decrypt with.
+	Identity string
+	// Source is the backup a restore mode reads.
+	Source preparedBackup
+}
+
+// preparedBackup is a backup a restore mode reads: its ID and the key of
+// its data object.
+type preparedBackup struct {
+	ID, Key string
 }
 
 // modeResult is what a mode reports.
@@ -98,13 +123,17 @@ type modeResult struct {
 	// Raw is the snapshot's size as etcd sent it, Stored the stored
 	// object's.
 	Raw, Stored int64
-	// Key is the stored object's key; the parent checks its size.
+	// Key is the stored object's key; the parent checks its size. ID is
+	// the backup's ID, for the modes that take one.
 	Key string `json:",omitempty"`
+	ID  string `json:",omitempty"`
 	// SnapshotOpen is how long etcd's snapshot stream (and so its read
 	// transaction) was open, in seconds.
 	SnapshotOpen float64
-	// HWM is the child's VmHWM at the end, in bytes.
-	HWM int64
+	// HWM is the child's VmHWM at the end, in bytes. AnonHWM is the
+	// highest RssAnon seen by sampling every anonSampleEvery: its
+	// anonymous memory, without the file pages it maps.
+	HWM, AnonHWM int64
 	// Allocated is the bytes the Go heap allocated in all (garbage
 	// included) and GCs the number of collections: how hard the mode
 	// works the garbage collector.
@@ -140,7 +169,9 @@ func runModeChild(args []string) error {
 			return err
 		}
 	}
+	anon := sampleAnon(anonSampleEvery)
 	res, err := m.run(ctx, env)
+	res.AnonHWM = anon()
 	if env.Profile != "" {
 		pprof.StopCPUProfile()
 	}
@@ -210,7 +241,7 @@ func runPipeline(c backup.Compression, encrypt, spool bool) func(context.Context
 			})
 		}
 		if encrypt {
-			id, err := age.GenerateX25519Identity()
+			id, err := envIdentity(env)
 			if err != nil {
 				return modeResult{}, err
 			}
@@ -235,6 +266,7 @@ func runPipeline(c backup.Compression, encrypt, spool bool) func(context.Context
 			Raw:          res.Raw.Size,
 			Stored:       res.Stored.Size,
 			Key:          backup.ClusterPrefix(m.Cluster) + m.DataKey,
+			ID:           m.ID,
 			SnapshotOpen: res.Snapshot.Finished.Sub(res.Snapshot.Started).Seconds(),
 		}, nil
 	}
@@ -268,7 +300,11 @@ func runIdle(context.Context, modeEnv) (modeResult, error) {
 }
 
 // selfHWM returns this process' peak resident set size (VmHWM).
-func selfHWM() int64 {
+func selfHWM() int64 { return selfStatus("VmHWM:") }
+
+// selfStatus returns a size field of /proc/self/status in bytes, 0 if it
+// cannot be read.
+func selfStatus(field string) int64 {
 	f, err := os.Open("/proc/self/status")
 	if err != nil {
 		return 0
@@ -276,12 +312,54 @@ func selfHWM() int64 {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+		if rest, ok := strings.CutPrefix(sc.Text(), field); ok {
 			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
 			return kb << 10
 		}
 	}
 	return 0
+}
+
+// anonSampleEvery is how often a mode's child samples its RssAnon.
+const anonSampleEvery = 10 * time.Millisecond
+
+// sampleAnon samples this process' RssAnon every interval until the
+// returned function is called, which returns the highest value seen. Linux
+// keeps a high-water mark of the whole resident set only (VmHWM), which
+// counts the file pages a process maps: etcd's restore maps the database
+// it writes with MAP_POPULATE, so the VmHWM of any restore includes the
+// whole database, pages the kernel can drop and write back at will. The
+// anonymous part is the memory the restore itself holds.
+func sampleAnon(interval time.Duration) func() int64 {
+	done := make(chan struct{})
+	result := make(chan int64, 1)
+	go func() {
+		peak := selfStatus("RssAnon:")
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				peak = max(peak, selfStatus("RssAnon:"))
+			case <-done:
+				result <- max(peak, selfStatus("RssAnon:"))
+				return
+			}
+		}
+	}()
+	return func() int64 {
+		close(done)
+		return <-result
+	}
+}
+
+// envIdentity returns the age identity of env, or a new one if it has
+// none.
+func envIdentity(env modeEnv) (*age.X25519Identity, error) {
+	if env.Identity == "" {
+		return age.GenerateX25519Identity()
+	}
+	return age.ParseX25519Identity(env.Identity)
 }
 
 // traceLogger logs everything to standard error, with the time since the

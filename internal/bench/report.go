@@ -20,6 +20,7 @@ const (
 	streamRatioTarget = 0.8  // streaming wall time / two-step's
 	rssFlatTarget     = 1.15 // peak RSS at 1 GiB / at 256 MiB
 	zstdRatioTarget   = 0.4  // stored / raw bytes with zstd
+	restoreTarget     = 1.0  // restore wall time / download-then-restore's
 
 	// minQuietRounds is how many quiet rounds the wall-time verdict
 	// needs to rest on them alone.
@@ -59,7 +60,14 @@ func renderReport(r *results, chart string) string {
 		}
 		w("Database %s (%s in use), %d keys holding %s of keys and values (%s); the snapshot stream is %s (%d bytes).\n\n",
 			formatBytes(sz.DBSize), formatBytes(sz.DBSizeInUse), sz.Keys, formatBytes(sz.KVBytes), how, formatBytes(sz.Raw), sz.Raw)
-		w("%s\n", renderTable(r.summarize(sz.Label)))
+		rows := r.summarize(sz.Label)
+		if br := inGroup(rows, groupBackup); len(br) > 0 {
+			w("%s\n", renderTable(br))
+		}
+		if rr := inGroup(rows, groupRestore); len(rr) > 0 {
+			w("Restore of a backup of this etcd into a new member data directory:\n\n")
+			w("%s\n", renderRestoreTable(rr))
+		}
 		if o := sizeOthers(r, sz.Label); o >= quietCores {
 			w("Other processes used a median %.2f cores during these runs: compare these wall times with each other, not with the other sizes'.\n\n", o)
 		}
@@ -75,7 +83,9 @@ func renderReport(r *results, chart string) string {
 	w("- **stored / raw**: stored object size over the snapshot stream's size.\n")
 	w("- **etcd stream open**: how long etcd's snapshot stream, and so its read transaction, stayed open.\n")
 	w("- **CPU**: user + system seconds of the backup process, and of etcd and MinIO during the run. On %d cores the three share the CPU, so CPU seconds explain wall times.\n", r.Machine.CPUs)
-	w("- **others**: CPU used by other processes during the run, in cores: noise from the shared machine.\n\n")
+	w("- **others**: CPU used by other processes during the run, in cores: noise from the shared machine.\n")
+	w("- **restore wall**: from the first request to MinIO to the data directory in place, timed inside the process. **vs (f)**: median wall time divided by that of download-then-`etcdutl snapshot restore`.\n")
+	w("- **peak anon RSS**: the highest anonymous resident memory (`RssAnon`) of the restore process, sampled every %v. Its `VmHWM` counts file pages as well, and etcd's restore maps the database it builds with `MAP_POPULATE`, so the `VmHWM` of any restore, `etcdutl`'s included, holds the whole database: page cache the kernel can drop, not memory the restore holds. The restore targets judge the anonymous peak.\n\n", anonSampleEvery)
 	w("Two-step (a) is what `etcdctl snapshot save` then `mc cp` do, in one process: `snapshot.SaveWithVersion` (write a `.part` file, fsync, rename), then minio-go `FPutObject` of the file in %d MiB parts, four in parallel. The etcdbackup modes use `backup.Pipeline` with `backup.NewEtcdSnapshotter` and `backup.BucketUploader` over `storage/s3` with its defaults (8 MiB parts, 4 in flight); (d) encrypts to one generated X25519 age recipient; (e) spools to a temporary file on the same disk.\n\n", twoStepPartSize>>20)
 	w("The data is Kubernetes-like (internal/bench/gen.go): objects in the apiserver's protobuf envelope with the mix of a real cluster — pods and ReplicaSets repeating their templates with unique names, UIDs, IPs and container IDs; events; leases; ConfigMaps of configuration text and dashboards; Secrets that are mostly high-entropy (TLS keys, service account tokens, Helm releases stored gzipped and base64 encoded); EndpointSlices, Services and a few large CRDs.\n\n")
 
@@ -84,7 +94,42 @@ func renderReport(r *results, chart string) string {
 	return b.String()
 }
 
-// renderTable writes one size's table.
+// inGroup returns the rows of one group of modes.
+func inGroup(rows []row, group string) []row {
+	var out []row
+	for _, rw := range rows {
+		if rw.Mode.Group == group {
+			out = append(out, rw)
+		}
+	}
+	return out
+}
+
+// renderRestoreTable writes one size's table of restore modes.
+func renderRestoreTable(rows []row) string {
+	var b strings.Builder
+	b.WriteString("| mode | wall s | vs (f) | peak anon RSS MiB | peak RSS (VmHWM) MiB | object read | snapshot | CPU s: restore / MinIO | others (cores) |\n")
+	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	for _, rw := range rows {
+		wall := fmt.Sprintf("%.2f (%.2f–%.2f)", rw.Wall, rw.WallMin, rw.WallMax)
+		if rw.Runs == 1 {
+			wall = fmt.Sprintf("%.2f", rw.Wall)
+		}
+		ratio := "—"
+		if rw.Ratio > 0 {
+			ratio = fmt.Sprintf("%.2f", rw.Ratio)
+		}
+		anon := fmt.Sprintf("%.0f", float64(rw.PeakAnon)/(1<<20))
+		if rw.PeakAnonMax > rw.PeakAnon+(1<<20) {
+			anon += fmt.Sprintf(" (max %.0f)", float64(rw.PeakAnonMax)/(1<<20))
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %.0f | %s | %s | %.1f / %.1f | %.2f |\n",
+			rw.Mode.Label, wall, ratio, anon, float64(rw.PeakRSS)/(1<<20), formatBytes(rw.Stored), formatBytes(rw.Raw), rw.CPU, rw.MinCPU, rw.OtherCores)
+	}
+	return b.String()
+}
+
+// renderTable writes one size's table of backup modes.
 func renderTable(rows []row) string {
 	var b strings.Builder
 	b.WriteString("| mode | wall s | vs (a) | peak RSS MiB | stored | stored / raw | etcd stream open s | CPU s: backup / etcd / MinIO | others (cores) |\n")
@@ -161,11 +206,11 @@ func renderTargets(r *results) string {
 		return "**missed**"
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "Judged on the %s etcd (flatness: %s against %s). Wall-time ratios are paired: each run divided by the two-step run of the same round. A round is quiet when other processes used less than %.2f cores during both runs.\n\n", large, large, small, quietCores)
+	fmt.Fprintf(&b, "Judged on the %s etcd (flatness: %s against %s). Wall-time ratios are paired: each run divided by the run of its group's baseline in the same round (two-step for backups, (f) for restores). A round is quiet when other processes used less than %.2f cores during both runs.\n\n", large, large, small, quietCores)
 	b.WriteString("| target | mode | figure | verdict |\n|---|---|--:|---|\n")
 	names := slices.Collect(func(yield func(modeInfo) bool) {
 		for _, m := range r.Modes {
-			if m.Group == "backup" && !m.Reference && m.Name != "two-step" && !yield(m) {
+			if m.Group == groupBackup && !m.Reference && m.Name != "two-step" && !yield(m) {
 				return
 			}
 		}
@@ -226,6 +271,49 @@ func renderTargets(r *results) string {
 			f := float64(rw.Stored) / float64(rw.Raw)
 			fmt.Fprintf(&b, "| zstd stores <= %.1f x raw | %s | %.3f | %s |\n", zstdRatioTarget, m.Short, f, verdict(f <= zstdRatioTarget))
 		}
+	}
+	// The restore baseline restores one object; the restore modes that
+	// read the same object are judged against it, the others shown.
+	var baseSource string
+	for _, m := range r.Modes {
+		if m.Group == groupRestore && !m.Reference {
+			baseSource = m.Source
+			break
+		}
+	}
+	restores := slices.Collect(func(yield func(modeInfo) bool) {
+		for _, m := range r.Modes {
+			if m.Group == groupRestore && !m.Reference && m.Name != "download-restore" && !yield(m) {
+				return
+			}
+		}
+	})
+	for _, m := range restores {
+		rw, ok := lg[m.Name]
+		if !ok || rw.Paired == 0 {
+			continue
+		}
+		if m.Source != baseSource {
+			fmt.Fprintf(&b, "| (not a target: another object) restore wall time / download-then-restore | %s | %.2f (every round: %.2f–%.2f) | — |\n", m.Short, rw.Paired, rw.PairedMin, rw.PairedMax)
+			continue
+		}
+		judged, on := rw.Paired, fmt.Sprintf("median of %d rounds", rw.Runs)
+		if rw.QuietRounds >= minQuietRounds {
+			judged, on = rw.Quiet, fmt.Sprintf("median of %d quiet rounds", rw.QuietRounds)
+		}
+		fmt.Fprintf(&b, "| restore wall time <= %.1f x download-then-restore | %s | **%.2f** (%s); every round: median %.2f, %.2f–%.2f; ratio of medians %.2f | %s |\n",
+			restoreTarget, m.Short, judged, on, rw.Paired, rw.PairedMin, rw.PairedMax, rw.Ratio, verdict(judged <= restoreTarget))
+	}
+	for _, m := range restores {
+		rw, ok := lg[m.Name]
+		if !ok {
+			continue
+		}
+		v := verdict(rw.PeakAnon <= rssTarget)
+		if rw.PeakAnon <= rssTarget && rw.PeakAnonMax > rssTarget {
+			v = "met by the median, not by every run"
+		}
+		fmt.Fprintf(&b, "| restore peak RSS <= 128 MiB (anonymous; VmHWM in the table) | %s | %.0f MiB (max %.0f) | %s |\n", m.Short, float64(rw.PeakAnon)/(1<<20), float64(rw.PeakAnonMax)/(1<<20), v)
 	}
 	return b.String()
 }

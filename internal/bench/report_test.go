@@ -251,3 +251,57 @@ func TestRoundTicks(t *testing.T) {
 		}
 	}
 }
+
+// TestRestoreRows checks that restore modes get a table of their own,
+// compared with their group's baseline, and targets on the anonymous peak.
+func TestRestoreRows(t *testing.T) {
+	r := testResults()
+	r.Modes = append(r.Modes,
+		modeInfo{Name: "download-restore", Short: "(f)", Label: "(f) download, etcdutl", Group: groupRestore, Source: "stream"},
+		modeInfo{Name: "restore", Short: "(g)", Label: "(g) restore", Group: groupRestore, Source: "stream"},
+		modeInfo{Name: "restore-zstd", Short: "(h)", Label: "(h) restore zstd", Group: groupRestore, Source: "stream-zstd"},
+		modeInfo{Name: "download", Short: "dl", Label: "download only", Group: groupRestore, Reference: true, Source: "stream"},
+	)
+	for i, w := range []float64{10, 12, 11} {
+		r.Samples = append(r.Samples,
+			sample{Size: "1 GiB", Mode: "download-restore", Run: i + 1, Wall: w, PeakRSS: 1100 << 20, PeakAnon: 40 << 20, Raw: 4000, Stored: 4000},
+			sample{Size: "1 GiB", Mode: "restore", Run: i + 1, Wall: w * 0.8, PeakRSS: 1090 << 20, PeakAnon: int64(60+10*i) << 20, Raw: 4000, Stored: 4000},
+			sample{Size: "1 GiB", Mode: "restore-zstd", Run: i + 1, Wall: w * 1.5, PeakRSS: 1090 << 20, PeakAnon: 50 << 20, Raw: 4000, Stored: 1000},
+			sample{Size: "1 GiB", Mode: "download", Run: i + 1, Wall: 3, PeakRSS: 30 << 20, PeakAnon: 20 << 20, Raw: 4000, Stored: 4000},
+		)
+	}
+	rows := r.summarize("1 GiB")
+	backups, restores := inGroup(rows, groupBackup), inGroup(rows, groupRestore)
+	if len(backups) != 3 || len(restores) != 4 {
+		t.Fatalf("got %d backup and %d restore rows, want 3 and 4", len(backups), len(restores))
+	}
+	if restores[1].Ratio != 0.8 || restores[1].PeakAnon != 70<<20 || restores[1].PeakAnonMax != 80<<20 {
+		t.Errorf("restore row: ratio %v, anon %d, max %d; want 0.8 against (f), 70 MiB, 80 MiB", restores[1].Ratio, restores[1].PeakAnon>>20, restores[1].PeakAnonMax>>20)
+	}
+	table := renderRestoreTable(restores)
+	for _, w := range []string{
+		"| (g) restore | 8.80 (8.00–9.60) | 0.80 | 70 (max 80) | 1090 |",
+		"| download only | 3.00 (3.00–3.00) | 0.27 | 20 | 30 |",
+	} {
+		if !strings.Contains(table, w) {
+			t.Errorf("restore table lacks %q:\n%s", w, table)
+		}
+	}
+	got := renderTargets(r)
+	for _, w := range []string{
+		"| restore wall time <= 1.0 x download-then-restore | (g) | **0.80**",
+		"| restore peak RSS <= 128 MiB (anonymous; VmHWM in the table) | (g) | 70 MiB (max 80) | met |",
+		"| (not a target: another object) restore wall time / download-then-restore | (h) | 1.50 (every round: 1.50–1.50) | — |",
+		"| restore peak RSS <= 128 MiB (anonymous; VmHWM in the table) | (h) | 50 MiB (max 50) | met |",
+	} {
+		if !strings.Contains(got, w) {
+			t.Errorf("targets lack %q:\n%s", w, got)
+		}
+	}
+	if strings.Contains(got, "| (f) |") || strings.Contains(got, "| dl |") {
+		t.Errorf("targets judge the restore baseline or a reference:\n%s", got)
+	}
+	if report := renderReport(r, "c.png"); !strings.Contains(report, "Restore of a backup of this etcd") {
+		t.Errorf("report has no restore table")
+	}
+}

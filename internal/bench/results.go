@@ -41,6 +41,8 @@ type modeInfo struct {
 	Short     string
 	Group     string
 	Reference bool
+	// Source is the backup mode whose backup a restore mode reads.
+	Source string `json:",omitempty"`
 }
 
 // sizeInfo describes one etcd the modes ran against.
@@ -64,8 +66,10 @@ type sample struct {
 	Run  int
 	// Wall is the job's time in seconds, timed inside the child.
 	Wall float64
-	// PeakRSS is the child's peak resident set size (VmHWM).
+	// PeakRSS is the child's peak resident set size (VmHWM), PeakAnon
+	// the peak of its anonymous resident memory (sampled RssAnon).
 	PeakRSS     int64
+	PeakAnon    int64
 	Raw, Stored int64
 	// SnapshotOpen is how long etcd's snapshot stream was open.
 	SnapshotOpen float64
@@ -102,6 +106,8 @@ type row struct {
 	QuietRounds          int
 	PeakRSS              int64
 	PeakRSSMax           int64
+	PeakAnon             int64
+	PeakAnonMax          int64
 	Raw, Stored          int64
 	SnapshotOpen         float64
 	CPU, EtcdCPU, MinCPU float64
@@ -149,7 +155,7 @@ func (r *results) summarize(size string) []row {
 	}
 	for _, m := range r.Modes {
 		var wall, rss, open, cpu, etcd, minio, others, paired, quiet []float64
-		var raw, stored []float64
+		var raw, stored, anon []float64
 		for _, s := range r.Samples {
 			if s.Size != size || s.Mode != m.Name {
 				continue
@@ -162,6 +168,7 @@ func (r *results) summarize(size string) []row {
 			}
 			wall = append(wall, s.Wall)
 			rss = append(rss, float64(s.PeakRSS))
+			anon = append(anon, float64(s.PeakAnon))
 			raw = append(raw, float64(s.Raw))
 			stored = append(stored, float64(s.Stored))
 			open = append(open, s.SnapshotOpen)
@@ -181,6 +188,8 @@ func (r *results) summarize(size string) []row {
 			WallMax:      slices.Max(wall),
 			PeakRSS:      int64(median(rss)),
 			PeakRSSMax:   int64(slices.Max(rss)),
+			PeakAnon:     int64(median(anon)),
+			PeakAnonMax:  int64(slices.Max(anon)),
 			Raw:          int64(median(raw)),
 			Stored:       int64(median(stored)),
 			SnapshotOpen: median(open),

@@ -1,0 +1,164 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"filippo.io/age"
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+	"go.etcd.io/etcd/etcdutl/v3/snapshot"
+	"go.uber.org/zap"
+
+	"github.com/etcdbackup/etcdbackup/restore"
+	"github.com/etcdbackup/etcdbackup/storage/s3"
+)
+
+// The member every restore mode restores: one member of a new cluster, as
+// `etcdutl snapshot restore` makes it with its defaults.
+const (
+	restoreMember   = "bench"
+	restorePeerURL  = "http://127.0.0.1:2380"
+	restoreInitial  = restoreMember + "=" + restorePeerURL
+	restoreClusterT = "etcd-cluster"
+)
+
+// runDownloadRestore does what an operator does by hand: download the
+// object with `mc cp` (minio-go's FGetObject: a ".part.minio" file renamed
+// at the end) and restore it with `etcdutl snapshot restore`, which checks
+// the snapshot's sha256 trailer and then builds the data directory.
+func runDownloadRestore(ctx context.Context, env modeEnv) (modeResult, error) {
+	work, err := os.MkdirTemp(env.TmpDir, env.Name+"-")
+	if err != nil {
+		return modeResult{}, err
+	}
+	defer os.RemoveAll(work)
+	start := time.Now()
+	size, err := download(ctx, env, filepath.Join(work, "snapshot.db"))
+	if err != nil {
+		return modeResult{}, err
+	}
+	err = snapshot.NewV3(zap.NewNop()).Restore(snapshot.RestoreConfig{
+		SnapshotPath:        filepath.Join(work, "snapshot.db"),
+		Name:                restoreMember,
+		OutputDataDir:       filepath.Join(work, "data"),
+		PeerURLs:            []string{restorePeerURL},
+		InitialCluster:      restoreInitial,
+		InitialClusterToken: restoreClusterT,
+	})
+	if err != nil {
+		return modeResult{}, fmt.Errorf("etcdutl snapshot restore: %w", err)
+	}
+	wall := time.Since(start)
+	if err := checkDataDir(filepath.Join(work, "data")); err != nil {
+		return modeResult{}, err
+	}
+	return modeResult{Wall: wall.Seconds(), Raw: size, Stored: size}, nil
+}
+
+// runDownload only downloads the object (f) restores: the floor of any
+// restore from this MinIO.
+func runDownload(ctx context.Context, env modeEnv) (modeResult, error) {
+	work, err := os.MkdirTemp(env.TmpDir, env.Name+"-")
+	if err != nil {
+		return modeResult{}, err
+	}
+	defer os.RemoveAll(work)
+	start := time.Now()
+	size, err := download(ctx, env, filepath.Join(work, "snapshot.db"))
+	if err != nil {
+		return modeResult{}, err
+	}
+	return modeResult{Wall: time.Since(start).Seconds(), Raw: size, Stored: size}, nil
+}
+
+func download(ctx context.Context, env modeEnv, path string) (int64, error) {
+	c, err := minio.New(env.S3, &minio.Options{
+		Creds:        credentials.NewStaticV4(env.Access, env.Secret, ""),
+		Region:       "us-east-1",
+		BucketLookup: minio.BucketLookupPath,
+	})
+	if err != nil {
+		return 0, err
+	}
+	if err := c.FGetObject(ctx, env.Bucket, env.Source.Key, path, minio.GetObjectOptions{}); err != nil {
+		return 0, fmt.Errorf("download %s: %w", env.Source.Key, err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0, err
+	}
+	return fi.Size(), nil
+}
+
+// runRestore restores the mode's source backup with restore.Restorer:
+// find it by ID (listing the cluster's folder and reading its manifest),
+// then fetch, decrypt, decompress and check it against the manifest's
+// sha256 and etcd's trailer while it streams to a staging file, and
+// restore the data directory with etcd's own restore.
+func runRestore(ctx context.Context, env modeEnv) (modeResult, error) {
+	work, err := os.MkdirTemp(env.TmpDir, env.Name+"-")
+	if err != nil {
+		return modeResult{}, err
+	}
+	defer os.RemoveAll(work)
+	bucket, err := s3.New(s3.Options{
+		Endpoint:     env.S3,
+		Bucket:       env.Bucket,
+		Region:       "us-east-1",
+		Insecure:     true,
+		BucketLookup: s3.LookupPath,
+		Credentials:  s3.StaticCredentials(env.Access, env.Secret, ""),
+		Logger:       traceLoggerIf(env.Trace),
+	})
+	if err != nil {
+		return modeResult{}, err
+	}
+	r := &restore.Restorer{Logger: traceLoggerIf(env.Trace)}
+	if env.Identity != "" {
+		id, err := age.ParseX25519Identity(env.Identity)
+		if err != nil {
+			return modeResult{}, err
+		}
+		r.Identities = []age.Identity{id}
+	}
+	var fetched restore.Event
+	r.Observer = restore.ObserverFunc(func(e restore.Event) {
+		if e.Kind == restore.Fetched {
+			fetched = e
+		}
+		if env.Trace {
+			fmt.Fprintf(os.Stderr, "  %s stored=%d raw=%d\n", e.Kind, e.StoredBytes, e.RawBytes)
+		}
+	})
+	start := time.Now()
+	b, err := restore.Find(ctx, []restore.Source{{Name: "minio", Catalog: bucket}}, restore.Query{Cluster: "bench", ID: env.Source.ID})
+	if err != nil {
+		return modeResult{}, err
+	}
+	dir := filepath.Join(work, "data")
+	if _, err := r.Restore(ctx, b, restore.Member{Name: restoreMember, DataDir: dir, PeerURLs: []string{restorePeerURL}}); err != nil {
+		return modeResult{}, err
+	}
+	wall := time.Since(start)
+	if err := checkDataDir(dir); err != nil {
+		return modeResult{}, err
+	}
+	return modeResult{Wall: wall.Seconds(), Raw: fetched.RawBytes, Stored: fetched.StoredBytes}, nil
+}
+
+// checkDataDir checks that a restore left a member's database where etcd
+// looks for it.
+func checkDataDir(dir string) error {
+	fi, err := os.Stat(filepath.Join(dir, "member", "snap", "db"))
+	if err != nil {
+		return fmt.Errorf("restored data directory: %w", err)
+	}
+	if fi.Size() == 0 {
+		return fmt.Errorf("restored data directory %s has an empty database", dir)
+	}
+	return nil
+}
