@@ -46,7 +46,7 @@ type prefetcher struct {
 	closed sync.Once
 	wg     sync.WaitGroup
 
-	h hash.Hash // written by the goroutine; read after it ended
+	h hash.Hash // written by the goroutine; read after it ended; nil: no hashing
 	n atomic.Int64
 
 	cur    chunk
@@ -55,11 +55,12 @@ type prefetcher struct {
 	srcErr *sourceError // the source's failure, if any
 }
 
-// newPrefetcher starts reading src, at most limit bytes when limit >= 0.
-// cancel must end the context src was opened with: Close calls it to end a
-// read blocked on the network, since not every reader may be closed while
-// another goroutine reads it.
-func newPrefetcher(src io.ReadCloser, cancel func(), limit int64) *prefetcher {
+// newPrefetcher starts reading src, at most limit bytes when limit >= 0,
+// hashing what it reads unless hash is false. cancel must end the context
+// src was opened with: Close calls it to end a read blocked on the
+// network, since not every reader may be closed while another goroutine
+// reads it.
+func newPrefetcher(src io.ReadCloser, cancel func(), limit int64, hash bool) *prefetcher {
 	p := &prefetcher{
 		src:    src,
 		cancel: cancel,
@@ -67,7 +68,9 @@ func newPrefetcher(src io.ReadCloser, cancel func(), limit int64) *prefetcher {
 		full:   make(chan chunk, prefetchBuffers),
 		free:   make(chan []byte, prefetchBuffers),
 		done:   make(chan struct{}),
-		h:      sha256.New(),
+	}
+	if hash {
+		p.h = sha256.New()
 	}
 	if limit >= 0 {
 		p.limit = io.LimitReader(src, limit)
@@ -89,7 +92,9 @@ func (p *prefetcher) run() {
 		}
 		n, err := io.ReadFull(p.limit, buf)
 		if n > 0 {
-			p.h.Write(buf[:n])
+			if p.h != nil {
+				p.h.Write(buf[:n])
+			}
 			p.n.Add(int64(n))
 		}
 		switch err {
@@ -153,10 +158,15 @@ func (p *prefetcher) failure() error {
 // goroutine.
 func (p *prefetcher) read() int64 { return p.n.Load() }
 
-// digest returns the size and sha256 of the whole download. It is valid
-// once Read has returned io.EOF.
+// digest returns the size and sha256 of the whole download; the sha256 is
+// empty if the prefetcher does not hash. It is valid once Read has returned
+// io.EOF.
 func (p *prefetcher) digest() backup.Digest {
-	return backup.Digest{Size: p.n.Load(), SHA256: hex.EncodeToString(p.h.Sum(nil))}
+	d := backup.Digest{Size: p.n.Load()}
+	if p.h != nil {
+		d.SHA256 = hex.EncodeToString(p.h.Sum(nil))
+	}
+	return d
 }
 
 // Close tells the goroutine to stop, cancels the source's context so that a
