@@ -72,7 +72,8 @@ fuzz:
 
 # bench: measure backups of a Kubernetes-like etcd (256 MiB, 1 GiB, 2 GiB)
 # to MinIO: the two-step approach of cron-job tools against etcdbackup's
-# streaming, zstd, age and spool modes, and write BENCHMARKS.md with
+# streaming, zstd, age and spool modes, and restores of a backup against
+# download-then-`etcdutl snapshot restore`; write BENCHMARKS.md with
 # BENCHMARKS.png. Filled etcds are cached in bench-out/etcd (git-ignored).
 # About 20 minutes on 2 cores. BENCH_FLAGS passes flags, e.g.
 # BENCH_FLAGS='-runs 1 -sizes 256MiB,1GiB'.
