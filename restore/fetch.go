@@ -262,8 +262,17 @@ func (r *Restorer) stream(ctx context.Context, o *operation, b Backup, w io.Writ
 		return nil, o.classify(ctx, pf, err)
 	}
 	defer dec.Close()
+	var decoded io.Reader = dec
+	if !identity {
+		// Decode ahead on another core. Its Close runs before the
+		// decoder's and the download's: it ends the download first, so
+		// that its goroutine cannot wait for bytes forever.
+		ahead := newDecodeAhead(dec, cancel)
+		defer ahead.Close()
+		decoded = ahead
+	}
 
-	tr := backup.VerifyTrailer(dec)
+	tr := backup.VerifyTrailer(decoded)
 	buf := make([]byte, copyBufferSize)
 	var written int64
 	for {

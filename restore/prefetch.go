@@ -35,7 +35,12 @@ type chunk struct {
 }
 
 // prefetcher reads src ahead in a goroutine, counting and hashing the bytes
-// as they arrive. It is an io.Reader for one consumer goroutine.
+// as they arrive. It is an io.Reader for one consumer goroutine at a time.
+//
+// Restore uses two: one reads the stored object from the network; when the
+// backup is compressed or encrypted, a second one decodes ahead, so that
+// decrypting and decompressing on one core overlap with hashing and
+// writing the snapshot on another.
 type prefetcher struct {
 	src    io.ReadCloser
 	cancel func()    // ends the context src was opened with
@@ -47,6 +52,11 @@ type prefetcher struct {
 	wg     sync.WaitGroup
 
 	h hash.Hash // written by the goroutine; read after it ended; nil: no hashing
+	// decoded marks a reader of decoded bytes, whose errors pass through
+	// as they are: they are the decoder's verdicts on the data, not
+	// failures of the source.
+	decoded bool
+
 	n atomic.Int64
 
 	cur    chunk
@@ -61,13 +71,18 @@ type prefetcher struct {
 // network, since not every reader may be closed while another goroutine
 // reads it.
 func newPrefetcher(src io.ReadCloser, cancel func(), limit int64, hash bool) *prefetcher {
+	return newPrefetcherOf(src, cancel, limit, hash, false)
+}
+
+func newPrefetcherOf(src io.ReadCloser, cancel func(), limit int64, hash, decoded bool) *prefetcher {
 	p := &prefetcher{
-		src:    src,
-		cancel: cancel,
-		limit:  src,
-		full:   make(chan chunk, prefetchBuffers),
-		free:   make(chan []byte, prefetchBuffers),
-		done:   make(chan struct{}),
+		src:     src,
+		cancel:  cancel,
+		limit:   src,
+		full:    make(chan chunk, prefetchBuffers),
+		free:    make(chan []byte, prefetchBuffers),
+		done:    make(chan struct{}),
+		decoded: decoded,
 	}
 	if hash {
 		p.h = sha256.New()
@@ -82,6 +97,13 @@ func newPrefetcher(src io.ReadCloser, cancel func(), limit int64, hash bool) *pr
 	return p
 }
 
+// newDecodeAhead reads dec ahead in a goroutine. cancel must end the
+// download dec reads from: Close calls it first, so that a decoder waiting
+// for bytes that will not come returns. dec itself is not closed.
+func newDecodeAhead(dec io.Reader, cancel func()) *prefetcher {
+	return newPrefetcherOf(io.NopCloser(dec), cancel, -1, false, true)
+}
+
 func (p *prefetcher) run() {
 	for {
 		var buf []byte
@@ -90,16 +112,16 @@ func (p *prefetcher) run() {
 		case <-p.done:
 			return
 		}
-		n, err := io.ReadFull(p.limit, buf)
+		n, err := p.fill(buf)
 		if n > 0 {
 			if p.h != nil {
 				p.h.Write(buf[:n])
 			}
 			p.n.Add(int64(n))
 		}
-		switch err {
-		case nil:
-		case io.EOF, io.ErrUnexpectedEOF:
+		switch {
+		case err == nil, p.decoded:
+		case err == io.EOF, err == io.ErrUnexpectedEOF:
 			err = io.EOF
 		default:
 			err = &sourceError{err: err}
@@ -113,6 +135,24 @@ func (p *prefetcher) run() {
 			return
 		}
 	}
+}
+
+// fill reads into buf until it is full or the source fails or ends. A
+// decoded source's error is returned as it is, io.ErrUnexpectedEOF
+// included; a download's short end reads as io.ErrUnexpectedEOF.
+func (p *prefetcher) fill(buf []byte) (int, error) {
+	if !p.decoded {
+		return io.ReadFull(p.limit, buf)
+	}
+	n := 0
+	for n < len(buf) {
+		m, err := p.limit.Read(buf[n:])
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 // Read implements io.Reader. After the end of the stream it keeps
@@ -135,7 +175,7 @@ func (p *prefetcher) Read(b []byte) (int, error) {
 		p.cur, p.off = c, 0
 		if c.err != nil {
 			p.err = c.err
-			if se, ok := c.err.(*sourceError); ok {
+			if se, ok := c.err.(*sourceError); ok && !p.decoded {
 				p.srcErr = se
 			}
 		}
@@ -175,8 +215,8 @@ func (p *prefetcher) digest() backup.Digest {
 func (p *prefetcher) Close() error {
 	var err error
 	p.closed.Do(func() {
-		close(p.done)
 		p.cancel()
+		close(p.done)
 		p.wg.Wait()
 		err = p.src.Close()
 	})
