@@ -72,14 +72,17 @@ type config struct {
 	sizes     []int64
 	runs      int
 	runsLarge int
-	modes     []mode
-	work      string
-	out       string
-	chart     string
-	seed      int64
-	trace     bool
-	profile   string
-	args      []string
+	// restoreRuns multiplies the runs of restore modes, which are short
+	// and vary more from run to run with the disk.
+	restoreRuns int
+	modes       []mode
+	work        string
+	out         string
+	chart       string
+	seed        int64
+	trace       bool
+	profile     string
+	args        []string
 }
 
 func parseConfig(args []string) (*config, error) {
@@ -87,6 +90,7 @@ func parseConfig(args []string) (*config, error) {
 	sizes := fs.String("sizes", "256MiB,1GiB,2GiB", "etcd database sizes to measure, comma-separated")
 	runs := fs.Int("runs", 5, "runs of each mode per size up to 1 GiB; the report shows medians")
 	runsLarge := fs.Int("runs-large", 3, "runs of each mode per size above 1 GiB, which the targets do not judge")
+	restoreRuns := fs.Int("restore-runs", 2, "restore modes run this many times as often as backup modes")
 	modeList := fs.String("modes", "", "modes to run, comma-separated (default: all)")
 	work := fs.String("work", "bench-out", "directory for the fill cache, logs, temporary files and results")
 	out := fs.String("out", "BENCHMARKS.md", "report to write")
@@ -97,7 +101,7 @@ func parseConfig(args []string) (*config, error) {
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
-	c := &config{runs: *runs, runsLarge: *runsLarge, work: *work, out: *out, chart: *chart, seed: *seed, trace: *trace, profile: *profile, args: args}
+	c := &config{runs: *runs, runsLarge: *runsLarge, restoreRuns: *restoreRuns, work: *work, out: *out, chart: *chart, seed: *seed, trace: *trace, profile: *profile, args: args}
 	for s := range strings.SplitSeq(*sizes, ",") {
 		n, err := parseSize(strings.TrimSpace(s))
 		if err != nil {
@@ -117,8 +121,8 @@ func parseConfig(args []string) (*config, error) {
 			c.modes = append(c.modes, m)
 		}
 	}
-	if c.runs < 1 || c.runsLarge < 1 {
-		return nil, errors.New("-runs and -runs-large must be at least 1")
+	if c.runs < 1 || c.runsLarge < 1 || c.restoreRuns < 1 {
+		return nil, errors.New("-runs, -runs-large and -restore-runs must be at least 1")
 	}
 	return c, nil
 }
@@ -209,7 +213,8 @@ func runBench(args []string) error {
 }
 
 // measureSize fills (or reuses) an etcd of size bytes and runs every mode
-// on it cfg.runs times (cfg.runsLarge times above 1 GiB).
+// on it cfg.runs times (cfg.runsLarge times above 1 GiB; restore modes
+// cfg.restoreRuns times as often).
 func (b *bench) measureSize(ctx context.Context, cache *fillCache, size int64) error {
 	label := formatBytes(size)
 	fillStart := time.Now()
@@ -235,7 +240,7 @@ func (b *bench) measureSize(ctx context.Context, cache *fillCache, size int64) e
 	if size > 1<<30 {
 		runs = b.cfg.runsLarge
 	}
-	info := sizeInfo{Label: label, Target: size, DBSize: st.DbSize, DBSizeInUse: st.DbSizeInUse, Keys: meta.Keys, KVBytes: meta.KVBytes, FillSeconds: meta.Seconds, Cached: cached, Runs: runs}
+	info := sizeInfo{Label: label, Target: size, DBSize: st.DbSize, DBSizeInUse: st.DbSizeInUse, Keys: meta.Keys, KVBytes: meta.KVBytes, FillSeconds: meta.Seconds, Cached: cached, Runs: runs, RestoreRuns: runs * b.cfg.restoreRuns}
 	// An untimed read first brings the database into the page cache, so
 	// the first mode measured does not pay for the disk alone.
 	raw, err := warmUp(ctx, etcd)
@@ -253,8 +258,11 @@ func (b *bench) measureSize(ctx context.Context, cache *fillCache, size int64) e
 				return err
 			}
 		}
-		n := len(g)
-		for run := 1; run <= runs; run++ {
+		n, rounds := len(g), runs
+		if g[0].group == groupRestore {
+			rounds = info.RestoreRuns
+		}
+		for run := 1; run <= rounds; run++ {
 			// Each round starts one mode later, so no mode always runs
 			// first after the fill or right after the same neighbour.
 			for i := range n {
@@ -265,7 +273,7 @@ func (b *bench) measureSize(ctx context.Context, cache *fillCache, size int64) e
 				}
 				b.res.Samples = append(b.res.Samples, s)
 				progress("%s run %d/%d %-16s %7.2f s  rss %4d MiB (anon %d)  stored %s  cpu %.1f s (etcd %.1f, minio %.1f, others %.2f cores)  load %.2f  go alloc %s in %d GCs",
-					label, run, runs, m.name, s.Wall, s.PeakRSS>>20, s.PeakAnon>>20, formatBytes(s.Stored), s.CPU, s.EtcdCPU, s.MinIOCPU, s.OtherCores, s.Load1, formatBytes(int64(s.Allocated)), s.GCs)
+					label, run, rounds, m.name, s.Wall, s.PeakRSS>>20, s.PeakAnon>>20, formatBytes(s.Stored), s.CPU, s.EtcdCPU, s.MinIOCPU, s.OtherCores, s.Load1, formatBytes(int64(s.Allocated)), s.GCs)
 				// Partial results survive an interrupted run.
 				_ = b.res.save(filepath.Join(b.cfg.work, "results.json"))
 			}

@@ -339,9 +339,22 @@ func runCounts(r *results) string {
 		if s.Runs == 1 {
 			times = "once"
 		}
+		if s.RestoreRuns > 0 && s.RestoreRuns != s.Runs && hasGroup(r, groupRestore) {
+			times += fmt.Sprintf(" (restore modes %d times)", s.RestoreRuns)
+		}
 		parts = append(parts, fmt.Sprintf("%s on the %s etcd", times, s.Label))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// hasGroup reports whether r measured a mode of group.
+func hasGroup(r *results, group string) bool {
+	for _, m := range r.Modes {
+		if m.Group == group {
+			return true
+		}
+	}
+	return false
 }
 
 // loadRange returns the lowest and highest load average seen at the start

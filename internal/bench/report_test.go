@@ -301,7 +301,11 @@ func TestRestoreRows(t *testing.T) {
 	if strings.Contains(got, "| (f) |") || strings.Contains(got, "| dl |") {
 		t.Errorf("targets judge the restore baseline or a reference:\n%s", got)
 	}
-	if report := renderReport(r, "c.png"); !strings.Contains(report, "Restore of a backup of this etcd") {
-		t.Errorf("report has no restore table")
+	r.Sizes[1].RestoreRuns = 6
+	report := renderReport(r, "c.png")
+	for _, w := range []string{"Restore of a backup of this etcd", "3 times (restore modes 6 times) on the 1 GiB etcd"} {
+		if !strings.Contains(report, w) {
+			t.Errorf("report lacks %q", w)
+		}
 	}
 }

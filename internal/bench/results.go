@@ -56,7 +56,8 @@ type sizeInfo struct {
 	Raw         int64 // snapshot stream size, trailer included
 	FillSeconds float64
 	Cached      bool // the fill came from the cache
-	Runs        int  // runs of each mode
+	Runs        int  // runs of each backup mode
+	RestoreRuns int  `json:",omitempty"` // runs of each restore mode
 }
 
 // sample is one run of one mode on one etcd.
