@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"os"
 	"slices"
-	"sync"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/encrypt"
@@ -28,8 +27,7 @@ type Bucket struct {
 	opts     Options // with defaults applied
 	sse      encrypt.ServerSide
 	log      *slog.Logger
-	bufs     sync.Pool // *[]byte of opts.PartSize bytes
-	maxParts int       // MaxParts; lowered by tests
+	maxParts int // MaxParts; lowered by tests
 }
 
 var (
@@ -91,11 +89,6 @@ func New(opts Options) (*Bucket, error) {
 		sse:      sse,
 		log:      opts.Logger.With("bucket", opts.Bucket),
 		maxParts: MaxParts,
-	}
-	size := opts.PartSize
-	b.bufs.New = func() any {
-		buf := make([]byte, size)
-		return &buf
 	}
 	return b, nil
 }

@@ -120,7 +120,8 @@ type Options struct {
 
 	// PartsInFlight is the number of part buffers one Put uses: while the
 	// reader fills one, the others upload. A Put holds at most
-	// PartsInFlight x PartSize bytes of buffers. Zero means
+	// PartsInFlight x PartSize bytes of buffers, mapped outside the Go
+	// heap on Unix systems and unmapped when the Put returns. Zero means
 	// DefaultPartsInFlight.
 	PartsInFlight int
 

@@ -140,7 +140,7 @@ type upload struct {
 	opts      minio.PutObjectOptions
 	exclusive bool
 
-	owned []*[]byte    // every buffer taken from the pool
+	owned []*[]byte    // every buffer allocated
 	free  chan *[]byte // buffers whose part request has ended
 	read  int64        // bytes read from r
 	mu    sync.Mutex   // guards parts
@@ -148,7 +148,10 @@ type upload struct {
 }
 
 func (u *upload) run(ctx context.Context) error {
-	first := u.buffer()
+	first, err := u.buffer()
+	if err != nil {
+		return storage.Errorf("put", u.key, nil, err)
+	}
 	n, eof, err := u.fill(ctx, *first)
 	if err != nil {
 		return storage.Errorf("put", u.key, nil, err)
@@ -267,7 +270,8 @@ func (u *upload) uploadParts(ctx context.Context, id string, first *[]byte, peek
 	for {
 		buf, err := u.acquire(pctx)
 		if err != nil {
-			break // pctx is done; its cause says why
+			cancel(err) // a no-op when pctx is done: its cause says why
+			break
 		}
 		off := 0
 		if num == 1 {
@@ -352,11 +356,14 @@ type readError struct{ err error }
 func (e readError) Error() string { return "read: " + e.err.Error() }
 func (e readError) Unwrap() error { return e.err }
 
-// buffer takes a part buffer from the bucket's pool.
-func (u *upload) buffer() *[]byte {
-	buf := u.b.bufs.Get().(*[]byte)
+// buffer allocates a part buffer, which release frees.
+func (u *upload) buffer() (*[]byte, error) {
+	buf, err := newPartBuffer(u.b.opts.PartSize)
+	if err != nil {
+		return nil, err
+	}
 	u.owned = append(u.owned, buf)
-	return buf
+	return buf, nil
 }
 
 // acquire returns a free buffer, taking a new one while fewer than
@@ -368,7 +375,7 @@ func (u *upload) acquire(ctx context.Context) (*[]byte, error) {
 	default:
 	}
 	if len(u.owned) < u.b.opts.PartsInFlight {
-		return u.buffer(), nil
+		return u.buffer()
 	}
 	select {
 	case buf := <-u.free:
@@ -378,10 +385,11 @@ func (u *upload) acquire(ctx context.Context) (*[]byte, error) {
 	}
 }
 
-// release returns every buffer to the pool; no part request may be running.
+// release frees every buffer; no part request may be running, and every
+// request body must be detached.
 func (u *upload) release() {
 	for _, buf := range u.owned {
-		u.b.bufs.Put(buf)
+		freePartBuffer(buf)
 	}
 	u.owned = nil
 }
