@@ -200,12 +200,6 @@ func renderTargets(r *results) string {
 		return m
 	}
 	lg, sm := byMode(large), byMode(small)
-	verdict := func(ok bool) string {
-		if ok {
-			return "met"
-		}
-		return "**missed**"
-	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "Judged on the %s etcd (flatness: %s against %s). Wall-time ratios are paired: each run divided by the run of its group's baseline in the same round (two-step for backups, (f) for restores). A round is quiet when other processes used less than %.2f cores during both runs.\n\n", large, large, small, quietCores)
 	b.WriteString("| target | mode | figure | verdict |\n|---|---|--:|---|\n")
@@ -221,26 +215,14 @@ func renderTargets(r *results) string {
 		if !ok || rw.Paired == 0 {
 			continue
 		}
-		// Other people's load slows the modes of a round unequally, so
-		// the verdict rests on quiet rounds when there are enough of
-		// them, else on every round's paired ratio.
-		judged, on := rw.Paired, fmt.Sprintf("median of %d rounds", rw.Runs)
-		if rw.QuietRounds >= minQuietRounds {
-			judged, on = rw.Quiet, fmt.Sprintf("median of %d quiet rounds", rw.QuietRounds)
-		}
-		fmt.Fprintf(&b, "| wall time <= %.1f x two-step | %s | **%.2f** (%s); every round: median %.2f, %.2f–%.2f; ratio of medians %.2f | %s |\n",
-			streamRatioTarget, m.Short, judged, on, rw.Paired, rw.PairedMin, rw.PairedMax, rw.Ratio, verdict(judged <= streamRatioTarget))
+		b.WriteString(wallRow(fmt.Sprintf("wall time <= %.1f x two-step", streamRatioTarget), m, rw, streamRatioTarget))
 	}
 	for _, m := range names {
 		rw, ok := lg[m.Name]
 		if !ok {
 			continue
 		}
-		v := verdict(rw.PeakRSS <= rssTarget)
-		if rw.PeakRSS <= rssTarget && rw.PeakRSSMax > rssTarget {
-			v = "met by the median, not by every run"
-		}
-		fmt.Fprintf(&b, "| peak RSS <= 128 MiB | %s | %.0f MiB (max %.0f) | %s |\n", m.Short, float64(rw.PeakRSS)/(1<<20), float64(rw.PeakRSSMax)/(1<<20), v)
+		b.WriteString(rssRow("peak RSS <= 128 MiB", m, rw.PeakRSS, rw.PeakRSSMax))
 	}
 	if small != large {
 		for _, m := range names {
@@ -298,25 +280,46 @@ func renderTargets(r *results) string {
 			fmt.Fprintf(&b, "| (not a target: another object) restore wall time / download-then-restore | %s | %.2f (every round: %.2f–%.2f) | — |\n", m.Short, rw.Paired, rw.PairedMin, rw.PairedMax)
 			continue
 		}
-		judged, on := rw.Paired, fmt.Sprintf("median of %d rounds", rw.Runs)
-		if rw.QuietRounds >= minQuietRounds {
-			judged, on = rw.Quiet, fmt.Sprintf("median of %d quiet rounds", rw.QuietRounds)
-		}
-		fmt.Fprintf(&b, "| restore wall time <= %.1f x download-then-restore | %s | **%.2f** (%s); every round: median %.2f, %.2f–%.2f; ratio of medians %.2f | %s |\n",
-			restoreTarget, m.Short, judged, on, rw.Paired, rw.PairedMin, rw.PairedMax, rw.Ratio, verdict(judged <= restoreTarget))
+		b.WriteString(wallRow(fmt.Sprintf("restore wall time <= %.1f x download-then-restore", restoreTarget), m, rw, restoreTarget))
 	}
 	for _, m := range restores {
 		rw, ok := lg[m.Name]
 		if !ok {
 			continue
 		}
-		v := verdict(rw.PeakAnon <= rssTarget)
-		if rw.PeakAnon <= rssTarget && rw.PeakAnonMax > rssTarget {
-			v = "met by the median, not by every run"
-		}
-		fmt.Fprintf(&b, "| restore peak RSS <= 128 MiB (anonymous; VmHWM in the table) | %s | %.0f MiB (max %.0f) | %s |\n", m.Short, float64(rw.PeakAnon)/(1<<20), float64(rw.PeakAnonMax)/(1<<20), v)
+		b.WriteString(rssRow("restore peak RSS <= 128 MiB (anonymous; VmHWM in the table)", m, rw.PeakAnon, rw.PeakAnonMax))
 	}
 	return b.String()
+}
+
+// wallRow judges a mode's paired wall-time ratio against target. Other
+// people's load slows the modes of a round unequally, so the verdict rests
+// on quiet rounds when there are enough of them, else on every round's
+// paired ratio.
+func wallRow(target string, m modeInfo, rw row, bound float64) string {
+	judged, on := rw.Paired, fmt.Sprintf("median of %d rounds", rw.Runs)
+	if rw.QuietRounds >= minQuietRounds {
+		judged, on = rw.Quiet, fmt.Sprintf("median of %d quiet rounds", rw.QuietRounds)
+	}
+	return fmt.Sprintf("| %s | %s | **%.2f** (%s); every round: median %.2f, %.2f–%.2f; ratio of medians %.2f | %s |\n",
+		target, m.Short, judged, on, rw.Paired, rw.PairedMin, rw.PairedMax, rw.Ratio, verdict(judged <= bound))
+}
+
+// rssRow judges a mode's median peak against the 128 MiB bound.
+func rssRow(target string, m modeInfo, peak, peakMax int64) string {
+	v := verdict(peak <= rssTarget)
+	if peak <= rssTarget && peakMax > rssTarget {
+		v = "met by the median, not by every run"
+	}
+	return fmt.Sprintf("| %s | %s | %.0f MiB (max %.0f) | %s |\n", target, m.Short, float64(peak)/(1<<20), float64(peakMax)/(1<<20), v)
+}
+
+// verdict says whether a target was met.
+func verdict(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "**missed**"
 }
 
 // sizeOthers returns the median CPU other processes used during the runs
