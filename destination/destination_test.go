@@ -2,11 +2,13 @@ package destination_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -130,16 +132,18 @@ func TestInFlightBackupKeepsItsBucket(t *testing.T) {
 
 	snap := &snapshotter{stream: rawSnapshot(64, 3), gate: make(chan struct{}), reached: make(chan struct{})}
 	p := backup.Pipeline{Snapshotter: snap, Compression: backup.None}
+	target, reading := readingTarget(eu.Target())
 	type result struct {
 		res *backup.Result
 		err error
 	}
 	done := make(chan result, 1)
 	go func() {
-		res, err := p.Run(ctx, backup.Request{Cluster: "prod-a", Name: "moving", Targets: []backup.Target{eu.Target()}})
+		res, err := p.Run(ctx, backup.Request{Cluster: "prod-a", Name: "moving", Targets: []backup.Target{target}})
 		done <- result{res, err}
 	}()
 	<-snap.reached
+	<-reading.reading
 	_, err = r.Update(ctx, "eu", mem("eu", "mem://new"))
 	require.NoError(t, err)
 	close(snap.gate)
@@ -171,12 +175,14 @@ func TestInFlightBackupOnRemovedDestination(t *testing.T) {
 
 	snap := &snapshotter{stream: rawSnapshot(64, 3), gate: make(chan struct{}), reached: make(chan struct{})}
 	p := backup.Pipeline{Snapshotter: snap}
+	target, reading := readingTarget(gone.Target())
 	done := make(chan error, 1)
 	go func() {
-		_, err := p.Run(ctx, backup.Request{Cluster: "prod-a", Name: "leaving", Targets: []backup.Target{gone.Target()}})
+		_, err := p.Run(ctx, backup.Request{Cluster: "prod-a", Name: "leaving", Targets: []backup.Target{target}})
 		done <- err
 	}()
 	<-snap.reached
+	<-reading.reading
 	require.NoError(t, r.Remove("gone"))
 	close(snap.gate)
 	require.NoError(t, <-done)
@@ -190,6 +196,33 @@ func TestInFlightBackupOnRemovedDestination(t *testing.T) {
 	require.Len(t, entries, 1)
 	assert.Equal(t, backup.KindBackup, entries[0].Kind)
 }
+
+// readingTarget wraps t's uploader in a readingUploader. Tests that change
+// a destination under a backup wait for it: the pipeline starts uploads in
+// goroutines of their own, maybe after the snapshot is half read.
+func readingTarget(t backup.Target) (backup.Target, *readingUploader) {
+	u := &readingUploader{Uploader: t.Uploader, reading: make(chan struct{})}
+	t.Uploader = u
+	return t, u
+}
+
+// readingUploader closes reading when its Upload first reads its input.
+type readingUploader struct {
+	backup.Uploader
+	reading chan struct{}
+	once    sync.Once
+}
+
+func (u *readingUploader) Upload(ctx context.Context, m *backup.Manifest, r io.Reader) error {
+	return u.Uploader.Upload(ctx, m, readerFunc(func(p []byte) (int, error) {
+		u.once.Do(func() { close(u.reading) })
+		return r.Read(p)
+	}))
+}
+
+type readerFunc func([]byte) (int, error)
+
+func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
 
 // A destination that cannot be opened is registered all the same, shows
 // why, refuses work with ErrUnavailable, and is opened at the next check

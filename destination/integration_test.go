@@ -318,16 +318,18 @@ func TestCredentialRotationWithMinIO(t *testing.T) {
 	// A 12 MiB snapshot: several parts, held halfway.
 	snap := &snapshotter{stream: rawSnapshot(12<<20/512, 2), gate: make(chan struct{}), reached: make(chan struct{})}
 	p := backup.Pipeline{Snapshotter: snap, Compression: backup.None}
+	target, reading := readingTarget(eu.Target())
 	type result struct {
 		res *backup.Result
 		err error
 	}
 	done := make(chan result, 1)
 	go func() {
-		res, err := p.Run(ctx, backup.Request{Cluster: "prod-a", Name: "rotating", Targets: []backup.Target{eu.Target()}})
+		res, err := p.Run(ctx, backup.Request{Cluster: "prod-a", Name: "rotating", Targets: []backup.Target{target}})
 		done <- result{res, err}
 	}()
 	<-snap.reached
+	<-reading.reading
 
 	// Rotate to credentials that do not work.
 	secrets["minio"] = destination.Keys{AccessKey: srv.AccessKey(), SecretKey: "not-the-secret"}
