@@ -9,13 +9,16 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/etcdbackup/etcdbackup/storage"
 )
 
 // Catalog is what listing backups needs from a store: storage.Bucket has
-// it.
+// it. ListBackups calls Get from several goroutines at once, so an
+// implementation must be safe for concurrent use, as buckets are.
 type Catalog interface {
 	List(ctx context.Context, prefix string) iter.Seq2[storage.ObjectInfo, error]
 	Get(ctx context.Context, key string) (io.ReadCloser, error)
@@ -113,12 +116,12 @@ func ListBackups(ctx context.Context, c Catalog, cluster string) ([]Entry, error
 		}
 	}
 
-	for _, info := range manifests {
-		e, err := readEntry(ctx, c, cluster, info, data)
-		if err != nil {
-			return nil, err
-		}
-		entries = append(entries, e)
+	read, err := readManifests(ctx, c, manifests)
+	if err != nil {
+		return nil, err
+	}
+	for i, info := range manifests {
+		entries = append(entries, claimEntry(cluster, info, read[i], data))
 	}
 
 	for name, info := range data {
@@ -140,46 +143,107 @@ func ListBackups(ctx context.Context, c Catalog, cluster string) ([]Entry, error
 	return entries, nil
 }
 
-// readEntry reads one manifest and claims its data object from data.
-func readEntry(ctx context.Context, c Catalog, cluster string, info storage.ObjectInfo, data map[string]storage.ObjectInfo) (Entry, error) {
-	name := path.Base(info.Key)
-	invalid := func(problem error) Entry {
-		return Entry{Kind: KindInvalid, Cluster: cluster, ID: name, Key: info.Key, ManifestKey: info.Key,
-			Created: info.ModTime, Problem: problem}
+// manifestReads bounds the manifests ListBackups reads at once: a folder
+// of many backups on a remote store costs a round trip per manifest.
+const manifestReads = 8
+
+// manifestRead is the outcome of reading one manifest: the manifest, or
+// why its content is not one.
+type manifestRead struct {
+	m       *Manifest
+	problem error
+}
+
+// readManifests reads the manifests, manifestReads at a time. An error
+// that is not about a manifest's content (a store outage) fails the call.
+func readManifests(ctx context.Context, c Catalog, manifests []storage.ObjectInfo) ([]manifestRead, error) {
+	out := make([]manifestRead, len(manifests))
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		next     atomic.Int64
+		wg       sync.WaitGroup
+		failOnce sync.Once
+		failure  error
+	)
+	for range min(manifestReads, len(manifests)) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(manifests) || ctx.Err() != nil {
+					return
+				}
+				r, err := readManifest(ctx, c, manifests[i].Key)
+				if err != nil {
+					failOnce.Do(func() { failure = err; cancel() })
+					return
+				}
+				out[i] = r
+			}
+		})
 	}
-	rc, err := c.Get(ctx, info.Key)
+	wg.Wait()
+	if failure != nil {
+		return nil, failure
+	}
+	// A cancelled caller may have stopped the workers before the end.
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// readManifest reads and parses one manifest.
+func readManifest(ctx context.Context, c Catalog, key string) (manifestRead, error) {
+	rc, err := c.Get(ctx, key)
 	if errors.Is(err, storage.ErrNotFound) {
-		return invalid(fmt.Errorf("manifest vanished while listing: %w", err)), nil
+		return manifestRead{problem: fmt.Errorf("manifest vanished while listing: %w", err)}, nil
 	}
 	if err != nil {
-		return Entry{}, fmt.Errorf("read manifest %s: %w", info.Key, err)
+		return manifestRead{}, fmt.Errorf("read manifest %s: %w", key, err)
 	}
 	m, err := ParseManifest(rc)
 	rc.Close()
 	switch {
 	case errors.Is(err, ErrInvalidManifest):
-		return invalid(err), nil
+		return manifestRead{problem: err}, nil
 	case err != nil:
-		return Entry{}, fmt.Errorf("read manifest %s: %w", info.Key, err)
+		return manifestRead{}, fmt.Errorf("read manifest %s: %w", key, err)
+	}
+	return manifestRead{m: m}, nil
+}
+
+// claimEntry makes the entry of one manifest read and claims its data
+// object from data.
+func claimEntry(cluster string, info storage.ObjectInfo, r manifestRead, data map[string]storage.ObjectInfo) Entry {
+	name := path.Base(info.Key)
+	invalid := func(problem error) Entry {
+		return Entry{Kind: KindInvalid, Cluster: cluster, ID: name, Key: info.Key, ManifestKey: info.Key,
+			Created: info.ModTime, Problem: problem}
+	}
+	m := r.m
+	switch {
+	case r.problem != nil:
+		return invalid(r.problem)
 	case m.Cluster != cluster:
-		return invalid(fmt.Errorf("%w: manifest names cluster %q, found in the folder of %q", ErrInvalidManifest, m.Cluster, cluster)), nil
+		return invalid(fmt.Errorf("%w: manifest names cluster %q, found in the folder of %q", ErrInvalidManifest, m.Cluster, cluster))
 	case ManifestKey(m.DataKey) != name:
-		return invalid(fmt.Errorf("%w: manifest %s names data object %q, which is not its own", ErrInvalidManifest, name, m.DataKey)), nil
+		return invalid(fmt.Errorf("%w: manifest %s names data object %q, which is not its own", ErrInvalidManifest, name, m.DataKey))
 	}
 	obj, ok := data[m.DataKey]
 	if !ok {
 		e := invalid(fmt.Errorf("data object %s is missing", ClusterPrefix(cluster)+m.DataKey))
 		e.Manifest = m
-		return e, nil
+		return e
 	}
 	delete(data, m.DataKey)
 	if obj.Size != m.Stored.Size {
 		e := invalid(fmt.Errorf("data object %s is %d bytes, its manifest says %d", obj.Key, obj.Size, m.Stored.Size))
 		e.Manifest = m
-		return e, nil
+		return e
 	}
 	return Entry{Kind: KindBackup, Cluster: cluster, ID: m.ID, Key: obj.Key, ManifestKey: info.Key,
-		Manifest: m, Created: m.Created, Size: obj.Size, Compression: m.Compression}, nil
+		Manifest: m, Created: m.Created, Size: obj.Size, Compression: m.Compression}
 }
 
 // IsDataName reports whether a file name is shaped like the data objects

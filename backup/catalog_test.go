@@ -2,9 +2,16 @@ package backup_test
 
 import (
 	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 	"gocloud.dev/blob/memblob"
 
 	"github.com/etcdbackup/etcdbackup/backup"
@@ -76,4 +83,66 @@ func TestListBackupsClassifies(t *testing.T) {
 
 	_, err = backup.ListBackups(ctx, b, "../prod-a")
 	require.ErrorIs(t, err, backup.ErrInvalidName)
+}
+
+// slowCatalog delays every Get and records how many were in flight at
+// once; failKey's Get fails as a store outage would.
+type slowCatalog struct {
+	backup.Catalog
+	delay             time.Duration
+	failKey           string
+	inFlight, maxSeen atomic.Int32
+}
+
+func (c *slowCatalog) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	n := c.inFlight.Add(1)
+	defer c.inFlight.Add(-1)
+	for {
+		m := c.maxSeen.Load()
+		if n <= m || c.maxSeen.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	select {
+	case <-time.After(c.delay):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if key == c.failKey {
+		return nil, errors.New("store outage")
+	}
+	return c.Catalog.Get(ctx, key)
+}
+
+// TestListBackupsReadsManifestsConcurrently checks that the manifests of a
+// folder are read several at a time, never more than the bound, with the
+// same result as one at a time, and that an outage reading one fails the
+// whole listing.
+func TestListBackupsReadsManifestsConcurrently(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	ctx := t.Context()
+	b := blob.New(memblob.OpenBucket(nil), nil)
+	for i := range 20 {
+		p := &backup.Pipeline{Snapshotter: newSnapshotter(fakeSnapshot(t, 10, uint64(i))), Now: func() time.Time {
+			return time.Date(2026, 11, 22, 0, i, 0, 0, time.UTC)
+		}}
+		_, err := p.Run(ctx, backup.Request{Cluster: "prod-a", Name: fmt.Sprintf("b%d", i),
+			Targets: []backup.Target{{Destination: "d", Uploader: &backup.BucketUploader{Bucket: b}}}})
+		require.NoError(t, err)
+	}
+	serial, err := backup.ListBackups(ctx, b, "prod-a")
+	require.NoError(t, err)
+	require.Len(t, serial, 20)
+
+	slow := &slowCatalog{Catalog: b, delay: 20 * time.Millisecond}
+	entries, err := backup.ListBackups(ctx, slow, "prod-a")
+	require.NoError(t, err)
+	require.Equal(t, serial, entries)
+	require.Greater(t, slow.maxSeen.Load(), int32(1), "manifests were read one at a time")
+	require.LessOrEqual(t, slow.maxSeen.Load(), int32(8), "more manifests in flight than the bound")
+
+	slow = &slowCatalog{Catalog: b, delay: time.Millisecond, failKey: serial[7].ManifestKey}
+	_, err = backup.ListBackups(ctx, slow, "prod-a")
+	require.ErrorContains(t, err, "store outage")
+	require.ErrorContains(t, err, serial[7].ManifestKey)
 }

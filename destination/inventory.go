@@ -261,13 +261,15 @@ func listInventory(ctx context.Context, name string, b storage.Bucket, cache map
 }
 
 // listedCatalog serves ListBackups from a listing already made, and reads
-// manifests through a cache.
+// manifests through a cache. ListBackups calls Get from several goroutines.
 type listedCatalog struct {
 	objects []storage.ObjectInfo // one cluster folder, in key order
 	bucket  storage.Bucket
 	old     map[string]cachedManifest // read only
-	fresh   map[string]cachedManifest // filled for the next sync
-	index   map[string]storage.ObjectInfo
+
+	mu    sync.Mutex                    // guards fresh and index
+	fresh map[string]cachedManifest     // filled for the next sync
+	index map[string]storage.ObjectInfo // objects by key, made on first use
 }
 
 func (c *listedCatalog) List(_ context.Context, prefix string) iter.Seq2[storage.ObjectInfo, error] {
@@ -281,6 +283,7 @@ func (c *listedCatalog) List(_ context.Context, prefix string) iter.Seq2[storage
 }
 
 func (c *listedCatalog) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	c.mu.Lock()
 	if c.index == nil {
 		c.index = make(map[string]storage.ObjectInfo, len(c.objects))
 		for _, info := range c.objects {
@@ -290,8 +293,10 @@ func (c *listedCatalog) Get(ctx context.Context, key string) (io.ReadCloser, err
 	info, listed := c.index[key]
 	if cached, ok := c.old[key]; ok && listed && sameObject(cached.info, info) {
 		c.fresh[key] = cached
+		c.mu.Unlock()
 		return io.NopCloser(bytes.NewReader(cached.data)), nil
 	}
+	c.mu.Unlock()
 	rc, err := c.bucket.Get(ctx, key)
 	if err != nil {
 		return nil, err
@@ -304,7 +309,9 @@ func (c *listedCatalog) Get(ctx context.Context, key string) (io.ReadCloser, err
 		return nil, err
 	}
 	if listed && len(data) <= backup.MaxManifestSize {
+		c.mu.Lock()
 		c.fresh[key] = cachedManifest{info: info, data: data}
+		c.mu.Unlock()
 	}
 	return io.NopCloser(bytes.NewReader(data)), nil
 }

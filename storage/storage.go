@@ -14,6 +14,8 @@ import (
 // Keys are slash-separated UTF-8 strings (see ValidateKey). A Bucket holds
 // no notion of directories: List returns every key that starts with the
 // prefix, in ascending byte order.
+//
+// A Bucket is safe for concurrent use by several goroutines.
 type Bucket interface {
 	// Put streams r to key. The length of r need not be known. The object
 	// becomes visible only if Put returns nil: when r returns an error or ctx
