@@ -131,24 +131,11 @@ func TestInFlightBackupKeepsItsBucket(t *testing.T) {
 	require.NoError(t, err)
 
 	snap := &snapshotter{stream: rawSnapshot(64, 3), gate: make(chan struct{}), reached: make(chan struct{})}
-	p := backup.Pipeline{Snapshotter: snap, Compression: backup.None}
-	target, reading := readingTarget(eu.Target())
-	type result struct {
-		res *backup.Result
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		res, err := p.Run(ctx, backup.Request{Cluster: "prod-a", Name: "moving", Targets: []backup.Target{target}})
-		done <- result{res, err}
-	}()
-	<-snap.reached
-	<-reading.reading
+	finish := holdBackup(ctx, &backup.Pipeline{Snapshotter: snap, Compression: backup.None}, snap, "moving", eu.Target())
 	_, err = r.Update(ctx, "eu", mem("eu", "mem://new"))
 	require.NoError(t, err)
-	close(snap.gate)
-	got := <-done
-	require.NoError(t, got.err)
+	res, err := finish()
+	require.NoError(t, err)
 
 	entries, err := backup.ListBackups(ctx, eu, "prod-a")
 	require.NoError(t, err)
@@ -160,7 +147,7 @@ func TestInFlightBackupKeepsItsBucket(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, entries, 1)
 	assert.Equal(t, backup.KindBackup, entries[0].Kind, "data and manifest both in the old bucket")
-	assert.Equal(t, got.res.Stored.Size, entries[0].Size)
+	assert.Equal(t, res.Stored.Size, entries[0].Size)
 }
 
 // A backup under way when its destination is removed finishes; the
@@ -174,18 +161,10 @@ func TestInFlightBackupOnRemovedDestination(t *testing.T) {
 	require.NoError(t, err)
 
 	snap := &snapshotter{stream: rawSnapshot(64, 3), gate: make(chan struct{}), reached: make(chan struct{})}
-	p := backup.Pipeline{Snapshotter: snap}
-	target, reading := readingTarget(gone.Target())
-	done := make(chan error, 1)
-	go func() {
-		_, err := p.Run(ctx, backup.Request{Cluster: "prod-a", Name: "leaving", Targets: []backup.Target{target}})
-		done <- err
-	}()
-	<-snap.reached
-	<-reading.reading
+	finish := holdBackup(ctx, &backup.Pipeline{Snapshotter: snap}, snap, "leaving", gone.Target())
 	require.NoError(t, r.Remove("gone"))
-	close(snap.gate)
-	require.NoError(t, <-done)
+	_, err = finish()
+	require.NoError(t, err)
 	_, err = gone.Stat(ctx, "x")
 	require.ErrorIs(t, err, destination.ErrNotFound)
 
@@ -197,13 +176,31 @@ func TestInFlightBackupOnRemovedDestination(t *testing.T) {
 	assert.Equal(t, backup.KindBackup, entries[0].Kind)
 }
 
-// readingTarget wraps t's uploader in a readingUploader. Tests that change
-// a destination under a backup wait for it: the pipeline starts uploads in
-// goroutines of their own, maybe after the snapshot is half read.
-func readingTarget(t backup.Target) (backup.Target, *readingUploader) {
-	u := &readingUploader{Uploader: t.Uploader, reading: make(chan struct{})}
-	t.Uploader = u
-	return t, u
+// holdBackup runs p, whose snapshotter is snap (with a gate), to target in
+// a goroutine of cluster "prod-a" and returns once the snapshot is half read
+// and the target's Upload reads: a backup under way, to change its
+// destination under. (The pipeline starts uploads in goroutines of their
+// own, maybe after the snapshot is half read: waiting for the snapshot
+// alone would race.) finish lets the snapshot end and returns the result.
+func holdBackup(ctx context.Context, p *backup.Pipeline, snap *snapshotter, name string, target backup.Target) (finish func() (*backup.Result, error)) {
+	u := &readingUploader{Uploader: target.Uploader, reading: make(chan struct{})}
+	target.Uploader = u
+	type result struct {
+		res *backup.Result
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := p.Run(ctx, backup.Request{Cluster: "prod-a", Name: name, Targets: []backup.Target{target}})
+		done <- result{res, err}
+	}()
+	<-snap.reached
+	<-u.reading
+	return func() (*backup.Result, error) {
+		close(snap.gate)
+		got := <-done
+		return got.res, got.err
+	}
 }
 
 // readingUploader closes reading when its Upload first reads its input.

@@ -317,19 +317,7 @@ func TestCredentialRotationWithMinIO(t *testing.T) {
 
 	// A 12 MiB snapshot: several parts, held halfway.
 	snap := &snapshotter{stream: rawSnapshot(12<<20/512, 2), gate: make(chan struct{}), reached: make(chan struct{})}
-	p := backup.Pipeline{Snapshotter: snap, Compression: backup.None}
-	target, reading := readingTarget(eu.Target())
-	type result struct {
-		res *backup.Result
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		res, err := p.Run(ctx, backup.Request{Cluster: "prod-a", Name: "rotating", Targets: []backup.Target{target}})
-		done <- result{res, err}
-	}()
-	<-snap.reached
-	<-reading.reading
+	finish := holdBackup(ctx, &backup.Pipeline{Snapshotter: snap, Compression: backup.None}, snap, "rotating", eu.Target())
 
 	// Rotate to credentials that do not work.
 	secrets["minio"] = destination.Keys{AccessKey: srv.AccessKey(), SecretKey: "not-the-secret"}
@@ -341,9 +329,8 @@ func TestCredentialRotationWithMinIO(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, destination.ReasonAuth, st.Reason, "new requests use the new credentials")
 
-	close(snap.gate)
-	got := <-done
-	require.NoError(t, got.err, "the backup under way finished on its own client")
+	res, err := finish()
+	require.NoError(t, err, "the backup under way finished on its own client")
 	assert.Len(t, eu.Inventory().Entries, 1, "the inventory survived the rotation")
 
 	// Rotate back: the backup is there, complete.
@@ -354,7 +341,7 @@ func TestCredentialRotationWithMinIO(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, entries, 2)
 	assert.Equal(t, backup.KindBackup, entries[1].Kind)
-	assert.Equal(t, got.res.ID, entries[1].ID)
+	assert.Equal(t, res.ID, entries[1].ID)
 	uploads, err := srv.IncompleteUploads(ctx, bucket)
 	require.NoError(t, err)
 	assert.Empty(t, uploads)
