@@ -70,7 +70,8 @@ type EtcdInfo struct {
 	// Version is the member's server version.
 	Version string `json:"version,omitempty"`
 	// StorageVersion is the storage schema version of the snapshot: the
-	// oldest etcd that can restore it (empty before etcd 3.6).
+	// oldest etcd that can restore it (empty before etcd 3.6, and in the first
+	// seconds of a new cluster, before etcd records it).
 	StorageVersion string `json:"storageVersion,omitempty"`
 	ClusterID      string `json:"clusterID,omitempty"`
 	MemberID       string `json:"memberID,omitempty"`

@@ -38,7 +38,9 @@ type SnapshotInfo struct {
 	EtcdVersion string
 	// StorageVersion is the storage schema version etcd sends with the
 	// snapshot, e.g. "3.7.0": restoring it needs an etcd of at least that
-	// version. It is empty for etcd older than 3.6.
+	// version. It is empty for etcd older than 3.6, and for a member of a new
+	// cluster that has not recorded it yet (etcd does so within seconds of
+	// deciding the cluster version).
 	StorageVersion string
 	// Leader and Learner tell the member's role when it was chosen.
 	Leader  bool

@@ -21,6 +21,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.etcd.io/etcd/server/v3/storage/schema"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
@@ -398,6 +399,24 @@ func (s *Server) DataDir() string { return s.dataDir }
 
 // TLS returns the member's client TLS files, nil when it serves plain HTTP.
 func (s *Server) TLS() *TLSFiles { return s.tls }
+
+// WaitStorageVersion waits until the member has recorded its storage schema
+// version in its backend and returns it. A new cluster records it only after
+// its cluster version is decided, which etcd's version monitor may leave for
+// up to four seconds after the start; snapshots taken before that carry none.
+func (s *Server) WaitStorageVersion(tb testing.TB) string {
+	tb.Helper()
+	deadline := time.Now().Add(ReadyTimeout)
+	for {
+		if v := schema.ReadStorageVersion(s.etcd.Server.Backend().ReadTx()); v != nil {
+			return v.String()
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("etcd member %s recorded no storage version within %v", s.name, ReadyTimeout)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
 
 // Etcd returns the embedded server, for what this package does not wrap.
 func (s *Server) Etcd() *embed.Etcd { return s.etcd }
