@@ -16,27 +16,24 @@
 package miniotest
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
+	"github.com/etcdbackup/etcdbackup/internal/servertest"
 	"github.com/etcdbackup/etcdbackup/storage"
 )
 
@@ -50,9 +47,7 @@ const KMSKeyName = "miniotest-key"
 
 const (
 	startTimeout = 60 * time.Second
-	stopTimeout  = 15 * time.Second
 	startTries   = 3
-	maxOutput    = 1 << 20
 )
 
 // BucketOptions tunes NewBucket.
@@ -75,24 +70,16 @@ type Server struct {
 	kmsKey  string
 
 	mu        sync.Mutex
-	proc      *process
+	proc      *servertest.Process
 	buckets   atomic.Int64
 	core      *minio.Core     // shared by NewBucket and IncompleteUploads
 	transport *http.Transport // core's
 }
 
-// process is one run of the MinIO binary.
-type process struct {
-	cmd    *exec.Cmd
-	out    *output
-	exited chan struct{} // closed once cmd.Wait returned
-	err    error         // cmd.Wait's result, readable after exited closes
-}
-
 // Start launches a MinIO server and registers its shutdown with tb.Cleanup.
 func Start(tb testing.TB) *Server {
 	tb.Helper()
-	bin := binary(tb)
+	bin := servertest.Binary(tb, "miniotest", BinEnv, filepath.Join(".tools", "bin", "minio"))
 	dir := tb.TempDir()
 	s := &Server{
 		bin:     bin,
@@ -113,59 +100,22 @@ func Start(tb testing.TB) *Server {
 	// process before MinIO binds it; try a few ports before giving up.
 	var lastErr error
 	for range startTries {
-		s.addr, s.console = freeAddr(tb), freeAddr(tb)
+		s.addr, s.console = servertest.FreeAddr(tb), servertest.FreeAddr(tb)
 		p, err := s.launch()
 		if err == nil {
 			s.proc = p
 			return s
 		}
 		lastErr = err
-		tb.Logf("miniotest: start on %s: %v\n%s", s.addr, err, p.out.String())
+		tb.Logf("miniotest: start on %s: %v\n%s", s.addr, err, p.Output())
 	}
 	tb.Fatalf("miniotest: start minio: %v", lastErr)
 	return nil
 }
 
-// binary returns the path of the MinIO binary or fails tb.
-func binary(tb testing.TB) string {
-	tb.Helper()
-	bin := os.Getenv(BinEnv)
-	if bin == "" {
-		root, err := moduleRoot()
-		if err != nil {
-			tb.Fatalf("miniotest: %v; set %s or run `make tools` in the module root", err, BinEnv)
-		}
-		bin = filepath.Join(root, ".tools", "bin", "minio")
-	}
-	fi, err := os.Stat(bin)
-	if err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
-		tb.Fatalf("miniotest: no minio binary at %s: run `make tools` in the module root (or set %s)", bin, BinEnv)
-	}
-	return bin
-}
-
-// moduleRoot walks up from the working directory to the directory holding
-// go.mod.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod above the working directory")
-		}
-		dir = parent
-	}
-}
-
 // launch starts the process and waits until it is live and ready. On error
 // the process is gone and its output is in the returned process.
-func (s *Server) launch() (*process, error) {
+func (s *Server) launch() (*servertest.Process, error) {
 	cmd := exec.Command(s.bin, "server",
 		"--quiet",
 		"--address", s.addr,
@@ -180,70 +130,9 @@ func (s *Server) launch() (*process, error) {
 		"MINIO_CI_CD=on",
 		"MINIO_KMS_SECRET_KEY="+s.kmsKey,
 	)
-	out := &output{}
-	cmd.Stdout, cmd.Stderr = out, out
-	// A process group of its own keeps a Ctrl-C meant for `go test` from
-	// reaching MinIO before the test's cleanup stops it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	p := &process{cmd: cmd, out: out, exited: make(chan struct{})}
-	if err := cmd.Start(); err != nil {
-		close(p.exited)
-		return p, err
-	}
-	go func() {
-		p.err = cmd.Wait()
-		close(p.exited)
-	}()
-	if err := s.waitReady(p); err != nil {
-		p.terminate()
-		return p, err
-	}
-	return p, nil
-}
-
-// waitReady polls the health endpoints until both answer 200.
-func (s *Server) waitReady(p *process) error {
-	client := &http.Client{Timeout: 2 * time.Second}
-	deadline := time.Now().Add(startTimeout)
-	for _, path := range []string{"/minio/health/live", "/minio/health/ready"} {
-		url := "http://" + s.addr + path
-		for {
-			resp, err := client.Get(url)
-			if err == nil {
-				resp.Body.Close()
-				if resp.StatusCode == http.StatusOK {
-					break
-				}
-			}
-			select {
-			case <-p.exited:
-				return fmt.Errorf("minio exited before it was ready: %v", p.err)
-			case <-time.After(50 * time.Millisecond):
-			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("minio not ready after %v (last: %v)", startTimeout, err)
-			}
-		}
-	}
-	client.CloseIdleConnections()
-	return nil
-}
-
-// terminate sends SIGTERM, then SIGKILL if the process lingers, and waits
-// for it to exit.
-func (p *process) terminate() {
-	select {
-	case <-p.exited:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.exited:
-	case <-time.After(stopTimeout):
-		_ = p.cmd.Process.Kill()
-		<-p.exited
-	}
+	return servertest.Launch(cmd, startTimeout, servertest.HTTPReady(
+		"http://"+s.addr+"/minio/health/live",
+		"http://"+s.addr+"/minio/health/ready"))
 }
 
 func (s *Server) stop(tb testing.TB) {
@@ -253,7 +142,7 @@ func (s *Server) stop(tb testing.TB) {
 	if s.proc == nil {
 		return
 	}
-	s.proc.terminate()
+	s.proc.Terminate()
 	s.proc = nil
 	if s.transport != nil {
 		s.transport.CloseIdleConnections()
@@ -284,7 +173,7 @@ func (s *Server) Restart(tb testing.TB) {
 			return
 		}
 		lastErr = err
-		tb.Logf("miniotest: restart on %s: %v\n%s", s.addr, err, p.out.String())
+		tb.Logf("miniotest: restart on %s: %v\n%s", s.addr, err, p.Output())
 		time.Sleep(500 * time.Millisecond)
 	}
 	tb.Fatalf("miniotest: restart minio: %v", lastErr)
@@ -392,38 +281,6 @@ func (s *Server) IncompleteUploads(ctx context.Context, bucket string) ([]storag
 		}
 		keyMarker, idMarker = res.NextKeyMarker, res.NextUploadIDMarker
 	}
-}
-
-// output collects a process' stdout and stderr, keeping the first
-// maxOutput bytes.
-type output struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (o *output) Write(p []byte) (int, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if room := maxOutput - o.buf.Len(); room > 0 {
-		o.buf.Write(p[:min(len(p), room)])
-	}
-	return len(p), nil
-}
-
-func (o *output) String() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.buf.String()
-}
-
-func freeAddr(tb testing.TB) string {
-	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatalf("miniotest: find a free port: %v", err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 func randomBytes(tb testing.TB, n int) []byte {
