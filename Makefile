@@ -11,9 +11,16 @@ SHELL := /bin/bash
 TOOLS := $(CURDIR)/.tools/bin
 MINIO_VERSION := v0.0.0-20260212201848-7aac2a2c5b7c
 STATICCHECK_VERSION := v0.8.2
+FAKE_GCS_VERSION := v1.56.1
+# Azurite's version and its dependencies are pinned by the package.json and
+# package-lock.json in internal/azuritetest.
+AZURITE_DIR := $(CURDIR)/.tools/azurite
+AZURITE := $(AZURITE_DIR)/node_modules/.bin/azurite-blob
 
-# Tests find the MinIO server here; they fail (never skip) without it.
+# Tests find the servers here; they fail (never skip) without them.
 export ETCDBACKUP_MINIO_BIN := $(TOOLS)/minio
+export ETCDBACKUP_FAKE_GCS_BIN := $(TOOLS)/fake-gcs-server
+export ETCDBACKUP_AZURITE_BIN := $(AZURITE)
 
 GO_TEST_FLAGS ?= -race -count=1 -timeout 60m
 
@@ -21,16 +28,32 @@ GO_TEST_FLAGS ?= -race -count=1 -timeout 60m
 
 all: lint test
 
-tools: $(TOOLS)/minio $(TOOLS)/staticcheck
+SERVERS := $(TOOLS)/minio $(TOOLS)/fake-gcs-server $(AZURITE)
+
+tools: $(SERVERS) $(TOOLS)/staticcheck
 
 $(TOOLS)/minio:
 	@echo "installing minio $(MINIO_VERSION) into $(TOOLS) (a few minutes, once)"
 	GOBIN=$(TOOLS) go install github.com/minio/minio@$(MINIO_VERSION)
 
+$(TOOLS)/fake-gcs-server:
+	@echo "installing fake-gcs-server $(FAKE_GCS_VERSION) into $(TOOLS) (a minute or two, once)"
+	GOBIN=$(TOOLS) go install github.com/fsouza/fake-gcs-server@$(FAKE_GCS_VERSION)
+
+# Azurite runs on Node.js; Debian's packages stand in when the machine has
+# no npm.
+$(AZURITE): internal/azuritetest/package.json internal/azuritetest/package-lock.json
+	@command -v npm >/dev/null || { apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null; }
+	mkdir -p $(AZURITE_DIR)
+	cp internal/azuritetest/package.json internal/azuritetest/package-lock.json $(AZURITE_DIR)/
+	cd $(AZURITE_DIR) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
 $(TOOLS)/staticcheck:
 	GOBIN=$(TOOLS) go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
-test: $(TOOLS)/minio
+test: $(SERVERS)
 	go test $(GO_TEST_FLAGS) -json ./... | go run ./internal/testreport
 
 lint: $(TOOLS)/staticcheck

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	gcblob "gocloud.dev/blob"
 
@@ -99,6 +100,7 @@ const (
 	driverOther driverKind = iota
 	driverFile             // gocloud.dev/blob/fileblob
 	driverS3               // gocloud.dev/blob/s3blob
+	driverAzure            // gocloud.dev/blob/azureblob
 )
 
 // Bucket is a storage.Bucket backed by a gocloud.dev/blob bucket. It is
@@ -139,6 +141,7 @@ func New(b *gcblob.Bucket, opts *Options) *Bucket {
 	}
 	var client *s3.Client
 	var fi os.FileInfo
+	var azc *container.Client
 	switch {
 	case b.As(&client):
 		bk.kind, bk.s3 = driverS3, client
@@ -148,6 +151,8 @@ func New(b *gcblob.Bucket, opts *Options) *Bucket {
 	case b.As(&fi):
 		bk.kind = driverFile
 		bk.opts.SortList = true
+	case b.As(&azc):
+		bk.kind = driverAzure
 	}
 	return bk
 }
@@ -244,23 +249,37 @@ func (b *Bucket) put(ctx context.Context, key string, r io.Reader, opts *storage
 		target = new(s3Target)
 		wopts.BeforeWrite = target.capture
 	}
-	w, err := b.b.NewWriter(wctx, key, wopts)
-	if err != nil {
-		return b.errorf(op, key, err, exclusive)
-	}
-
-	written, readErr, writeErr := copyBody(ctx, w, r)
-	if readErr == nil && writeErr == nil && ctx.Err() == nil {
-		writeErr = w.Close()
+	var written int64
+	var readErr, writeErr error
+	if b.kind == driverAzure {
+		// azureblob's writer panics in Close when its upload failed after
+		// the first Write (its upload goroutine clears the pipe that Close
+		// then closes), so the driver reads the body itself: an upload
+		// either commits its block list whole or not at all.
+		body := &bodyReader{ctx: ctx, r: r}
+		writeErr = b.b.Upload(wctx, key, body, wopts)
 		if writeErr == nil {
 			return nil
 		}
+		written, readErr = body.n, body.err
 	} else {
-		// Cancelling before Close is what tells every driver to discard
-		// the write instead of committing what it has.
-		cancel()
-		if cerr := w.Close(); writeErr == nil {
-			writeErr = cerr
+		w, err := b.b.NewWriter(wctx, key, wopts)
+		if err != nil {
+			return b.errorf(op, key, err, exclusive)
+		}
+		written, readErr, writeErr = copyBody(ctx, w, r)
+		if readErr == nil && writeErr == nil && ctx.Err() == nil {
+			writeErr = w.Close()
+			if writeErr == nil {
+				return nil
+			}
+		} else {
+			// Cancelling before Close is what tells every driver to
+			// discard the write instead of committing what it has.
+			cancel()
+			if cerr := w.Close(); writeErr == nil {
+				writeErr = cerr
+			}
 		}
 	}
 	if target != nil && !b.keepFailedUploads {
@@ -308,6 +327,28 @@ func copyBody(ctx context.Context, w io.Writer, r io.Reader) (written int64, rea
 		}
 	}
 	return written, nil, nil
+}
+
+// bodyReader is a Put's body as a driver reads it on its own: it ends with
+// ctx's error once ctx is done, and keeps the body's own error apart from
+// the driver's.
+type bodyReader struct {
+	ctx context.Context
+	r   io.Reader
+	n   int64 // bytes read
+	err error // the body's error, not io.EOF
+}
+
+func (br *bodyReader) Read(p []byte) (int, error) {
+	if err := br.ctx.Err(); err != nil {
+		return 0, err
+	}
+	n, err := br.r.Read(p)
+	br.n += int64(n)
+	if err != nil && err != io.EOF {
+		br.err = err
+	}
+	return n, err
 }
 
 // Get implements storage.Bucket. The object is streamed: a missing key fails

@@ -22,7 +22,10 @@
 //     error). The content type is always explicit, so gocloud never sniffs.
 //     On s3blob, where the AWS transfer manager tries to abort its
 //     multipart upload on the already cancelled context and so leaves it
-//     behind, Put aborts that upload itself on a detached context.
+//     behind, Put aborts that upload itself on a detached context. On
+//     azureblob, whose Writer panics in Close after a failed upload, Put
+//     hands the body to the driver's own upload instead, which commits the
+//     block list only after the body ended well.
 //   - List yields keys in ascending byte order, as S3 does. fileblob walks
 //     directories instead ("a/b" comes before "a-b"), and its paging then
 //     loses and repeats keys, so for file buckets List reads the listing
