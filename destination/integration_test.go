@@ -199,7 +199,7 @@ func TestAvailabilityWithMinIO(t *testing.T) {
 	require.NoError(t, r.Close())
 	// The restarted MinIO process is the test's, not the registry's.
 	goleak.VerifyNone(t, ignore,
-		goleak.IgnoreAnyFunction("github.com/etcdbackup/etcdbackup/internal/miniotest.(*Server).launch.func1"),
+		goleak.IgnoreAnyFunction("github.com/etcdbackup/etcdbackup/internal/servertest.Launch.func1"),
 		goleak.IgnoreAnyFunction("os/exec.(*Cmd).Start.func2"))
 }
 
