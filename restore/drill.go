@@ -2,6 +2,7 @@ package restore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/etcdbackup/etcdbackup/backup"
+	"github.com/etcdbackup/etcdbackup/storage"
 )
 
 // SnapshotStatus is what `etcdutl snapshot status` reports of a snapshot
@@ -88,6 +90,7 @@ func (r *Restorer) Drill(ctx context.Context, b Backup) (*DrillResult, error) {
 		res.Err = err
 		return res, err
 	}
+	defer r.pin(b)()
 	o := r.start(b, "drill")
 	err := r.drill(ctx, o, b, res)
 	res.Duration = r.now().Sub(res.Started)
@@ -149,7 +152,9 @@ func (r *Restorer) drill(ctx context.Context, o *operation, b Backup, res *Drill
 // sources (by default the newest) and hands the result, passed or failed,
 // to record, which may be nil. A host schedules it like any periodic job;
 // the function's error is the drill's, or Find's when there was nothing to
-// drill.
+// drill. With r.Pins set, the backup is pinned from the start of the drill;
+// when a prune deleted it between Find and that moment, the job finds again
+// and drills the backup q selects now.
 func (r *Restorer) DrillJob(sources []Source, q Query, record func(context.Context, *DrillResult)) func(context.Context) error {
 	return func(ctx context.Context) error {
 		started := r.now()
@@ -157,8 +162,20 @@ func (r *Restorer) DrillJob(sources []Source, q Query, record func(context.Conte
 		var res *DrillResult
 		if err != nil {
 			res = &DrillResult{Cluster: q.Cluster, Started: started, Duration: r.now().Sub(started), Err: err}
+			if len(sources) == 1 {
+				res.Source = sources[0].Name
+			}
 		} else {
 			res, err = r.Drill(ctx, b)
+			// A prune may delete the backup between Find and the drill's
+			// pin; the newest backup is then another one: drill that.
+			if errors.Is(err, storage.ErrNotFound) && ctx.Err() == nil {
+				if next, ferr := Find(ctx, sources, q); ferr == nil && (next.Source != b.Source || next.Key != b.Key) {
+					r.logger().Info("drilled backup deleted meanwhile, drilling the one found now",
+						"cluster", b.Cluster, "deleted", b.ID, "backup", next.ID, "destination", next.Source)
+					res, err = r.Drill(ctx, next)
+				}
+			}
 		}
 		if record != nil {
 			record(ctx, res)

@@ -43,6 +43,24 @@ type Restorer struct {
 	TempDir string
 	// Now returns the current time; nil means time.Now.
 	Now func() time.Time
+	// Pins, when set, pins the backup that each Fetch, Restore,
+	// RestoreCluster and Drill reads until it returns, so that pruners
+	// sharing the set (a retention.PinSet) leave it alone meanwhile.
+	Pins Pinner
+}
+
+// Pinner holds a backup against retention while a restore reads it;
+// retention.PinSet is one. Pin returns the function that releases the pin.
+type Pinner interface {
+	Pin(cluster, id string) (unpin func())
+}
+
+// pin holds b through r.Pins, if any, and returns the release.
+func (r *Restorer) pin(b Backup) (unpin func()) {
+	if r.Pins == nil {
+		return func() {}
+	}
+	return r.Pins.Pin(b.Cluster, b.ID)
 }
 
 // String describes the Restorer without its identities, which are secret
@@ -115,6 +133,7 @@ func (r *Restorer) Fetch(ctx context.Context, b Backup, path string) (*FetchResu
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
+	defer r.pin(b)()
 	o := r.start(b, "fetch", "path", path)
 	res, err := r.fetchFile(ctx, o, b, path)
 	if err != nil {

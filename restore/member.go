@@ -275,6 +275,7 @@ func (r *Restorer) RestoreCluster(ctx context.Context, b Backup, c Cluster) ([]R
 }
 
 func (r *Restorer) fetchAndRestore(ctx context.Context, b Backup, members []Member) ([]RestoredMember, error) {
+	defer r.pin(b)()
 	o := r.start(b, "restore", "members", len(members), "data_dir", members[0].DataDir)
 	out, err := func() ([]RestoredMember, error) {
 		// Refuse a taken data directory before downloading anything.

@@ -45,11 +45,11 @@ func TestDrillMetrics(t *testing.T) {
 # HELP etcdbackup_restore_drill_failures_total Restore drills that failed, or found no backup to drill.
 # TYPE etcdbackup_restore_drill_failures_total counter
 etcdbackup_restore_drill_failures_total{cluster="prod-a",destination="mem"} 1
-etcdbackup_restore_drill_failures_total{cluster="prod-z",destination=""} 1
+etcdbackup_restore_drill_failures_total{cluster="prod-z",destination="mem"} 1
 # HELP etcdbackup_restore_drill_success_total Restore drills that proved a backup restorable.
 # TYPE etcdbackup_restore_drill_success_total counter
 etcdbackup_restore_drill_success_total{cluster="prod-a",destination="mem"} 1
-etcdbackup_restore_drill_success_total{cluster="prod-z",destination=""} 0
+etcdbackup_restore_drill_success_total{cluster="prod-z",destination="mem"} 0
 # HELP etcdbackup_restore_drill_last_success_timestamp_seconds Unix time the last restore drill that passed ended.
 # TYPE etcdbackup_restore_drill_last_success_timestamp_seconds gauge
 etcdbackup_restore_drill_last_success_timestamp_seconds{cluster="prod-a",destination="mem"} ` + ftoa(passedAt) + `

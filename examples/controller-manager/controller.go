@@ -32,7 +32,7 @@ type controller struct {
 	path      string
 	registry  *destination.Registry
 	scheduler *schedule.Scheduler
-	pins      pins
+	pins      retention.PinSet // the backups drills read: retention leaves them alone
 	log       *slog.Logger
 
 	// Only the reconcile loop touches these.
@@ -212,9 +212,12 @@ func (c *controller) snapshotter(_ context.Context, cluster string) (backup.Snap
 // cluster on each of its destinations restores, and records the results
 // in metrics: a backup nobody restored is a hope, not a backup. The backup
 // being drilled is pinned, so that retention does not delete it meanwhile.
+// A target on which no backup was ever found gets no verdict until its
+// first backup lands; once one was found, finding none is a failure.
 func (c *controller) drills(ctx context.Context, every time.Duration, r *restore.Restorer, metrics *restore.DrillMetrics) {
 	t := time.NewTicker(every)
 	defer t.Stop()
+	found := make(map[drillTarget]bool) // targets a drill found a backup on
 	for {
 		select {
 		case <-ctx.Done():
@@ -229,55 +232,26 @@ func (c *controller) drills(ctx context.Context, every time.Duration, r *restore
 			if err != nil {
 				continue // removed meanwhile
 			}
-			started := time.Now()
-			res := &restore.DrillResult{Cluster: tg.cluster, Source: d.Name(), Started: started}
-			b, err := restore.Find(ctx, []restore.Source{{Name: d.Name(), Catalog: d}}, restore.Query{Cluster: tg.cluster})
-			if err == nil {
-				unpin := c.pins.pin(b.Cluster, b.ID)
-				res, err = r.Drill(ctx, b)
-				unpin()
-			} else {
-				res.Duration, res.Err = time.Since(started), err
-			}
+			verdict := false
+			sources := []restore.Source{{Name: d.Name(), Catalog: d}}
+			err = r.DrillJob(sources, restore.Query{Cluster: tg.cluster}, func(ctx context.Context, res *restore.DrillResult) {
+				if res.ID != "" {
+					found[tg] = true
+				}
+				switch {
+				case ctx.Err() != nil: // cut short by the shutdown: no verdict on the backup
+				case errors.Is(res.Err, restore.ErrNoBackup) && !found[tg]: // nothing backed up yet
+				default:
+					verdict = true
+					metrics.Record(ctx, res)
+				}
+			})(ctx)
 			if ctx.Err() != nil {
-				return // cut short by the shutdown: no verdict on the backup
+				return
 			}
-			metrics.Record(ctx, res)
-			if err != nil {
+			if err != nil && verdict {
 				c.log.Warn("restore drill failed", "cluster", tg.cluster, "destination", tg.destination, "err", err)
 			}
-		}
-	}
-}
-
-// pins are the backups drills are reading: retention leaves them alone.
-type pins struct {
-	mu   sync.Mutex
-	held map[[2]string]int
-}
-
-var _ retention.Pins = (*pins)(nil)
-
-// Pinned implements retention.Pins.
-func (p *pins) Pinned(cluster, id string) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.held[[2]string{cluster, id}] > 0
-}
-
-func (p *pins) pin(cluster, id string) (unpin func()) {
-	k := [2]string{cluster, id}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.held == nil {
-		p.held = map[[2]string]int{}
-	}
-	p.held[k]++
-	return func() {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		if p.held[k]--; p.held[k] == 0 {
-			delete(p.held, k)
 		}
 	}
 }

@@ -176,7 +176,7 @@ func run(ctx context.Context, o options) error {
 	})
 	parts.Go(func() { c.watch(ctx, o.poll) })
 	if o.drillEvery > 0 {
-		restorer := &restore.Restorer{Identities: o.identities, Logger: log}
+		restorer := &restore.Restorer{Identities: o.identities, Logger: log, Pins: &c.pins}
 		parts.Go(func() { c.drills(ctx, o.drillEvery, restorer, drillMetrics) })
 	}
 	log.Info("controller-manager started", "config", o.config, "listen", ln.Addr().String())

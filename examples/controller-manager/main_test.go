@@ -115,7 +115,7 @@ func TestControllerManager(t *testing.T) {
 	eventually(func() bool {
 		return scrape()[`etcdbackup_restore_drill_success_total{cluster="prod-a",destination="main"}`] >= 2
 	}, "two passed drills of prod-a on main")
-	require.Zero(t, scrape()[`etcdbackup_restore_drill_failures_total{cluster="prod-a",destination="main"}`])
+	require.Zero(t, scrape()[`etcdbackup_restore_drill_failures_total{cluster="prod-a",destination="main"}`], "logs:\n%s", logs)
 	code, _ := get("/healthz")
 	require.Equal(t, http.StatusOK, code)
 	code, _ = get("/readyz")

@@ -1,0 +1,77 @@
+package retention_test
+
+import (
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"gocloud.dev/blob/memblob"
+
+	"github.com/etcdbackup/etcdbackup/backup"
+	"github.com/etcdbackup/etcdbackup/retention"
+	"github.com/etcdbackup/etcdbackup/storage/blob"
+)
+
+func TestPinSet(t *testing.T) {
+	var s retention.PinSet
+	assert.False(t, s.Pinned("prod-a", "x"))
+	first := s.Pin("prod-a", "x")
+	second := s.Pin("prod-a", "x")
+	assert.True(t, s.Pinned("prod-a", "x"))
+	assert.False(t, s.Pinned("prod-b", "x"), "pins are per cluster")
+	assert.False(t, s.Pinned("prod-a", "y"))
+	first()
+	first() // a second call releases nothing more
+	assert.True(t, s.Pinned("prod-a", "x"), "held until every pin is released")
+	second()
+	assert.False(t, s.Pinned("prod-a", "x"))
+
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 1000 {
+				unpin := s.Pin("prod-a", "z")
+				_ = s.Pinned("prod-a", "z")
+				unpin()
+			}
+		})
+	}
+	wg.Wait()
+	assert.False(t, s.Pinned("prod-a", "z"))
+}
+
+// A pinned backup outlives a prune that would delete it, with its manifest,
+// and goes at the first prune after its pin is released.
+func TestPruneSkipsPinned(t *testing.T) {
+	gb := memblob.OpenBucket(nil)
+	t.Cleanup(func() { _ = gb.Close() })
+	b := blob.New(gb, nil)
+	ms := backups(t, b, "prod-a", 3)
+	var pins retention.PinSet
+	unpin := pins.Pin("prod-a", ms[0].ID)
+	p := &retention.Pruner{Store: b, Destination: "mem", Policy: retention.KeepLast(1), Pins: &pins, Now: func() time.Time { return now }}
+
+	report, err := p.Prune(t.Context(), "prod-a")
+	require.NoError(t, err)
+	require.Equal(t, 1, report.Count(retention.Deleted))
+	require.Equal(t, 1, report.Count(retention.Skipped))
+	for _, it := range report.Items {
+		if it.Outcome == retention.Skipped {
+			require.Equal(t, ms[0].ID, it.Entry.ID)
+			require.True(t, strings.Contains(it.Reason, "pinned"), it.Reason)
+		}
+	}
+	left := keysUnder(t, b, "prod-a/")
+	require.Contains(t, left, "prod-a/"+ms[0].DataKey, "the pinned backup survives")
+	require.Contains(t, left, "prod-a/"+backup.ManifestKey(ms[0].DataKey), "with its manifest")
+	require.NotContains(t, left, "prod-a/"+ms[1].DataKey)
+
+	unpin()
+	report, err = p.Prune(t.Context(), "prod-a")
+	require.NoError(t, err)
+	require.Equal(t, 1, report.Count(retention.Deleted))
+	require.NotContains(t, keysUnder(t, b, "prod-a/"), "prod-a/"+ms[0].DataKey)
+}
