@@ -49,7 +49,8 @@
 // refused. Restorer.Drill proves a backup restorable without touching a
 // live cluster (fetch, etcdutl status, restore into a temporary directory)
 // and returns a DrillResult a host can record; DrillJob wraps it for a
-// scheduler.
+// scheduler. A Restorer whose Pins holds the retention.PinSet the host's
+// pruners share keeps the backup it reads from being pruned meanwhile.
 //
 // Observers receive Started, Progress (bytes and rate), Fetched, Restored
 // and Failed events.
