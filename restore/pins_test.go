@@ -23,18 +23,10 @@ import (
 // that backup when both share a PinSet; the restore succeeds, and the next
 // prune deletes the backup. The same holds for Fetch and Drill.
 func TestRestorePinsTheBackupItReads(t *testing.T) {
-	snap := writeFile(t, "snapshot.db", smallSnapshot(t))
 	b := memBucket(t)
 	created := time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)
-	var ids []string
-	for i := range 2 {
-		at := created.Add(time.Duration(i) * time.Hour)
-		p := &backup.Pipeline{Snapshotter: fileSnapshotter{snap}, Now: func() time.Time { return at }}
-		res, err := p.Run(t.Context(), backup.Request{Cluster: "prod-a", Name: "hourly", Scheduled: true,
-			Targets: []backup.Target{{Destination: "mem", Uploader: &backup.BucketUploader{Bucket: b}}}})
-		require.NoError(t, err)
-		ids = append(ids, res.ID)
-	}
+	ms := hourlyBackups(t, b, created, 2)
+	ids := []string{ms[0].ID, ms[1].ID}
 	sources := []restore.Source{{Name: "mem", Catalog: b}}
 	older, err := restore.Find(t.Context(), sources, restore.Query{Cluster: "prod-a", ID: ids[0]})
 	require.NoError(t, err)
@@ -117,18 +109,8 @@ func (v *vanishing) Get(ctx context.Context, key string) (io.ReadCloser, error) 
 // A backup that a prune deleted after DrillJob found it is not a failed
 // drill: the job drills the newest backup left.
 func TestDrillJobDrillsTheNewestLeft(t *testing.T) {
-	snap := writeFile(t, "snapshot.db", smallSnapshot(t))
 	b := memBucket(t)
-	created := time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)
-	var ms []*backup.Manifest
-	for i := range 2 {
-		at := created.Add(time.Duration(i) * time.Hour)
-		p := &backup.Pipeline{Snapshotter: fileSnapshotter{snap}, Now: func() time.Time { return at }}
-		res, err := p.Run(t.Context(), backup.Request{Cluster: "prod-a", Name: "hourly", Scheduled: true,
-			Targets: []backup.Target{{Destination: "mem", Uploader: &backup.BucketUploader{Bucket: b}}}})
-		require.NoError(t, err)
-		ms = append(ms, res.Outcomes[0].Manifest)
-	}
+	ms := hourlyBackups(t, b, time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC), 2)
 	catalog := &vanishing{Bucket: b, key: "prod-a/" + ms[1].DataKey}
 	sources := []restore.Source{{Name: "mem", Catalog: catalog}}
 
@@ -147,4 +129,21 @@ func TestDrillJobDrillsTheNewestLeft(t *testing.T) {
 	sources = []restore.Source{{Name: "mem", Catalog: catalog}}
 	err = r.DrillJob(sources, restore.Query{Cluster: "prod-a", ID: ms[0].ID}, nil)(t.Context())
 	require.ErrorIs(t, err, storage.ErrNotFound)
+}
+
+// hourlyBackups writes n scheduled backups of prod-a of a small snapshot to
+// b, an hour apart from first.
+func hourlyBackups(t *testing.T, b storage.Bucket, first time.Time, n int) []*backup.Manifest {
+	t.Helper()
+	snap := writeFile(t, "snapshot.db", smallSnapshot(t))
+	var ms []*backup.Manifest
+	for i := range n {
+		at := first.Add(time.Duration(i) * time.Hour)
+		p := &backup.Pipeline{Snapshotter: fileSnapshotter{snap}, Now: func() time.Time { return at }}
+		res, err := p.Run(t.Context(), backup.Request{Cluster: "prod-a", Name: "hourly", Scheduled: true,
+			Targets: []backup.Target{{Destination: "mem", Uploader: &backup.BucketUploader{Bucket: b}}}})
+		require.NoError(t, err)
+		ms = append(ms, res.Outcomes[0].Manifest)
+	}
+	return ms
 }

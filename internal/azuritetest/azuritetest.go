@@ -21,7 +21,6 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -43,10 +42,7 @@ const (
 	Key     = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 )
 
-const (
-	startTimeout = 60 * time.Second
-	startTries   = 3
-)
+const startTimeout = 60 * time.Second
 
 // Server is a running Azurite blob service. Its methods are safe for
 // concurrent use.
@@ -67,30 +63,22 @@ func Start(tb testing.TB) *Server {
 	}
 	s := &Server{cred: cred}
 	dir := tb.TempDir()
-	var lastErr error
-	for range startTries {
-		s.addr = servertest.FreeAddr(tb)
-		_, port, _ := strings.Cut(s.addr, ":")
+	s.addr = servertest.StartOnFreePort(tb, "azuritetest", startTimeout, func(addr string) *exec.Cmd {
 		cmd := exec.Command(bin,
 			"--blobHost", "127.0.0.1",
-			"--blobPort", port,
+			"--blobPort", servertest.Port(addr),
 			"--inMemoryPersistence",
 			"--skipApiVersionCheck",
 			"--disableTelemetry",
 			"--silent")
 		cmd.Dir = dir // in memory, but nothing may land in the package's directory
+		return cmd
+	}, func(addr string) func() error {
 		// Any answer means the service is up: an anonymous request to the
 		// account gets 4xx.
-		p, err := servertest.Launch(cmd, startTimeout, servertest.HTTPReady(s.ServiceURL()))
-		if err == nil {
-			tb.Cleanup(p.Terminate)
-			return s
-		}
-		lastErr = err
-		tb.Logf("azuritetest: start on %s: %v\n%s", s.addr, err, p.Output())
-	}
-	tb.Fatalf("azuritetest: start azurite: %v", lastErr)
-	return nil
+		return servertest.HTTPReady("http://" + addr + "/" + Account + "/")
+	})
+	return s
 }
 
 // ServiceURL returns the blob service URL of the development account.

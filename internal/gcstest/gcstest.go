@@ -23,7 +23,6 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -37,16 +36,12 @@ import (
 // location.
 const BinEnv = "ETCDBACKUP_FAKE_GCS_BIN"
 
-const (
-	startTimeout = 60 * time.Second
-	startTries   = 3
-)
+const startTimeout = 60 * time.Second
 
 // Server is a running fake-gcs-server. Its methods are safe for concurrent
 // use.
 type Server struct {
 	addr    string
-	proc    *servertest.Process
 	buckets atomic.Int64
 }
 
@@ -55,29 +50,19 @@ func Start(tb testing.TB) *Server {
 	tb.Helper()
 	bin := servertest.Binary(tb, "gcstest", BinEnv, filepath.Join(".tools", "bin", "fake-gcs-server"))
 	s := &Server{}
-	var lastErr error
-	for range startTries {
-		s.addr = servertest.FreeAddr(tb)
-		_, port, _ := strings.Cut(s.addr, ":")
-		cmd := exec.Command(bin,
+	s.addr = servertest.StartOnFreePort(tb, "gcstest", startTimeout, func(addr string) *exec.Cmd {
+		return exec.Command(bin,
 			"-scheme", "http",
 			"-host", "127.0.0.1",
-			"-port", port,
+			"-port", servertest.Port(addr),
 			"-backend", "memory",
-			"-public-host", s.addr,
-			"-external-url", "http://"+s.addr,
+			"-public-host", addr,
+			"-external-url", "http://"+addr,
 			"-log-level", "error")
-		p, err := servertest.Launch(cmd, startTimeout, servertest.HTTPReady("http://"+s.addr+"/storage/v1/b"))
-		if err == nil {
-			s.proc = p
-			tb.Cleanup(p.Terminate)
-			return s
-		}
-		lastErr = err
-		tb.Logf("gcstest: start on %s: %v\n%s", s.addr, err, p.Output())
-	}
-	tb.Fatalf("gcstest: start fake-gcs-server: %v", lastErr)
-	return nil
+	}, func(addr string) func() error {
+		return servertest.HTTPReady("http://" + addr + "/storage/v1/b")
+	})
+	return s
 }
 
 // Endpoint returns the JSON API's base URL, as storage clients take it.

@@ -128,6 +128,34 @@ func Launch(cmd *exec.Cmd, timeout time.Duration, ready func() error) (*Process,
 	}
 }
 
+// StartOnFreePort launches the command cmd builds for a free loopback
+// address and waits until ready (built for the same address) passes, as
+// Launch does, and stops the process when the test ends. Another process
+// may take the address first, so it tries three addresses before it fails
+// tb, showing what the server printed. name prefixes messages.
+func StartOnFreePort(tb testing.TB, name string, timeout time.Duration, cmd func(addr string) *exec.Cmd, ready func(addr string) func() error) (addr string) {
+	tb.Helper()
+	var lastErr error
+	for range 3 {
+		addr = FreeAddr(tb)
+		p, err := Launch(cmd(addr), timeout, ready(addr))
+		if err == nil {
+			tb.Cleanup(p.Terminate)
+			return addr
+		}
+		lastErr = err
+		tb.Logf("%s: start on %s: %v\n%s", name, addr, err, p.Output())
+	}
+	tb.Fatalf("%s: %v", name, lastErr)
+	return ""
+}
+
+// Port returns the port of a host:port address.
+func Port(addr string) string {
+	_, port, _ := net.SplitHostPort(addr)
+	return port
+}
+
 // Output returns what the process printed, up to its first MiB.
 func (p *Process) Output() string { return p.out.String() }
 
