@@ -93,6 +93,9 @@ func (r *Registry) open(ctx context.Context, spec Spec, loc Location) (*handle, 
 		if err != nil {
 			return nil, fmt.Errorf("s3 transport: %w", err)
 		}
+		if err := s3.TrustCAs(tr, []byte(spec.CACertPEM), spec.CACertFile); err != nil {
+			return nil, &SpecError{Name: spec.Name, Field: "ca certificates", Err: err}
+		}
 		o := s3.Options{
 			Endpoint:      loc.Endpoint,
 			Bucket:        loc.Bucket,

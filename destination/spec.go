@@ -1,6 +1,7 @@
 package destination
 
 import (
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"time"
@@ -69,6 +70,15 @@ type Spec struct {
 	// SSE-KMS); s3 only. The zero value asks for nothing beyond the
 	// bucket's default encryption.
 	Encryption s3.SSE
+
+	// CACertPEM holds PEM certificates of authorities trusted for the S3
+	// endpoint's HTTPS in addition to the system's: the private CA of an
+	// on-premises MinIO or Ceph gateway. s3 only; not with plain HTTP.
+	CACertPEM string
+	// CACertFile names a PEM file of such authorities, read each time the
+	// destination is opened (by Add, and by an Update that changes how it
+	// is reached). s3 only; not with plain HTTP.
+	CACertFile string
 }
 
 // ObjectLock is the object lock a destination applies to the backups it
@@ -177,6 +187,16 @@ func (s Spec) validate() (Location, error) {
 	if s.ObjectLock.Enabled() && loc.Scheme != SchemeS3 {
 		return Location{}, specErr("object lock", fmt.Errorf("%s:// destinations have no object lock", loc.Scheme))
 	}
+	if s.CACertPEM != "" || s.CACertFile != "" {
+		switch {
+		case loc.Scheme != SchemeS3:
+			return Location{}, specErr("ca certificates", fmt.Errorf("%s:// destinations take their TLS settings from the registry's URL mux", loc.Scheme))
+		case loc.Insecure:
+			return Location{}, specErr("ca certificates", errors.New("given for a plain http endpoint"))
+		case s.CACertPEM != "" && !x509.NewCertPool().AppendCertsFromPEM([]byte(s.CACertPEM)):
+			return Location{}, specErr("ca certificates", errors.New("no certificate in the PEM data"))
+		}
+	}
 	if s.Encryption != (s3.SSE{}) {
 		if loc.Scheme != SchemeS3 {
 			return Location{}, specErr("encryption", fmt.Errorf("%s:// destinations take no server-side encryption settings", loc.Scheme))
@@ -193,5 +213,6 @@ func (s Spec) validate() (Location, error) {
 // location, credentials or encryption.
 func (s Spec) needsReopen(t Spec) bool {
 	return s.URL != t.URL || s.Endpoint != t.Endpoint || s.Bucket != t.Bucket || s.Prefix != t.Prefix ||
-		s.Region != t.Region || s.Credentials != t.Credentials || s.Encryption != t.Encryption
+		s.Region != t.Region || s.Credentials != t.Credentials || s.Encryption != t.Encryption ||
+		s.CACertPEM != t.CACertPEM || s.CACertFile != t.CACertFile
 }

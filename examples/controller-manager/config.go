@@ -48,6 +48,9 @@ type backupDestinationSpec struct {
 	Region      string         `yaml:"region"`
 	Credentials credentialsRef `yaml:"credentials"`
 	ReadOnly    bool           `yaml:"readOnly"`
+	// CAFile names a PEM file of the authorities that signed the S3
+	// endpoint's certificate, when they are private.
+	CAFile string `yaml:"caFile"`
 }
 
 // credentialsRef is destination.Credentials as the file spells it.
@@ -128,7 +131,7 @@ func (c *seedConfig) desired() (destination.Desired, error) {
 	for name, s := range br.BackupDestinations {
 		d.Destinations = append(d.Destinations, destination.Spec{
 			Name: name, URL: s.URL, Endpoint: s.Endpoint, Bucket: s.BucketName, Prefix: s.Prefix, Region: s.Region,
-			Credentials: s.Credentials.credentials(), ReadOnly: s.ReadOnly,
+			Credentials: s.Credentials.credentials(), ReadOnly: s.ReadOnly, CACertFile: s.CAFile,
 		})
 	}
 	slices.SortFunc(d.Destinations, func(a, b destination.Spec) int { return cmp.Compare(a.Name, b.Name) })

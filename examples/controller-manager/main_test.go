@@ -205,6 +205,7 @@ backupRestore:
     main:
       url: s3://seed-eu/backups?endpoint=127.0.0.1:9000
       credentials: {source: secret, secret: kube-system/main, revision: "42"}
+      caFile: /etc/minio-ca.pem
 backupConfigs:
   - {name: legacy, cluster: old, endpoints: [10.0.0.1:2379]}
   - {name: hourly, cluster: prod, endpoints: [10.0.0.2:2379], destination: main, schedule: '@hourly', keep: 5,
@@ -219,6 +220,7 @@ backupConfigs:
 	require.Equal(t, destination.Spec{Name: "default", Endpoint: "minio.backups.svc:9000", Bucket: "etcd-backups",
 		Credentials: destination.Credentials{Source: destination.SourceFiles, AccessKeyFile: "/s/a", SecretKeyFile: "/s/b"}}, legacy)
 	require.Equal(t, destination.Credentials{Source: destination.SourceSecret, Secret: "kube-system/main", Revision: "42"}, desired.Destinations[0].Credentials)
+	require.Equal(t, "/etc/minio-ca.pem", desired.Destinations[0].CACertFile)
 
 	reg, err := destination.NewRegistry(destination.Options{Secrets: mountedSecrets(t.TempDir())})
 	require.NoError(t, err)

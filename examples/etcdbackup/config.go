@@ -34,6 +34,10 @@ type destinationConfig struct {
 	URL         string             `yaml:"url"`
 	ReadOnly    bool               `yaml:"readOnly"`
 	Credentials *credentialsConfig `yaml:"credentials"`
+	// CAFile names a PEM file of the authorities that signed an S3
+	// endpoint's certificate, when they are private; relative to the
+	// config file's directory.
+	CAFile string `yaml:"caFile"`
 }
 
 // credentialsConfig holds an S3 destination's keys, or the file of its
@@ -134,7 +138,7 @@ func (c *config) desired() destination.Desired {
 	var d destination.Desired
 	for _, name := range c.names() {
 		dc := c.Destinations[name]
-		spec := destination.Spec{Name: name, URL: dc.URL, ReadOnly: dc.ReadOnly}
+		spec := destination.Spec{Name: name, URL: dc.URL, ReadOnly: dc.ReadOnly, CACertFile: c.path(dc.CAFile)}
 		if dc.Credentials != nil {
 			spec.Credentials = destination.Credentials{Source: destination.SourceSecret, Secret: name}
 		}
@@ -142,6 +146,14 @@ func (c *config) desired() destination.Desired {
 	}
 	d.Default = c.Default
 	return d
+}
+
+// path resolves a file name of the config file against its directory.
+func (c *config) path(file string) string {
+	if file != "" && !filepath.IsAbs(file) && c.dir != "" {
+		return filepath.Join(c.dir, file)
+	}
+	return file
 }
 
 // secrets resolves the credentials of the file's destinations.
@@ -152,10 +164,7 @@ func (c *config) secrets() destination.SecretResolver {
 			return nil, fmt.Errorf("no credentials for destination %q in the config file", secret)
 		}
 		keys := destination.Keys{AccessKey: dc.Credentials.AccessKeyID, SecretKey: dc.Credentials.SecretAccessKey}
-		if file := dc.Credentials.SecretAccessKeyFile; file != "" {
-			if !filepath.IsAbs(file) && c.dir != "" {
-				file = filepath.Join(c.dir, file)
-			}
+		if file := c.path(dc.Credentials.SecretAccessKeyFile); file != "" {
 			b, err := os.ReadFile(file)
 			if err != nil {
 				var pe *os.PathError

@@ -24,6 +24,9 @@
 //	    credentials:
 //	      accessKeyID: AKIA...
 //	      secretAccessKeyFile: /etc/etcdbackup/secret-key   # or secretAccessKey: ...
+//	  onprem:
+//	    url: s3://backups/seed-eu?endpoint=minio.internal:9000
+//	    caFile: /etc/etcdbackup/minio-ca.pem   # a private CA's certificate
 //	  offsite:
 //	    url: file:///var/backups/etcd
 //

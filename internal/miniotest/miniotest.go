@@ -18,6 +18,8 @@ package miniotest
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
@@ -68,6 +70,8 @@ type Server struct {
 	access  string
 	secret  string
 	kmsKey  string
+	caFile  string // set when the server speaks HTTPS
+	roots   *x509.CertPool
 
 	mu        sync.Mutex
 	proc      *servertest.Process
@@ -76,8 +80,28 @@ type Server struct {
 	transport *http.Transport // core's
 }
 
-// Start launches a MinIO server and registers its shutdown with tb.Cleanup.
+// Start launches a MinIO server on plain HTTP and registers its shutdown
+// with tb.Cleanup.
 func Start(tb testing.TB) *Server {
+	tb.Helper()
+	return start(tb, TLS{})
+}
+
+// TLS names the PEM files of the certificate and key a server presents and
+// of the authority that signed them.
+type TLS struct {
+	CertFile, KeyFile, CAFile string
+}
+
+// StartTLS launches a MinIO server that speaks HTTPS only, with the given
+// certificate, which must be valid for 127.0.0.1. Its helpers trust
+// files.CAFile; clients must be told to (S3Options does).
+func StartTLS(tb testing.TB, files TLS) *Server {
+	tb.Helper()
+	return start(tb, files)
+}
+
+func start(tb testing.TB, files TLS) *Server {
 	tb.Helper()
 	bin := servertest.Binary(tb, "miniotest", BinEnv, filepath.Join(".tools", "bin", "minio"))
 	dir := tb.TempDir()
@@ -93,6 +117,9 @@ func Start(tb testing.TB) *Server {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			tb.Fatalf("miniotest: %v", err)
 		}
+	}
+	if files != (TLS{}) {
+		s.installTLS(tb, files)
 	}
 	tb.Cleanup(func() { s.stop(tb) })
 
@@ -130,10 +157,57 @@ func (s *Server) launch() (*servertest.Process, error) {
 		"MINIO_CI_CD=on",
 		"MINIO_KMS_SECRET_KEY="+s.kmsKey,
 	)
-	return servertest.Launch(cmd, startTimeout, servertest.HTTPReady(
-		"http://"+s.addr+"/minio/health/live",
-		"http://"+s.addr+"/minio/health/ready"))
+	return servertest.Launch(cmd, startTimeout, servertest.HTTPSReady(s.tlsConfig(),
+		s.url()+"/minio/health/live",
+		s.url()+"/minio/health/ready"))
 }
+
+// installTLS puts the certificate where MinIO looks for it and trusts its
+// authority in the server's helpers.
+func (s *Server) installTLS(tb testing.TB, files TLS) {
+	tb.Helper()
+	ca, err := os.ReadFile(files.CAFile)
+	if err != nil {
+		tb.Fatalf("miniotest: %v", err)
+	}
+	s.roots = x509.NewCertPool()
+	if !s.roots.AppendCertsFromPEM(ca) {
+		tb.Fatalf("miniotest: no certificate in %s", files.CAFile)
+	}
+	s.caFile = files.CAFile
+	for src, dst := range map[string]string{files.CertFile: "public.crt", files.KeyFile: "private.key"} {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			tb.Fatalf("miniotest: %v", err)
+		}
+		if err := os.WriteFile(filepath.Join(s.certDir, dst), b, 0o600); err != nil {
+			tb.Fatalf("miniotest: %v", err)
+		}
+	}
+}
+
+// secure reports whether the server speaks HTTPS.
+func (s *Server) secure() bool { return s.roots != nil }
+
+// url returns the server's base URL.
+func (s *Server) url() string {
+	if s.secure() {
+		return "https://" + s.addr
+	}
+	return "http://" + s.addr
+}
+
+// tlsConfig trusts the server's authority; nil for plain HTTP.
+func (s *Server) tlsConfig() *tls.Config {
+	if !s.secure() {
+		return nil
+	}
+	return &tls.Config{RootCAs: s.roots, MinVersion: tls.VersionTLS12}
+}
+
+// CAFile returns the PEM file of the authority that signed the server's
+// certificate; empty for plain HTTP.
+func (s *Server) CAFile() string { return s.caFile }
 
 func (s *Server) stop(tb testing.TB) {
 	tb.Helper()
@@ -179,7 +253,7 @@ func (s *Server) Restart(tb testing.TB) {
 	tb.Fatalf("miniotest: restart minio: %v", lastErr)
 }
 
-// Endpoint returns the S3 API's host:port, for plain HTTP.
+// Endpoint returns the S3 API's host:port.
 func (s *Server) Endpoint() string { return s.addr }
 
 // AccessKey returns the root user's access key.
@@ -201,7 +275,7 @@ func (s *Server) Client(tb testing.TB) *minio.Client {
 func (s *Server) newCore(tr http.RoundTripper) (*minio.Core, error) {
 	c, err := minio.NewCore(s.addr, &minio.Options{
 		Creds:        credentials.NewStaticV4(s.access, s.secret, ""),
-		Secure:       false,
+		Secure:       s.secure(),
 		Region:       "us-east-1",
 		BucketLookup: minio.BucketLookupPath,
 		Transport:    tr,
@@ -217,9 +291,12 @@ func (s *Server) adminCore() (*minio.Core, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.core == nil {
-		tr, err := minio.DefaultTransport(false)
+		tr, err := minio.DefaultTransport(s.secure())
 		if err != nil {
 			return nil, fmt.Errorf("new transport: %w", err)
+		}
+		if s.secure() {
+			tr.TLSClientConfig = s.tlsConfig()
 		}
 		// No idle connection outlives a helper call, so tests that check
 		// for leaked goroutines see none of this client's.

@@ -10,6 +10,7 @@ package servertest
 
 import (
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -180,9 +181,14 @@ func (p *Process) Terminate() {
 // status below 500 from all (a server that answers 4xx to an anonymous
 // request is serving). Its connections are closed after every call, so no
 // idle connection outlives the start.
-func HTTPReady(urls ...string) func() error {
+func HTTPReady(urls ...string) func() error { return HTTPSReady(nil, urls...) }
+
+// HTTPSReady is HTTPReady for https URLs, with cfg as the client's TLS
+// configuration (its roots trust the server's authority).
+func HTTPSReady(cfg *tls.Config, urls ...string) func() error {
 	return func() error {
-		client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+		tr := &http.Transport{DisableKeepAlives: true, TLSClientConfig: cfg}
+		client := &http.Client{Timeout: 2 * time.Second, Transport: tr}
 		for _, u := range urls {
 			resp, err := client.Get(u)
 			if err != nil {

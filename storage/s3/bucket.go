@@ -100,30 +100,41 @@ func newTransport(opts Options) (*http.Transport, error) {
 	if err != nil {
 		return nil, fmt.Errorf("s3 transport: %w", err)
 	}
-	if len(opts.CACertPEM) == 0 && opts.CACertFile == "" {
-		return tr, nil
+	if err := TrustCAs(tr, opts.CACertPEM, opts.CACertFile); err != nil {
+		return nil, err
+	}
+	return tr, nil
+}
+
+// TrustCAs makes tr trust the certificate authorities in pemData and in the
+// PEM file named file (either may be empty), in addition to the system's.
+// It is what New does with Options.CACertPEM and CACertFile, for a host
+// that builds its own transport.
+func TrustCAs(tr *http.Transport, pemData []byte, file string) error {
+	if len(pemData) == 0 && file == "" {
+		return nil
 	}
 	pool, err := x509.SystemCertPool()
 	if err != nil {
 		pool = x509.NewCertPool()
 	}
-	if len(opts.CACertPEM) > 0 && !pool.AppendCertsFromPEM(opts.CACertPEM) {
-		return nil, errors.New("ca certificates: no certificate in PEM data")
+	if len(pemData) > 0 && !pool.AppendCertsFromPEM(pemData) {
+		return errors.New("ca certificates: no certificate in PEM data")
 	}
-	if opts.CACertFile != "" {
-		pem, err := os.ReadFile(opts.CACertFile)
+	if file != "" {
+		pem, err := os.ReadFile(file)
 		if err != nil {
-			return nil, fmt.Errorf("ca certificates: %w", err)
+			return fmt.Errorf("ca certificates: %w", err)
 		}
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("ca certificates: no certificate in %s", opts.CACertFile)
+			return fmt.Errorf("ca certificates: no certificate in %s", file)
 		}
 	}
 	if tr.TLSClientConfig == nil {
 		tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 	}
 	tr.TLSClientConfig.RootCAs = pool
-	return tr, nil
+	return nil
 }
 
 // Client returns the minio-go client, for what this package does not
