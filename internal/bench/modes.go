@@ -213,19 +213,25 @@ func runTwoStep(ctx context.Context, env modeEnv) (modeResult, error) {
 	return modeResult{Wall: time.Since(start).Seconds(), Raw: info.Size, Stored: info.Size, Key: key, SnapshotOpen: saved.Seconds()}, nil
 }
 
+// bucket opens the run's MinIO bucket through storage/s3 with the library's
+// default options.
+func (env modeEnv) bucket() (*s3.Bucket, error) {
+	return s3.New(s3.Options{
+		Endpoint:     env.S3,
+		Bucket:       env.Bucket,
+		Region:       "us-east-1",
+		Insecure:     true,
+		BucketLookup: s3.LookupPath,
+		Credentials:  s3.StaticCredentials(env.Access, env.Secret, ""),
+		Logger:       traceLoggerIf(env.Trace),
+	})
+}
+
 // runPipeline returns a mode that takes one backup with backup.Pipeline to
 // MinIO through storage/s3 with the library's default options.
 func runPipeline(c backup.Compression, encrypt, spool bool) func(context.Context, modeEnv) (modeResult, error) {
 	return func(ctx context.Context, env modeEnv) (modeResult, error) {
-		bucket, err := s3.New(s3.Options{
-			Endpoint:     env.S3,
-			Bucket:       env.Bucket,
-			Region:       "us-east-1",
-			Insecure:     true,
-			BucketLookup: s3.LookupPath,
-			Credentials:  s3.StaticCredentials(env.Access, env.Secret, ""),
-			Logger:       traceLoggerIf(env.Trace),
-		})
+		bucket, err := env.bucket()
 		if err != nil {
 			return modeResult{}, err
 		}

@@ -14,7 +14,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/etcdbackup/etcdbackup/restore"
-	"github.com/etcdbackup/etcdbackup/storage/s3"
 )
 
 // The member every restore mode restores: one member of a new cluster, as
@@ -105,15 +104,7 @@ func runRestore(ctx context.Context, env modeEnv) (modeResult, error) {
 		return modeResult{}, err
 	}
 	defer os.RemoveAll(work)
-	bucket, err := s3.New(s3.Options{
-		Endpoint:     env.S3,
-		Bucket:       env.Bucket,
-		Region:       "us-east-1",
-		Insecure:     true,
-		BucketLookup: s3.LookupPath,
-		Credentials:  s3.StaticCredentials(env.Access, env.Secret, ""),
-		Logger:       traceLoggerIf(env.Trace),
-	})
+	bucket, err := env.bucket()
 	if err != nil {
 		return modeResult{}, err
 	}
