@@ -15,7 +15,8 @@ import (
 	"github.com/etcdbackup/etcdbackup/storage/s3"
 )
 
-// CredentialsSource says where a destination's S3 credentials come from.
+// CredentialsSource says where a destination's S3 credentials (or an
+// azblob:// destination's shared key) come from.
 type CredentialsSource string
 
 // The credentials sources.

@@ -18,7 +18,8 @@
 // information and parameters named like credentials (ErrCredentialsInURL)
 // without repeating them. Spec.Credentials says where the keys are (a
 // host-resolved secret, key files, environment variables, the IAM role or
-// the default chain), never what they are, so a Spec may be logged.
+// the default chain), never what they are, so a Spec may be logged. For
+// azblob:// destinations the keys are a storage account and its shared key.
 //
 // # Registry
 //

@@ -121,6 +121,12 @@ func (r *Registry) open(ctx context.Context, spec Spec, loc Location) (*handle, 
 			return nil, err
 		}
 		inner, probe, closer = b, p, tr.CloseIdleConnections
+	case loc.Scheme == SchemeAzure && spec.Credentials != (Credentials{}):
+		b, closeAzure, err := r.openAzure(ctx, spec, loc)
+		if err != nil {
+			return nil, err
+		}
+		inner, probe, closer = b, b, closeAzure
 	case loc.Scheme == SchemeMem && r.opts.Mux == nil:
 		inner = r.memBucket(loc.Bucket)
 		probe = inner

@@ -41,9 +41,12 @@ type Spec struct {
 	Region string
 
 	// Credentials says where the destination's S3 credentials come from.
-	// The zero value means the S3 default chain. Other schemes take their
-	// credentials from the environment or from the openers of the URL mux
-	// the host gives the registry, and refuse a non-zero value.
+	// The zero value means the S3 default chain. An azblob:// destination
+	// takes a shared key from a secret, files or named environment
+	// variables (the storage account's name as the access key, its key as
+	// the secret key), read when it is opened; with the zero value it uses
+	// the registry's URL mux, which reads the environment. gs://, file://
+	// and mem:// destinations refuse a non-zero value.
 	Credentials Credentials
 
 	// ReadOnly makes the destination refuse writes and deletes with
@@ -172,8 +175,14 @@ func (s Spec) validate() (Location, error) {
 	if err := s.Credentials.Validate(); err != nil {
 		return Location{}, specErr("credentials", err)
 	}
-	if loc.Scheme != SchemeS3 && s.Credentials != (Credentials{}) {
-		return Location{}, specErr("credentials", fmt.Errorf("%s:// destinations take their credentials from the environment or the registry's URL mux", loc.Scheme))
+	if s.Credentials != (Credentials{}) {
+		switch {
+		case loc.Scheme == SchemeS3:
+		case loc.Scheme == SchemeAzure && !azureKeySource(s.Credentials):
+			return Location{}, specErr("credentials", errors.New("azblob:// destinations take a shared key from a secret, files or named environment variables: the storage account's name as the access key, its key as the secret key"))
+		case loc.Scheme != SchemeAzure:
+			return Location{}, specErr("credentials", fmt.Errorf("%s:// destinations take their credentials from the environment or the registry's URL mux", loc.Scheme))
+		}
 	}
 	if s.CheckInterval < 0 {
 		return Location{}, specErr("check interval", fmt.Errorf("%v is negative", s.CheckInterval))

@@ -1,12 +1,17 @@
 package blob_test
 
 import (
+	"encoding/base64"
+	"strings"
 	"testing"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/stretchr/testify/require"
 	"gocloud.dev/blob/azureblob"
 
 	"github.com/etcdbackup/etcdbackup/internal/azuritetest"
+	"github.com/etcdbackup/etcdbackup/storage"
 	"github.com/etcdbackup/etcdbackup/storage/blob"
 	"github.com/etcdbackup/etcdbackup/storage/storagetest"
 )
@@ -20,4 +25,34 @@ func TestAzure(t *testing.T) {
 		t.Cleanup(func() { _ = gb.Close() })
 		return storagetest.Fixture{Bucket: blob.New(gb, nil)}
 	})
+}
+
+// Azure's refusals and a missing container map to the storage sentinels,
+// which gocloud leaves Unknown for most of Azure's error codes.
+func TestAzureErrors(t *testing.T) {
+	srv := azuritetest.Start(t)
+	open := func(t *testing.T, c *container.Client) *blob.Bucket {
+		gb, err := azureblob.OpenBucket(t.Context(), c, nil)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = gb.Close() })
+		return blob.New(gb, nil)
+	}
+	listErr := func(b *blob.Bucket) error {
+		for _, err := range b.List(t.Context(), "") {
+			return err
+		}
+		return nil
+	}
+
+	missing, err := container.NewClientWithSharedKeyCredential(srv.ServiceURL()+"no-such-container", srv.Credential(), nil)
+	require.NoError(t, err)
+	require.ErrorIs(t, listErr(open(t, missing)), storage.ErrBucketNotFound)
+
+	wrong, err := azblob.NewSharedKeyCredential(azuritetest.Account, base64.StdEncoding.EncodeToString([]byte("not the account key")))
+	require.NoError(t, err)
+	refused, err := container.NewClientWithSharedKeyCredential(srv.NewContainer(t).URL(), wrong, nil)
+	require.NoError(t, err)
+	b := open(t, refused)
+	require.ErrorIs(t, listErr(b), storage.ErrPermission)
+	require.ErrorIs(t, b.Put(t.Context(), "k", strings.NewReader("v"), nil), storage.ErrPermission)
 }

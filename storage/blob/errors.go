@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"syscall"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"gocloud.dev/gcerrors"
 
 	"github.com/etcdbackup/etcdbackup/storage"
@@ -74,6 +75,15 @@ func authFailure(err error) bool {
 			return true
 		}
 	}
+	// azureblob leaves Unknown every refusal but AuthenticationFailed,
+	// AuthorizationFailure (a key or SAS without the right) among them.
+	var re *azcore.ResponseError
+	if errors.As(err, &re) {
+		switch re.StatusCode {
+		case 401, 403:
+			return true
+		}
+	}
 	return false
 }
 
@@ -86,6 +96,10 @@ func bucketMissing(err error) bool {
 		case "NoSuchBucket", "ContainerNotFound":
 			return true
 		}
+	}
+	var re *azcore.ResponseError
+	if errors.As(err, &re) && re.ErrorCode == "ContainerNotFound" {
+		return true
 	}
 	return false
 }
