@@ -10,7 +10,7 @@
 // gocloud's global blob.DefaultURLMux in its own init; that side effect comes
 // with the import and is the reason the core package storage/blob does not
 // import them. NewURLMux does not touch the global mux beyond asking it for
-// the gs and azblob openers, whose credential discovery is not exported.
+// the azblob opener, whose credential discovery is not exported.
 //
 // The URLs are gocloud's, described by each driver's URLOpener:
 //
@@ -32,6 +32,8 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"os"
+	"strconv"
 	"strings"
 
 	gcblob "gocloud.dev/blob"
@@ -40,6 +42,7 @@ import (
 	"gocloud.dev/blob/gcsblob"
 	"gocloud.dev/blob/memblob"
 	"gocloud.dev/blob/s3blob"
+	"gocloud.dev/gcp"
 )
 
 // Options replaces the opener of a scheme. A nil *Options, and each nil
@@ -62,8 +65,12 @@ type Options struct {
 	// the AWS SDK's default configuration and credential chain.
 	S3 gcblob.BucketURLOpener
 
-	// GCS opens gs:// URLs. The default is gcsblob's, with Application
-	// Default Credentials.
+	// GCS opens gs:// URLs. The default is a gcsblob.URLOpener with the
+	// Application Default Credentials found when the URL is opened; without
+	// any, the open fails (gocloud's own default prints a warning to stdout
+	// and goes on unauthenticated). It needs none for an emulator named by
+	// STORAGE_EMULATOR_HOST or a URL with anonymous=true. Signed URLs and
+	// other universe domains need an opener of the host's.
 	GCS gcblob.BucketURLOpener
 
 	// Azure opens azblob:// URLs. The default is azureblob's, configured
@@ -90,7 +97,7 @@ func NewURLMux(opts *Options) *gcblob.URLMux {
 		})
 	}
 	if o.GCS == nil {
-		o.GCS = driverDefault{}
+		o.GCS = gcsDefault{}
 	}
 	if o.Azure == nil {
 		o.Azure = driverDefault{}
@@ -108,6 +115,28 @@ type openerFunc func(ctx context.Context, u *url.URL) (*gcblob.Bucket, error)
 
 func (f openerFunc) OpenBucketURL(ctx context.Context, u *url.URL) (*gcblob.Bucket, error) {
 	return f(ctx, u)
+}
+
+// gcsDefault opens gs:// URLs with the Application Default Credentials of
+// the moment.
+type gcsDefault struct{}
+
+func (gcsDefault) OpenBucketURL(ctx context.Context, u *url.URL) (*gcblob.Bucket, error) {
+	anonymous, _ := strconv.ParseBool(u.Query().Get("anonymous"))
+	if anonymous || os.Getenv("STORAGE_EMULATOR_HOST") != "" {
+		opener := &gcsblob.URLOpener{Client: gcp.NewAnonymousHTTPClient(gcp.DefaultTransport())}
+		return opener.OpenBucketURL(ctx, u)
+	}
+	creds, err := gcp.DefaultCredentials(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("gs://%s: no Google Application Default Credentials: %w", u.Host, err)
+	}
+	client, err := gcp.NewHTTPClient(gcp.DefaultTransport(), creds.TokenSource)
+	if err != nil {
+		return nil, fmt.Errorf("gs://%s: %w", u.Host, err)
+	}
+	opener := &gcsblob.URLOpener{Client: client, TokenSource: gcp.CredentialsTokenSource(creds)}
+	return opener.OpenBucketURL(ctx, u)
 }
 
 // driverDefault opens a URL with the opener its driver registered on

@@ -2,6 +2,9 @@ package drivers_test
 
 import (
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -20,8 +23,7 @@ import (
 
 // TestGCSURL opens fake-gcs-server through a gs:// URL as a host would,
 // the emulator named by the environment variable Cloud Storage clients
-// honour. gcsblob reads the environment once per process, on its first
-// gs:// URL: no other test in this package opens one.
+// honour.
 func TestGCSURL(t *testing.T) {
 	srv := gcstest.Start(t)
 	name := srv.NewBucket(t)
@@ -91,4 +93,24 @@ func assertKeys(t *testing.T, b *blob.Bucket, want ...string) {
 		keys = append(keys, info.Key)
 	}
 	assert.Equal(t, want, keys)
+}
+
+// Without Google credentials a gs:// URL fails to open, saying so, and
+// prints nothing (gocloud's own default opener prints a warning to stdout
+// and goes on unauthenticated).
+func TestGCSURLWithoutCredentials(t *testing.T) {
+	t.Setenv("STORAGE_EMULATOR_HOST", "")
+	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", filepath.Join(t.TempDir(), "none.json"))
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	stdout := os.Stdout
+	os.Stdout = w
+	_, err = blob.Open(t.Context(), drivers.NewURLMux(nil), "gs://some-bucket", nil)
+	os.Stdout = stdout
+	require.NoError(t, w.Close())
+	printed, rerr := io.ReadAll(r)
+	require.NoError(t, rerr)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "no Google Application Default Credentials")
+	assert.Empty(t, string(printed))
 }
