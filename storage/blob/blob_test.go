@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -491,4 +492,56 @@ func TestAs(t *testing.T) {
 	assert.Equal(t, filepath.Base(dir), fi.Name())
 	var wrong *bytes.Buffer
 	assert.False(t, b.As(&wrong))
+}
+
+// A file bucket lists while objects are written and deleted beside it:
+// fileblob reads a directory and then stats each entry, so an upload
+// renaming its temporary file into place, or a delete, in between fails
+// the whole listing with NotFound. The adapter reads such a listing again;
+// read once, as fileblob does, listings fail.
+func TestFileListDuringWrites(t *testing.T) {
+	listFailures := func(t *testing.T) int {
+		gb, err := fileblob.OpenBucket(t.TempDir(), &fileblob.Options{NoTempDir: true})
+		require.NoError(t, err)
+		b := blob.New(gb, nil)
+		ctx := t.Context()
+		for i := range 20 { // objects that stay, so listings take a while
+			putString(t, b, fmt.Sprintf("prod-a/kept-%02d.db", i), "snapshot")
+		}
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for w := range 2 {
+			wg.Go(func() {
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						return
+					case <-time.After(time.Millisecond):
+					}
+					key := fmt.Sprintf("prod-a/%d-%d.db", w, i)
+					assert.NoError(t, b.Put(ctx, key, strings.NewReader("snapshot"), nil))
+					assert.NoError(t, b.Delete(ctx, key))
+				}
+			})
+		}
+		failures := 0
+		for range 200 {
+			for _, err := range b.List(ctx, "prod-a/") {
+				if err != nil {
+					assert.ErrorIs(t, err, storage.ErrNotFound)
+					failures++
+				}
+			}
+		}
+		close(stop)
+		wg.Wait()
+		return failures
+	}
+	t.Run("read once", func(t *testing.T) {
+		defer blob.SetFileListTries(1)()
+		assert.Positive(t, listFailures(t), "no listing raced a rename or a delete: the test proves nothing")
+	})
+	t.Run("read again", func(t *testing.T) {
+		assert.Zero(t, listFailures(t))
+	})
 }

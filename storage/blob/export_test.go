@@ -11,3 +11,11 @@ func SetFirstFilePage(n int) (restore func()) {
 // KeepFailedUploads makes Put leave the multipart uploads of failed puts as
 // the driver left them.
 func KeepFailedUploads(b *Bucket) { b.keepFailedUploads = true }
+
+// SetFileListTries sets how often a file listing that raced a rename or a
+// delete is read until the returned function restores it.
+func SetFileListTries(n int) (restore func()) {
+	old := fileListTries
+	fileListTries = n
+	return func() { fileListTries = old }
+}

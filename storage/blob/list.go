@@ -7,10 +7,12 @@ import (
 	"iter"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	gcblob "gocloud.dev/blob"
+	"gocloud.dev/gcerrors"
 
 	"github.com/etcdbackup/etcdbackup/storage"
 )
@@ -116,7 +118,31 @@ func (b *Bucket) listWhole(ctx context.Context, prefix string) ([]*gcblob.ListOb
 // before "a-b"), a key walked after the page boundary but sorting before it
 // would be lost. One page, grown until it holds everything, cannot lose
 // anything.
+//
+// fileblob reads a directory and then stats its entries one by one; a file
+// renamed or removed in between (an upload moving its temporary file into
+// place, a delete) fails the whole listing with NotFound. Such a listing is
+// read again after a pause, up to fileListTries times in all.
 func (b *Bucket) listFileWhole(ctx context.Context, prefix string) ([]*gcblob.ListObject, error) {
+	for try := 1; ; try++ {
+		objs, err := b.listFileOnce(ctx, prefix)
+		if err == nil || gcerrors.Code(err) != gcerrors.NotFound || try == fileListTries {
+			return objs, err
+		}
+		// A moment's pause lets a burst of renames pass.
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(time.Duration(try) * time.Millisecond):
+		}
+	}
+}
+
+// fileListTries bounds the readings of a file bucket's listing that raced
+// a rename or a delete.
+var fileListTries = 10
+
+func (b *Bucket) listFileOnce(ctx context.Context, prefix string) ([]*gcblob.ListObject, error) {
 	for size := firstFilePage; ; size *= 4 {
 		objs, next, err := b.b.ListPage(ctx, gcblob.FirstPageToken, size, &gcblob.ListOptions{Prefix: prefix})
 		if err != nil {
