@@ -16,18 +16,45 @@ import (
 // returns an error matching ErrUnsupported.
 
 // ExclusivePutter is implemented by buckets that can create an object only if
-// no object exists under its key, atomically (S3's If-None-Match: *).
+// no object exists under its key, atomically (S3's If-None-Match: *, GCS's
+// ifGenerationMatch=0, Azure's If-None-Match: *, a no-replace link on a file
+// system): of any number of writers racing on one new key, exactly one
+// succeeds and its bytes are what the key holds afterwards.
 type ExclusivePutter interface {
 	// PutIfAbsent is Put that fails with ErrExist, writing nothing, when key
-	// already exists.
+	// already exists. It fails with ErrUnsupported when the bucket cannot
+	// create atomically after all (see ExclusiveChecker).
 	PutIfAbsent(ctx context.Context, key string, r io.Reader, opts *PutOptions) error
+}
+
+// ExclusiveChecker is implemented by buckets whose ability to create
+// atomically is only known at run time: a wrapper, whose answer is its
+// inner bucket's, or an adapter whose driver or configuration cannot.
+type ExclusiveChecker interface {
+	// CanPutIfAbsent reports whether PutIfAbsent is atomic on this bucket.
+	CanPutIfAbsent() bool
+}
+
+// CanPutIfAbsent reports whether b creates objects exclusively and
+// atomically: b implements ExclusivePutter and, if it implements
+// ExclusiveChecker, says so. Writers that must never share a key on a
+// bucket without that ability make their keys unique instead.
+func CanPutIfAbsent(b Bucket) bool {
+	if _, ok := b.(ExclusivePutter); !ok {
+		return false
+	}
+	if c, ok := b.(ExclusiveChecker); ok {
+		return c.CanPutIfAbsent()
+	}
+	return true
 }
 
 // PutIfAbsent writes r to key only if key does not exist yet. It uses the
 // bucket's ExclusivePutter when there is one. Otherwise it checks with Stat
 // and then Puts, which is not atomic: two writers racing on the same new key
-// may both succeed, the later one winning. The error matches ErrExist when
-// key was taken.
+// may both succeed, the later one winning, so callers that race must use
+// keys of their own on such buckets (see CanPutIfAbsent). The error matches
+// ErrExist when key was taken.
 func PutIfAbsent(ctx context.Context, b Bucket, key string, r io.Reader, opts *PutOptions) error {
 	if ep, ok := b.(ExclusivePutter); ok {
 		err := ep.PutIfAbsent(ctx, key, r, opts)

@@ -19,10 +19,11 @@ type Prefixed struct {
 }
 
 var (
-	_ Bucket          = (*Prefixed)(nil)
-	_ ExclusivePutter = (*Prefixed)(nil)
-	_ Locker          = (*Prefixed)(nil)
-	_ UploadCleaner   = (*Prefixed)(nil)
+	_ Bucket           = (*Prefixed)(nil)
+	_ ExclusivePutter  = (*Prefixed)(nil)
+	_ ExclusiveChecker = (*Prefixed)(nil)
+	_ Locker           = (*Prefixed)(nil)
+	_ UploadCleaner    = (*Prefixed)(nil)
 )
 
 // WithPrefix returns b confined to prefix. The prefix is a slash-separated
@@ -139,6 +140,9 @@ func (p *Prefixed) PutIfAbsent(ctx context.Context, key string, r io.Reader, opt
 	}
 	return p.rel(ep.PutIfAbsent(ctx, full, r, opts))
 }
+
+// CanPutIfAbsent implements ExclusiveChecker with the inner bucket's answer.
+func (p *Prefixed) CanPutIfAbsent() bool { return CanPutIfAbsent(p.inner) }
 
 // SetRetention implements Locker.
 func (p *Prefixed) SetRetention(ctx context.Context, key string, r Retention) error {

@@ -50,6 +50,10 @@ type ObjectInfo struct {
 	ModTime time.Time
 	// ETag is the backend's opaque version tag; it may be empty.
 	ETag string
+	// Metadata is the user metadata stored with the object (see
+	// PutOptions.Metadata). Stat fills it on backends that keep metadata;
+	// List leaves it nil, since listings do not carry it everywhere.
+	Metadata map[string]string
 }
 
 // PutOptions tunes a Put. A nil *PutOptions means the defaults.

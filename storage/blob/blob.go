@@ -21,7 +21,8 @@ import (
 
 var (
 	_ storage.Bucket          = (*Bucket)(nil)
-	_ storage.ExclusivePutter = (*Bucket)(nil)
+	_ storage.ExclusivePutter  = (*Bucket)(nil)
+	_ storage.ExclusiveChecker = (*Bucket)(nil)
 	_ storage.UploadCleaner   = (*Bucket)(nil)
 )
 
@@ -112,6 +113,11 @@ type Bucket struct {
 	s3    *s3.Client // set for s3blob buckets
 	owned bool       // Close closes b
 
+	// fileDir and filePrefix place a fileblob bucket's objects on disk:
+	// key k is the file fileDir/escape(filePrefix+k). Open sets them from
+	// the URL; fileDir is empty for a fileblob bucket given to New.
+	fileDir, filePrefix string
+
 	keepFailedUploads bool // skip abortFailedUpload, to observe the driver alone
 
 	closeOnce sync.Once
@@ -176,6 +182,13 @@ func Open(ctx context.Context, mux *gcblob.URLMux, urlstr string, opts *Options)
 	}
 	bk := New(b, opts)
 	bk.owned = true
+	if bk.kind == driverFile {
+		bk.fileDir, bk.filePrefix, err = filePlacement(urlstr)
+		if err != nil {
+			_ = b.Close()
+			return nil, fmt.Errorf("open %s: %w", safe, err)
+		}
+	}
 	return bk, nil
 }
 
@@ -207,25 +220,52 @@ func (b *Bucket) Put(ctx context.Context, key string, r io.Reader, opts *storage
 }
 
 // PutIfAbsent implements storage.ExclusivePutter with gocloud's
-// WriterOptions.IfNotExist, which s3blob (If-None-Match: *), gcsblob,
-// azureblob and memblob check atomically. On fileblob buckets, whose check
-// is a separate step before the rename, and with Options.NoExclusivePut, it
-// returns an error matching storage.ErrUnsupported.
+// WriterOptions.IfNotExist, which s3blob (If-None-Match: *), gcsblob
+// (ifGenerationMatch=0), azureblob (If-None-Match: *) and memblob check
+// atomically. fileblob checks with a separate step before its rename, so on
+// a fileblob bucket PutIfAbsent writes a temporary file beside the object
+// and links it into place, which fails when the name exists (see
+// putFileExclusive). It returns an error matching storage.ErrUnsupported
+// when CanPutIfAbsent is false.
 func (b *Bucket) PutIfAbsent(ctx context.Context, key string, r io.Reader, opts *storage.PutOptions) error {
 	if err := b.checkKey("put", key); err != nil {
 		return err
 	}
-	if b.kind == driverFile || b.opts.NoExclusivePut {
-		return storage.Errorf("put", key, storage.ErrUnsupported, errors.New("no atomic create-if-absent on this bucket"))
+	switch {
+	case b.opts.NoExclusivePut:
+		return storage.Errorf("put", key, storage.ErrUnsupported, errors.New("exclusive puts are turned off for this bucket"))
+	case b.kind == driverFile && b.fileDir == "":
+		return storage.Errorf("put", key, storage.ErrUnsupported, errors.New("a file bucket given to New has no known directory: open it with Open"))
+	case b.kind == driverFile:
+		return b.putFileExclusive(ctx, key, r, opts)
 	}
 	return b.put(ctx, key, r, opts, true)
 }
 
+// CanPutIfAbsent implements storage.ExclusiveChecker: true unless
+// Options.NoExclusivePut is set or the bucket is a fileblob bucket given to
+// New, whose directory the adapter does not know.
+func (b *Bucket) CanPutIfAbsent() bool {
+	switch {
+	case b.opts.NoExclusivePut:
+		return false
+	case b.kind == driverFile:
+		return b.fileDir != ""
+	}
+	return true
+}
+
 func (b *Bucket) put(ctx context.Context, key string, r io.Reader, opts *storage.PutOptions, exclusive bool) error {
-	const op = "put"
-	if err := b.checkKey(op, key); err != nil {
+	if err := b.checkKey("put", key); err != nil {
 		return err
 	}
+	return b.putChecked(ctx, key, r, opts, exclusive)
+}
+
+// putChecked is put for a key already checked, or one of the adapter's own
+// temporary keys, which checkKey refuses.
+func (b *Bucket) putChecked(ctx context.Context, key string, r io.Reader, opts *storage.PutOptions, exclusive bool) error {
+	const op = "put"
 	if r == nil {
 		return storage.Errorf(op, key, nil, errors.New("nil reader"))
 	}
@@ -396,7 +436,7 @@ func (b *Bucket) Stat(ctx context.Context, key string) (storage.ObjectInfo, erro
 	if err != nil {
 		return storage.ObjectInfo{}, b.errorf(op, key, err, false)
 	}
-	return storage.ObjectInfo{Key: key, Size: a.Size, ModTime: a.ModTime, ETag: a.ETag}, nil
+	return storage.ObjectInfo{Key: key, Size: a.Size, ModTime: a.ModTime, ETag: a.ETag, Metadata: a.Metadata}, nil
 }
 
 // Delete implements storage.Bucket. A missing key is not an error.

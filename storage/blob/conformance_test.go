@@ -8,6 +8,7 @@ import (
 	"gocloud.dev/blob/fileblob"
 	"gocloud.dev/blob/memblob"
 
+	"github.com/etcdbackup/etcdbackup/storage"
 	"github.com/etcdbackup/etcdbackup/storage/blob"
 	"github.com/etcdbackup/etcdbackup/storage/storagetest"
 )
@@ -37,6 +38,25 @@ func TestConformanceFileNextToObjects(t *testing.T) {
 		b, err := blob.Open(t.Context(), mux, "file://"+t.TempDir()+"?no_tmp_dir=1&metadata=skip", nil)
 		require.NoError(t, err)
 		t.Cleanup(func() { require.NoError(t, b.Close()) })
-		return storagetest.Fixture{Bucket: b}
+		return storagetest.Fixture{Bucket: b, NoMetadata: true}
 	})
+}
+
+// TestConformanceFileByURL runs the suite on file buckets opened by URL,
+// whose directory the adapter knows, so that PutIfAbsent links atomically:
+// one with the defaults and one behind gocloud's prefix parameter.
+func TestConformanceFileByURL(t *testing.T) {
+	mux := new(gcblob.URLMux)
+	mux.RegisterBucket(fileblob.Scheme, &fileblob.URLOpener{})
+	for _, query := range []string{"", "?prefix=seed-eu/"} {
+		t.Run("query="+query, func(t *testing.T) {
+			storagetest.Run(t, func(t *testing.T) storagetest.Fixture {
+				b, err := blob.Open(t.Context(), mux, "file://"+t.TempDir()+query, nil)
+				require.NoError(t, err)
+				t.Cleanup(func() { require.NoError(t, b.Close()) })
+				require.True(t, storage.CanPutIfAbsent(b))
+				return storagetest.Fixture{Bucket: b}
+			})
+		})
+	}
 }

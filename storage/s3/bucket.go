@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strings"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/encrypt"
@@ -31,10 +32,11 @@ type Bucket struct {
 }
 
 var (
-	_ storage.Bucket          = (*Bucket)(nil)
-	_ storage.ExclusivePutter = (*Bucket)(nil)
-	_ storage.Locker          = (*Bucket)(nil)
-	_ storage.UploadCleaner   = (*Bucket)(nil)
+	_ storage.Bucket           = (*Bucket)(nil)
+	_ storage.ExclusivePutter  = (*Bucket)(nil)
+	_ storage.ExclusiveChecker = (*Bucket)(nil)
+	_ storage.Locker           = (*Bucket)(nil)
+	_ storage.UploadCleaner    = (*Bucket)(nil)
 )
 
 // New returns a Bucket for opts. It validates opts and reads CACertFile but
@@ -204,8 +206,25 @@ func (b *Bucket) Stat(ctx context.Context, key string) (storage.ObjectInfo, erro
 	if err != nil {
 		return storage.ObjectInfo{}, translate("stat", key, err)
 	}
-	return storage.ObjectInfo{Key: key, Size: info.Size, ModTime: info.LastModified, ETag: info.ETag}, nil
+	return storage.ObjectInfo{Key: key, Size: info.Size, ModTime: info.LastModified, ETag: info.ETag, Metadata: userMetadata(info.UserMetadata)}, nil
 }
+
+// userMetadata returns the user metadata of a StatObject answer with the
+// lowercase keys Put was given, or nil when there is none.
+func userMetadata(m minio.StringMap) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	md := make(map[string]string, len(m))
+	for k, v := range m {
+		md[strings.ToLower(k)] = v
+	}
+	return md
+}
+
+// CanPutIfAbsent implements storage.ExclusiveChecker: false when the
+// options declare a store without conditional writes.
+func (b *Bucket) CanPutIfAbsent() bool { return !b.opts.NoConditionalWrites }
 
 // List implements storage.Bucket. It lists recursively with
 // ListObjectsV2, one page of up to 1000 keys per request. Breaking out of

@@ -153,6 +153,14 @@ type Options struct {
 	// delete marker and succeeds whatever the lock.
 	DeleteAllVersions bool
 
+	// NoConditionalWrites declares a store that ignores S3's conditional
+	// writes (If-None-Match: *), as some older S3-compatible stores do,
+	// where a PutIfAbsent would silently overwrite. PutIfAbsent then fails
+	// with storage.ErrUnsupported and CanPutIfAbsent reports false, so that
+	// writers make their keys unique instead. Amazon S3, MinIO, Ceph RGW
+	// (Squid and later) and Cloudflare R2 honour the header.
+	NoConditionalWrites bool
+
 	// Transport carries the HTTP requests, for instance to inject faults in
 	// tests. Nil means a transport built from the options above. It may
 	// not be combined with CACertPEM or CACertFile: configure its TLS

@@ -64,7 +64,12 @@ func (b *Bucket) Put(ctx context.Context, key string, r io.Reader, opts *storage
 // at once, one created while it runs fails at completion. Either way the
 // error matches storage.ErrExist and nothing is written. Stores that
 // ignore the header (older S3-compatible ones) overwrite instead.
+//
+// With Options.NoConditionalWrites it fails with storage.ErrUnsupported.
 func (b *Bucket) PutIfAbsent(ctx context.Context, key string, r io.Reader, opts *storage.PutOptions) error {
+	if b.opts.NoConditionalWrites {
+		return storage.Errorf("put", key, storage.ErrUnsupported, errors.New("the store is declared without conditional writes"))
+	}
 	return b.put(ctx, key, r, opts, true)
 }
 

@@ -46,6 +46,11 @@ type Fixture struct {
 	// storage.UploadCleaner, the suite asks Bucket itself. The suite asserts
 	// that failed and cancelled Puts leave none behind.
 	IncompleteUploads func(ctx context.Context) ([]storage.Upload, error)
+
+	// NoMetadata declares a bucket that does not keep user metadata (a
+	// fileblob bucket opened with metadata=skip). Otherwise the suite
+	// asserts that Stat returns what Put stored.
+	NoMetadata bool
 }
 
 // Sizes of the round trips. Large spans several parts of any multipart
@@ -79,6 +84,9 @@ func Run(t *testing.T, newFixture func(t *testing.T) Fixture) {
 		{"ConcurrentPuts", testConcurrentPuts},
 		{"GetPartialRead", testGetPartialRead},
 		{"PutIfAbsent", testPutIfAbsent},
+		{"ExclusiveRace", testExclusiveRace},
+		{"ListDuringWrites", testListDuringWrites},
+		{"ConcurrentDeletes", testConcurrentDeletes},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -246,6 +254,15 @@ func testPutOptions(t *testing.T, f Fixture) {
 	opts := &storage.PutOptions{ContentType: "application/json", Metadata: map[string]string{"cluster": "prod-a"}}
 	require.NoError(t, f.Bucket.Put(ctxFor(t), "with/options", bytes.NewReader([]byte(`{}`)), opts))
 	require.Equal(t, `{}`, string(get(t, f.Bucket, "with/options")))
+	info, err := f.Bucket.Stat(ctxFor(t), "with/options")
+	require.NoError(t, err)
+	if !f.NoMetadata {
+		require.Equal(t, "prod-a", info.Metadata["cluster"], "Stat returns the metadata Put stored")
+	}
+	for info, err := range f.Bucket.List(ctxFor(t), "with/") {
+		require.NoError(t, err)
+		require.Nil(t, info.Metadata, "List leaves Metadata nil")
+	}
 }
 
 func testUnusualKeys(t *testing.T, f Fixture) {
