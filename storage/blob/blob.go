@@ -20,10 +20,10 @@ import (
 )
 
 var (
-	_ storage.Bucket          = (*Bucket)(nil)
+	_ storage.Bucket           = (*Bucket)(nil)
 	_ storage.ExclusivePutter  = (*Bucket)(nil)
 	_ storage.ExclusiveChecker = (*Bucket)(nil)
-	_ storage.UploadCleaner   = (*Bucket)(nil)
+	_ storage.UploadCleaner    = (*Bucket)(nil)
 )
 
 // DefaultCleanupTimeout is how long Put may spend, after a failure, aborting
