@@ -248,17 +248,16 @@ func claimEntry(cluster string, info storage.ObjectInfo, r manifestRead, data ma
 
 // IsDataName reports whether a file name is shaped like the data objects
 // this library writes (DataKey's output):
-// "<timestamp>_<id>.db[.zst|.gz][.age]".
+// "<timestamp>_<id>.db[.zst|.gz][.age]", where the ID is a cluster and
+// backup name (DNS labels joined by '-') with the tail BackupID and
+// UniqueBackupID give it.
 func IsDataName(name string) bool {
 	ts, rest, ok := strings.Cut(name, "_")
-	if !ok {
-		return false
-	}
-	if _, err := time.Parse(TimestampLayout, ts); err != nil {
+	if !ok || !isTimestamp(ts) {
 		return false
 	}
 	id, ext, ok := strings.Cut(rest, ".db")
-	if !ok || nameProblem(id) != "" {
+	if !ok || !isIDShape(id) {
 		return false
 	}
 	switch ext {
@@ -266,6 +265,31 @@ func IsDataName(name string) bool {
 		return true
 	}
 	return false
+}
+
+// isIDShape reports whether id could be a backup ID: "<cluster>-<name>"
+// (lowercase letters, digits and '-') followed by a tail of isIDTail.
+func isIDShape(id string) bool {
+	for cut := len(id); cut > 0; cut = strings.LastIndexByte(id[:cut], '-') {
+		if isIDTail(id[cut:]) && isClusterAndName(id[:cut]) {
+			return true
+		}
+	}
+	return false
+}
+
+// isClusterAndName reports whether s could be "<cluster>-<name>", two
+// names of ValidateName joined by '-'.
+func isClusterAndName(s string) bool {
+	if len(s) > 2*MaxNameLen+1 || !strings.Contains(s, "-") || s[0] == '-' || s[len(s)-1] == '-' {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 func legacyCompression(name string) Compression {

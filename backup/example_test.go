@@ -63,7 +63,7 @@ func ExamplePipeline() {
 		fmt.Println(e.Kind, e.Key)
 	}
 	// Output:
-	// backup prod-a-hourly-20261122T023000Z committed on [east west]
+	// backup prod-a-hourly-20261122T023000.000Z committed on [east west]
 	// raw bytes: 4128
-	// backup prod-a/20261122T023000Z_prod-a-hourly-20261122T023000Z.db.zst
+	// backup prod-a/20261122T023000.000Z_prod-a-hourly-20261122T023000.000Z.db.zst
 }

@@ -2,6 +2,7 @@ package backup
 
 import (
 	"bytes"
+	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -34,8 +35,9 @@ var ErrInvalidManifest = errors.New("invalid manifest")
 type Manifest struct {
 	// Format is the manifest format version (ManifestFormat).
 	Format int `json:"format"`
-	// ID names the backup: "<cluster>-<name>", and "-<timestamp>" for a
-	// scheduled run (see BackupID).
+	// ID names the backup: "<cluster>-<name>", "-<timestamp>" for a
+	// scheduled run (see BackupID), and "-<run>" on a destination that
+	// cannot create objects exclusively (see UniqueBackupID).
 	ID string `json:"id"`
 	// Cluster is the cluster the backup belongs to.
 	Cluster string `json:"cluster"`
@@ -63,6 +65,11 @@ type Manifest struct {
 	Encryption *EncryptionInfo `json:"encryption,omitempty"`
 	// Library is the module version that wrote the backup.
 	Library string `json:"library"`
+	// Run is the random token of the run that wrote the backup (RunLen
+	// hex digits; empty in manifests of older versions). The data object
+	// carries it in its metadata (MetadataRun), so that a run removes a
+	// data object only when it can prove the object its own.
+	Run string `json:"run,omitempty"`
 }
 
 // EtcdInfo describes the member a snapshot was taken from.
@@ -154,6 +161,9 @@ func (m *Manifest) Validate() error {
 	if err := validateDataKey(m.DataKey); err != nil {
 		add("data key: %v", err)
 	}
+	if m.Run != "" && !isRunToken(m.Run) {
+		add("run %s is not %d lowercase hex digits", quoteName(m.Run), RunLen)
+	}
 	for _, d := range []struct {
 		what string
 		d    Digest
@@ -185,14 +195,35 @@ func validateID(id, cluster, name string) error {
 	if !ok {
 		return fmt.Errorf("id %s does not start with %q", quoteName(id), cluster+"-"+name)
 	}
-	if rest == "" {
-		return nil
-	}
-	ts, ok := strings.CutPrefix(rest, "-")
-	if _, err := time.Parse(TimestampLayout, ts); !ok || err != nil {
-		return fmt.Errorf("id %s does not end in -%s", quoteName(id), TimestampLayout)
+	if !isIDTail(rest) {
+		return fmt.Errorf("id %s does not end in -%s, -<run> or both", quoteName(id), TimestampLayoutMilli)
 	}
 	return nil
+}
+
+// isIDTail reports whether tail is what BackupID and UniqueBackupID put
+// after "<cluster>-<name>": nothing, "-<timestamp>" (either layout),
+// "-<run>", or "-<timestamp>-<run>".
+func isIDTail(tail string) bool {
+	if i := strings.LastIndexByte(tail, '-'); i >= 0 && isRunToken(tail[i+1:]) {
+		tail = tail[:i]
+	}
+	if tail == "" {
+		return true
+	}
+	ts, ok := strings.CutPrefix(tail, "-")
+	return ok && isTimestamp(ts)
+}
+
+// isTimestamp reports whether ts is a UTC timestamp of TimestampLayoutMilli
+// or, in IDs and keys of older versions, TimestampLayout.
+func isTimestamp(ts string) bool {
+	for _, layout := range []string{TimestampLayoutMilli, TimestampLayout} {
+		if t, err := time.Parse(layout, ts); err == nil && t.Format(layout) == ts {
+			return true
+		}
+	}
+	return false
 }
 
 func validateDataKey(key string) error {
@@ -253,26 +284,70 @@ func (m *Manifest) Marshal() ([]byte, error) {
 	return append(b, '\n'), nil
 }
 
-// TimestampLayout formats the UTC timestamps in scheduled backup IDs and in
-// object keys. It sorts as text in time order.
+// TimestampLayout formats the UTC timestamps, to the second, of the IDs
+// and keys of backups written by older versions. It sorts as text in time
+// order.
 const TimestampLayout = "20060102T150405Z"
+
+// TimestampLayoutMilli formats the UTC timestamps in scheduled backup IDs
+// and in object keys, to the millisecond, so that runs of one cluster in
+// the same second get IDs of their own. It sorts as text in time order.
+const TimestampLayoutMilli = "20060102T150405.000Z"
 
 // BackupID returns the ID of a backup of cluster named name, following the
 // naming of scheduled backup configs: "<cluster>-<name>", with
-// "-<timestamp>" appended for a scheduled run.
+// "-<timestamp>" (TimestampLayoutMilli) appended for a scheduled run.
+//
+// Two runs of one config in the same millisecond get the same ID. On a
+// destination that creates objects exclusively (storage.CanPutIfAbsent)
+// the second to commit then fails with ErrBackupExists and leaves nothing;
+// on any other the pipeline makes every ID unique with UniqueBackupID.
 func BackupID(cluster, name string, created time.Time, scheduled bool) string {
 	id := cluster + "-" + name
 	if scheduled {
-		id += "-" + created.UTC().Format(TimestampLayout)
+		id += "-" + created.UTC().Format(TimestampLayoutMilli)
 	}
 	return id
 }
 
+// UniqueBackupID returns id with the run token appended: the ID of a
+// backup written where two runs could not be told apart by an exclusive
+// create.
+func UniqueBackupID(id, run string) string { return id + "-" + run }
+
+// RunLen is the length of a run token in hex digits.
+const RunLen = 8
+
+// NewRunToken returns a random run token of RunLen lowercase hex digits.
+func NewRunToken() (string, error) {
+	var b [RunLen / 2]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("run token: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+func isRunToken(s string) bool {
+	if len(s) != RunLen {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// MetadataRun is the metadata key under which a data object carries the
+// token of the run that wrote it (Manifest.Run).
+const MetadataRun = "etcdbackup-run"
+
 // DataKey returns the data object's key, relative to the cluster's folder:
-// the creation timestamp first, so a folder lists in creation order, then
-// the backup ID and the extensions of its encoding.
+// the creation timestamp first (TimestampLayoutMilli), so a folder lists in
+// creation order, then the backup ID and the extensions of its encoding.
 func DataKey(id string, created time.Time, c Compression, encrypted bool) string {
-	key := created.UTC().Format(TimestampLayout) + "_" + id + ".db" + c.Extension()
+	key := created.UTC().Format(TimestampLayoutMilli) + "_" + id + ".db" + c.Extension()
 	if encrypted {
 		key += ".age"
 	}

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -101,7 +102,7 @@ func (r *Request) Validate() error {
 	if err := ValidateName("backup", r.Name); err != nil {
 		return err
 	}
-	if id := BackupID(r.Cluster, r.Name, time.Time{}, r.Scheduled); len(id) > 200 {
+	if id := UniqueBackupID(BackupID(r.Cluster, r.Name, time.Time{}, r.Scheduled), strings.Repeat("0", RunLen)); len(id) > 200 {
 		return fmt.Errorf("backup id of %d bytes is too long", len(id))
 	}
 	if len(r.Targets) == 0 {
@@ -192,7 +193,14 @@ func (p *Pipeline) Run(ctx context.Context, req Request) (*Result, error) {
 	}
 
 	created := p.now().UTC()
+	token, err := NewRunToken()
+	if err != nil {
+		return nil, err
+	}
 	id := BackupID(req.Cluster, req.Name, created, req.Scheduled)
+	if !allExclusive(req.Targets) {
+		id = UniqueBackupID(id, token)
+	}
 	base := Manifest{
 		Format:      ManifestFormat,
 		ID:          id,
@@ -202,6 +210,7 @@ func (p *Pipeline) Run(ctx context.Context, req Request) (*Result, error) {
 		DataKey:     DataKey(id, created, compression, len(recipients) > 0),
 		Compression: compression,
 		Library:     LibraryVersion(),
+		Run:         token,
 	}
 	if len(recipients) > 0 {
 		base.Encryption = &EncryptionInfo{Scheme: "age", Recipients: fingerprints}
@@ -219,6 +228,17 @@ func (p *Pipeline) Run(ctx context.Context, req Request) (*Result, error) {
 		run.res.Outcomes[i].Destination = t.Destination
 	}
 	return run.do()
+}
+
+// allExclusive reports whether every target creates objects exclusively,
+// so that two runs given the same ID cannot both commit it.
+func allExclusive(targets []Target) bool {
+	for _, t := range targets {
+		if !uploadsExclusively(t.Uploader) {
+			return false
+		}
+	}
+	return true
 }
 
 func (p *Pipeline) now() time.Time {

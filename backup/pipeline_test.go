@@ -218,7 +218,8 @@ func TestPipelineRoundTrip(t *testing.T) {
 			})
 			require.NoError(t, err)
 			require.Equal(t, []string{"a", "b"}, res.Succeeded())
-			require.Equal(t, "prod-a-daily-20261122T023000Z", res.ID)
+			// memUploader overwrites, so the ID carries the run's token.
+			require.Regexp(t, `^prod-a-daily-20261122T023000\.001Z-[0-9a-f]{8}$`, res.ID)
 			require.Equal(t, 1, snap.calls, "one snapshot read for every destination")
 
 			for _, u := range []*memUploader{a, b} {

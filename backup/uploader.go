@@ -28,8 +28,24 @@ type Uploader interface {
 
 // ErrBackupExists is returned when a backup's data object or manifest
 // already exists: a one-shot backup name used twice, or two scheduled runs
-// in the same second.
+// of one config in the same millisecond.
 var ErrBackupExists = errors.New("backup already exists")
+
+// ExclusiveUploader is implemented by Uploaders that create a backup's
+// objects exclusively and atomically, so that of two runs writing the same
+// key exactly one succeeds. The pipeline gives runs on any other Uploader
+// IDs of their own (UniqueBackupID), so that they never share a key.
+type ExclusiveUploader interface {
+	// UploadsExclusively reports whether Upload and Commit create their
+	// objects atomically if absent.
+	UploadsExclusively() bool
+}
+
+// uploadsExclusively reports whether u is an ExclusiveUploader that says so.
+func uploadsExclusively(u Uploader) bool {
+	eu, ok := u.(ExclusiveUploader)
+	return ok && eu.UploadsExclusively()
+}
 
 // BucketUploader stores backups in a storage.Bucket, which is usually a
 // destination's bucket confined to its prefix. A cluster's objects live in
@@ -42,7 +58,14 @@ type BucketUploader struct {
 	CleanupTimeout time.Duration
 }
 
-var _ Uploader = (*BucketUploader)(nil)
+var (
+	_ Uploader          = (*BucketUploader)(nil)
+	_ ExclusiveUploader = (*BucketUploader)(nil)
+)
+
+// UploadsExclusively implements ExclusiveUploader: whether the bucket
+// creates objects atomically if absent (storage.CanPutIfAbsent).
+func (u *BucketUploader) UploadsExclusively() bool { return storage.CanPutIfAbsent(u.Bucket) }
 
 // ClusterPrefix returns the folder of a cluster's objects, with its trailing
 // slash, so that "prod-a/" never lists "prod-ab/...".
@@ -54,9 +77,11 @@ func (u *BucketUploader) Upload(ctx context.Context, m *Manifest, r io.Reader) e
 		return fmt.Errorf("%w: data key: %v", ErrInvalidManifest, err)
 	}
 	key := ClusterPrefix(m.Cluster) + m.DataKey
-	err := storage.PutIfAbsent(ctx, u.Bucket, key, r, &storage.PutOptions{
-		Metadata: map[string]string{"etcdbackup-id": m.ID},
-	})
+	md := map[string]string{"etcdbackup-id": m.ID}
+	if m.Run != "" {
+		md[MetadataRun] = m.Run
+	}
+	err := storage.PutIfAbsent(ctx, u.Bucket, key, r, &storage.PutOptions{Metadata: md})
 	if errors.Is(err, storage.ErrExist) {
 		return fmt.Errorf("%w: %s: %w", ErrBackupExists, key, err)
 	}
@@ -65,9 +90,10 @@ func (u *BucketUploader) Upload(ctx context.Context, m *Manifest, r io.Reader) e
 
 // Commit implements Uploader. It never overwrites an existing manifest. If
 // the manifest cannot be written, it removes the data object Upload wrote
-// (on a context of its own, so a cancelled backup is cleaned up too) and
-// returns the error; what it cannot remove is an orphan that retention
-// collects.
+// (on a context of its own, so a cancelled backup is cleaned up too), but
+// only when the object carries this run's token (Manifest.Run): an object
+// under the same key that another run wrote is never touched. What it
+// cannot remove is an orphan that retention collects.
 func (u *BucketUploader) Commit(ctx context.Context, m *Manifest) error {
 	body, err := m.Marshal()
 	if err != nil {
@@ -79,8 +105,6 @@ func (u *BucketUploader) Commit(ctx context.Context, m *Manifest) error {
 		return nil
 	}
 	if errors.Is(err, storage.ErrExist) {
-		// Another backup's manifest (same ID and second, another encoding).
-		// The data object is ours all the same: Upload never overwrites.
 		err = fmt.Errorf("%w: %s: %w", ErrBackupExists, key, err)
 	}
 	timeout := u.CleanupTimeout
@@ -89,8 +113,32 @@ func (u *BucketUploader) Commit(ctx context.Context, m *Manifest) error {
 	}
 	cleanupCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
-	if derr := u.Bucket.Delete(cleanupCtx, ClusterPrefix(m.Cluster)+m.DataKey); derr != nil {
+	if derr := RemoveOwnData(cleanupCtx, u.Bucket, m); derr != nil {
 		return fmt.Errorf("write manifest: %w (and the data object was left for retention to collect: %v)", err, derr)
 	}
 	return fmt.Errorf("write manifest: %w", err)
+}
+
+// ErrNotOwnObject is returned by RemoveOwnData when the data object under
+// a manifest's key cannot be proven to be the one the manifest's run wrote.
+var ErrNotOwnObject = errors.New("object was not written by this run")
+
+// RemoveOwnData deletes the data object of m, which was never committed,
+// if it carries m's run token in its metadata: the proof that it is the
+// object m's run wrote rather than another run's under the same key. A
+// missing object is not an error. Without that proof (no run token in m,
+// or a bucket that keeps no metadata) it deletes nothing and returns an
+// error matching ErrNotOwnObject.
+func RemoveOwnData(ctx context.Context, b storage.Bucket, m *Manifest) error {
+	key := ClusterPrefix(m.Cluster) + m.DataKey
+	info, err := b.Stat(ctx, key)
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	case m.Run == "" || info.Metadata[MetadataRun] != m.Run:
+		return fmt.Errorf("%s: %w", key, ErrNotOwnObject)
+	}
+	return b.Delete(ctx, key)
 }

@@ -56,12 +56,14 @@ type pin struct {
 }
 
 var (
-	_ storage.Bucket          = (*Destination)(nil)
-	_ storage.ExclusivePutter = (*Destination)(nil)
-	_ storage.Locker          = (*Destination)(nil)
-	_ storage.UploadCleaner   = (*Destination)(nil)
-	_ backup.Uploader         = (*Destination)(nil)
-	_ backup.Catalog          = (*Destination)(nil)
+	_ storage.Bucket           = (*Destination)(nil)
+	_ storage.ExclusivePutter  = (*Destination)(nil)
+	_ storage.ExclusiveChecker = (*Destination)(nil)
+	_ backup.ExclusiveUploader = (*Destination)(nil)
+	_ storage.Locker           = (*Destination)(nil)
+	_ storage.UploadCleaner    = (*Destination)(nil)
+	_ backup.Uploader          = (*Destination)(nil)
+	_ backup.Catalog           = (*Destination)(nil)
 )
 
 // Name returns the destination's name.
@@ -201,6 +203,21 @@ func (d *Destination) PutIfAbsent(ctx context.Context, key string, r io.Reader, 
 	return h.bucket.PutIfAbsent(ctx, key, r, opts)
 }
 
+// CanPutIfAbsent implements storage.ExclusiveChecker with the answer of
+// the bucket the destination uses now.
+func (d *Destination) CanPutIfAbsent() bool {
+	h, err := d.current()
+	if err != nil {
+		return false
+	}
+	defer h.release()
+	return storage.CanPutIfAbsent(h.bucket)
+}
+
+// UploadsExclusively implements backup.ExclusiveUploader: whether the
+// destination's bucket creates objects atomically if absent.
+func (d *Destination) UploadsExclusively() bool { return d.CanPutIfAbsent() }
+
 // Delete implements storage.Bucket. A read-only destination refuses it
 // with ErrReadOnly.
 func (d *Destination) Delete(ctx context.Context, key string) error {
@@ -279,7 +296,7 @@ func (d *Destination) Upload(ctx context.Context, m *backup.Manifest, r io.Reade
 	if spec.ObjectLock.Enabled() {
 		if err := d.lock(ctx, h, spec, pinKey(m)); err != nil {
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-			if derr := h.bucket.Delete(cctx, pinKey(m)); derr != nil {
+			if derr := backup.RemoveOwnData(cctx, h.bucket, m); derr != nil {
 				err = fmt.Errorf("%w (and the unlocked data object could not be removed: %v)", err, derr)
 			}
 			cancel()

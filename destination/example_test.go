@@ -64,7 +64,7 @@ func Example() {
 	fmt.Println("write to archive refused:", errors.Is(err, destination.ErrReadOnly))
 	// Output:
 	// added: [archive default] default: default
-	// default prod-a backup prod-a-nightly-20261122T030000Z
+	// default prod-a backup prod-a-nightly-20261122T030000.000Z
 	// write to archive refused: true
 }
 

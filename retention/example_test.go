@@ -30,10 +30,10 @@ func ExampleMakePlan() {
 		fmt.Printf("%-6s %-36s %s\n", d.Action, d.Entry.ID, d.Reason)
 	}
 	// Output:
-	// delete prod-a-daily-20261118T120000Z        selected by no keep rule of keep-last=2
-	// delete prod-a-daily-20261119T120000Z        selected by no keep rule of keep-last=2
-	// delete prod-a-daily-20261120T120000Z        selected by no keep rule of keep-last=2
-	// keep   prod-a-daily-20261121T120000Z        keep-last 2: number 2
-	// keep   prod-a-daily-20261122T120000Z        newest backup: always kept
+	// delete prod-a-daily-20261118T120000.000Z    selected by no keep rule of keep-last=2
+	// delete prod-a-daily-20261119T120000.000Z    selected by no keep rule of keep-last=2
+	// delete prod-a-daily-20261120T120000.000Z    selected by no keep rule of keep-last=2
+	// keep   prod-a-daily-20261121T120000.000Z    keep-last 2: number 2
+	// keep   prod-a-daily-20261122T120000.000Z    newest backup: always kept
 	// keep   snapshot.db                          legacy object: never deleted by retention
 }

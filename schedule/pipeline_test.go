@@ -111,7 +111,7 @@ func TestPipelineRunner(t *testing.T) {
 	for _, name := range j.Destinations {
 		got := backupsOf(t, dests[name], "prod-a")
 		require.Len(t, got, 2, name)
-		assert.Equal(t, "prod-a-hourly-20260101T030000Z", got[1].ID)
+		assert.Equal(t, "prod-a-hourly-20260101T030000.000Z", got[1].ID)
 		assert.Equal(t, backup.Gzip, got[1].Compression)
 		assert.Equal(t, name, got[1].Manifest.Destination)
 	}
@@ -205,7 +205,7 @@ func TestSchedulerWithPipeline(t *testing.T) {
 	assert.EqualValues(t, 4, st.Successes)
 	got := backupsOf(t, dests["s3"], "prod-a")
 	require.Len(t, got, 2)
-	assert.Equal(t, "prod-a-hourly-20260101T030000Z", got[1].ID)
+	assert.Equal(t, "prod-a-hourly-20260101T030000.000Z", got[1].ID)
 	require.NoError(t, h.stop())
 
 	// Down from 03:00 to 05:20: at the next start, one run right away.
@@ -215,6 +215,6 @@ func TestSchedulerWithPipeline(t *testing.T) {
 	assert.EqualValues(t, 5, st.Successes)
 	assert.Equal(t, utc("2026-01-01T04:00:00Z"), st.LastTick.UTC())
 	got = backupsOf(t, dests["s3"], "prod-a")
-	assert.Equal(t, "prod-a-hourly-20260101T052000Z", got[len(got)-1].ID)
+	assert.Equal(t, "prod-a-hourly-20260101T052000.000Z", got[len(got)-1].ID)
 	require.NoError(t, h.stop())
 }
