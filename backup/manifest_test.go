@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/etcdbackup/etcdbackup/backup"
@@ -69,5 +70,42 @@ func TestParseManifestRejectsHostileInput(t *testing.T) {
 			require.ErrorIs(t, err, backup.ErrInvalidManifest)
 			require.Less(t, len(err.Error()), 2000, "the error does not echo the input")
 		})
+	}
+}
+
+func TestIDAndDataNameShapes(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ok   bool
+	}{
+		{"20261124T191237Z_prod-a-hourly-20261124T191237Z.db.zst", true},                 // older versions
+		{"20261124T191237.123Z_prod-a-hourly-20261124T191237.123Z.db.zst", true},         // scheduled
+		{"20261124T191237.123Z_prod-a-hourly-20261124T191237.123Z-0a1b2c3d.db.gz", true}, // unique
+		{"20261124T191237.123Z_prod-a-once.db", true},                                    // one-shot
+		{"20261124T191237.123Z_prod-a-once-0a1b2c3d.db.age", true},
+		{"20261124T191237.123Z_Prod-a-once.db", false},
+		{"20261124T191237.123Z_proda.db", false},
+		{"20261124T191237.123Z_prod-a-once.db.txt", false},
+		{"20261124T25.123Z_prod-a-once.db", false},
+		{"snapshot.db", false},
+	} {
+		assert.Equal(t, tc.ok, backup.IsDataName(tc.name), tc.name)
+	}
+	m := validManifest()
+	for id, ok := range map[string]bool{
+		m.Cluster + "-" + m.Name:                                    true,
+		m.Cluster + "-" + m.Name + "-20261124T191237Z":              true,
+		m.Cluster + "-" + m.Name + "-20261124T191237.123Z":          true,
+		m.Cluster + "-" + m.Name + "-20261124T191237.123Z-0a1b2c3d": true,
+		m.Cluster + "-" + m.Name + "-0a1b2c3d":                      true,
+		m.Cluster + "-" + m.Name + "-20261124T191237.123Z-0A1B2C3D": false,
+		m.Cluster + "-" + m.Name + "-extra":                         false,
+	} {
+		m.ID = id
+		if ok {
+			assert.NoError(t, m.Validate(), id)
+		} else {
+			assert.ErrorIs(t, m.Validate(), backup.ErrInvalidManifest, id)
+		}
 	}
 }

@@ -114,7 +114,7 @@ func (u *BucketUploader) Commit(ctx context.Context, m *Manifest) error {
 	cleanupCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
 	if derr := RemoveOwnData(cleanupCtx, u.Bucket, m); derr != nil {
-		return fmt.Errorf("write manifest: %w (and the data object was left for retention to collect: %v)", err, derr)
+		return fmt.Errorf("write manifest: %w (and the data object was left for retention to collect: %w)", err, derr)
 	}
 	return fmt.Errorf("write manifest: %w", err)
 }

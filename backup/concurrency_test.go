@@ -1,0 +1,167 @@
+package backup_test
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"gocloud.dev/blob/fileblob"
+
+	"github.com/etcdbackup/etcdbackup/backup"
+	"github.com/etcdbackup/etcdbackup/internal/miniotest"
+	"github.com/etcdbackup/etcdbackup/storage"
+	"github.com/etcdbackup/etcdbackup/storage/blob"
+)
+
+// raceBackups runs n pipelines of one cluster and config at once, all with
+// the same clock, so that they compute the same ID, and returns their
+// results and errors.
+func raceBackups(t *testing.T, b storage.Bucket, n int) ([]*backup.Result, []error) {
+	t.Helper()
+	at := time.Date(2026, 11, 24, 19, 0, 0, 0, time.UTC)
+	results, errs := make([]*backup.Result, n), make([]error, n)
+	var start, wg sync.WaitGroup
+	start.Add(1)
+	for i := range n {
+		p := &backup.Pipeline{Snapshotter: newSnapshotter(fakeSnapshot(t, 2000, uint64(i+1))), Now: func() time.Time { return at }}
+		wg.Go(func() {
+			start.Wait()
+			results[i], errs[i] = p.Run(t.Context(), backup.Request{
+				Cluster: "prod-a", Name: "hourly", Scheduled: true,
+				Targets: []backup.Target{{Destination: "d", Uploader: &backup.BucketUploader{Bucket: b}}},
+			})
+		})
+	}
+	start.Done()
+	wg.Wait()
+	return results, errs
+}
+
+// requireCommittedIntact checks that every backup a run reported committed
+// is listed, with a data object whose bytes match its manifest.
+func requireCommittedIntact(t *testing.T, b storage.Bucket, results []*backup.Result, errs []error) int {
+	t.Helper()
+	entries, err := backup.ListBackups(t.Context(), b, "prod-a")
+	require.NoError(t, err)
+	listed := map[string]backup.Entry{}
+	for _, e := range entries {
+		require.Equal(t, backup.KindBackup, e.Kind, "nothing half-visible: %s is %s", e.Key, e.Kind)
+		listed[e.ID] = e
+	}
+	committed := 0
+	for i, res := range results {
+		if errs[i] != nil {
+			continue
+		}
+		committed++
+		e, ok := listed[res.ID]
+		require.True(t, ok, "run %d reported %s committed, but it is not listed", i, res.ID)
+		stored := readObject(t, b, e.Key)
+		require.Equal(t, e.Manifest.Stored.SHA256, sha256Hex(stored), "run %d: stored bytes of %s", i, res.ID)
+	}
+	require.Len(t, listed, committed, "every listed backup was reported committed by its run")
+	return committed
+}
+
+// TestSameIDRaceKeepsTheWinner is the failure of two runs that computed
+// the same ID on one destination: exactly one commits, the other fails
+// with ErrBackupExists, and the committed backup keeps its data.
+func TestSameIDRaceKeepsTheWinner(t *testing.T) {
+	srv := miniotest.Start(t)
+	file, _ := newFile(t)
+	for name, b := range map[string]storage.Bucket{
+		"file":  file,
+		"minio": newS3(t, srv, srv.NewBucket(t, miniotest.BucketOptions{})),
+	} {
+		t.Run(name, func(t *testing.T) {
+			require.True(t, storage.CanPutIfAbsent(b))
+			results, errs := raceBackups(t, b, 4)
+			for _, err := range errs {
+				if err != nil {
+					require.ErrorIs(t, err, backup.ErrBackupExists)
+				}
+			}
+			require.Equal(t, 1, requireCommittedIntact(t, b, results, errs), "exactly one run commits an ID")
+		})
+	}
+}
+
+// TestUniqueIDsWithoutExclusiveCreate: on a bucket that cannot create
+// exclusively, runs that would share an ID get IDs of their own, and
+// every one commits.
+func TestUniqueIDsWithoutExclusiveCreate(t *testing.T) {
+	gb, err := fileblob.OpenBucket(t.TempDir(), nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = gb.Close() })
+	b := blob.New(gb, nil) // no directory known: no exclusive create
+	require.False(t, storage.CanPutIfAbsent(b))
+	results, errs := raceBackups(t, b, 4)
+	require.NoError(t, errors.Join(errs...))
+	require.Equal(t, 4, requireCommittedIntact(t, b, results, errs))
+	for _, res := range results {
+		m := res.Outcomes[0].Manifest
+		require.Equal(t, "prod-a-hourly-20261124T190000.000Z-"+m.Run, res.ID)
+	}
+}
+
+func TestRemoveOwnDataNeedsProof(t *testing.T) {
+	ctx := t.Context()
+	b, _ := newFile(t)
+	m := &backup.Manifest{Cluster: "prod-a", DataKey: "20261124T190000.000Z_prod-a-x.db", Run: "0123abcd"}
+	key := "prod-a/" + m.DataKey
+	other := &storage.PutOptions{Metadata: map[string]string{backup.MetadataRun: "ffffffff"}}
+	require.NoError(t, b.Put(ctx, key, bytes.NewReader([]byte("another run's")), other))
+
+	err := backup.RemoveOwnData(ctx, b, m)
+	require.ErrorIs(t, err, backup.ErrNotOwnObject)
+	assert.Equal(t, "another run's", string(readObject(t, b, key)), "another run's object is kept")
+
+	noToken := *m
+	noToken.Run = ""
+	require.ErrorIs(t, backup.RemoveOwnData(ctx, b, &noToken), backup.ErrNotOwnObject)
+
+	own := &storage.PutOptions{Metadata: map[string]string{backup.MetadataRun: m.Run}}
+	require.NoError(t, b.Delete(ctx, key))
+	require.NoError(t, b.Put(ctx, key, bytes.NewReader([]byte("ours")), own))
+	require.NoError(t, backup.RemoveOwnData(ctx, b, m))
+	_, err = b.Stat(ctx, key)
+	require.ErrorIs(t, err, storage.ErrNotFound)
+	require.NoError(t, backup.RemoveOwnData(ctx, b, m), "a missing object is not an error")
+}
+
+// TestFailedCommitRemovesOnlyItsOwnData: a commit that fails removes the
+// data object its run wrote, and never one another run wrote under the
+// same key.
+func TestFailedCommitRemovesOnlyItsOwnData(t *testing.T) {
+	ctx := t.Context()
+	b, _ := newFile(t)
+	u := &backup.BucketUploader{Bucket: b}
+	m := &backup.Manifest{
+		Format: backup.ManifestFormat, ID: "prod-a-x", Cluster: "prod-a", Name: "x", Created: time.Now().UTC(),
+		DataKey: "20261124T190000.000Z_prod-a-x.db", Compression: backup.None, Run: "0123abcd",
+		Raw: backup.Digest{SHA256: strings.Repeat("0", 64)}, Stored: backup.Digest{SHA256: strings.Repeat("0", 64)},
+	}
+	manifestKey := "prod-a/" + backup.ManifestKey(m.DataKey)
+	require.NoError(t, b.Put(ctx, manifestKey, bytes.NewReader([]byte("{}")), nil))
+
+	// Its own data object: removed when the commit fails.
+	require.NoError(t, u.Upload(ctx, m, bytes.NewReader([]byte("ours"))))
+	err := u.Commit(ctx, m)
+	require.ErrorIs(t, err, backup.ErrBackupExists)
+	_, err = b.Stat(ctx, "prod-a/"+m.DataKey)
+	require.ErrorIs(t, err, storage.ErrNotFound, "the run removed its own data object")
+
+	// Another run's data object under the same key: kept.
+	other := *m
+	other.Run = "ffffffff"
+	require.NoError(t, u.Upload(ctx, &other, bytes.NewReader([]byte("theirs"))))
+	err = u.Commit(ctx, m)
+	require.ErrorIs(t, err, backup.ErrBackupExists)
+	require.ErrorIs(t, err, backup.ErrNotOwnObject)
+	assert.Equal(t, "theirs", string(readObject(t, b, "prod-a/"+m.DataKey)))
+}
