@@ -84,9 +84,21 @@
 //	<cluster>/<timestamp>_<id>.db[.zst|.gz][.age]   data
 //	<cluster>/<timestamp>_<id>.manifest.json        manifest (commit point)
 //
-// The timestamp (UTC, TimestampLayout) comes first, so a folder lists in
-// creation order; the ID follows the naming of scheduled backup configs:
-// "<cluster>-<name>", with "-<timestamp>" for scheduled runs. Cluster,
-// backup and destination names are DNS labels (ValidateName), checked
-// before anything is read or written.
+// The timestamp (UTC, TimestampLayoutMilli: to the millisecond) comes
+// first, so a folder lists in creation order; the ID follows the naming of
+// scheduled backup configs: "<cluster>-<name>", with "-<timestamp>" for
+// scheduled runs. Cluster, backup and destination names are DNS labels
+// (ValidateName), checked before anything is read or written.
+//
+// # Concurrent runs
+//
+// Several processes may back up one cluster to one destination at once.
+// Every object is created exclusively (storage.PutIfAbsent) on destinations
+// that can do so atomically, and a run that finds its ID taken fails with
+// ErrBackupExists, leaving the other run's backup whole. On a destination
+// that cannot (storage.CanPutIfAbsent is false), IDs end in the run's
+// random token ("-<run>", see UniqueBackupID), so that no two runs share a
+// key. Either way a run that cannot commit removes its data object only if
+// the object carries its run token (RemoveOwnData): it never deletes what
+// another run wrote.
 package backup
