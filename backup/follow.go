@@ -248,13 +248,23 @@ func (f *Follower) Run(ctx context.Context) error {
 	}
 }
 
-// takeFull takes a full backup and returns the revision to watch from.
+// takeFull takes a full backup and returns the revision to watch from. A
+// full backup of the same name in the same second (IDs have a resolution
+// of a second) is retried in the next.
 func (f *Follower) takeFull(ctx context.Context) (next int64, chain string, err error) {
-	res, err := f.Pipeline.Run(ctx, Request{Cluster: f.Cluster, Name: f.fullName(), Scheduled: true, Targets: f.Targets})
-	if err != nil {
-		return 0, "", fmt.Errorf("full backup to start a chain: %w", err)
+	req := Request{Cluster: f.Cluster, Name: f.fullName(), Scheduled: true, Targets: f.Targets}
+	for attempt := 1; ; attempt++ {
+		res, err := f.Pipeline.Run(ctx, req)
+		if err == nil {
+			return res.Snapshot.RevisionLow + 1, res.ID, nil
+		}
+		if !errors.Is(err, ErrBackupExists) || attempt == 3 {
+			return 0, "", fmt.Errorf("full backup to start a chain: %w", err)
+		}
+		if err := (retryPolicy{first: time.Second, max: time.Second}).wait(ctx, 1); err != nil {
+			return 0, "", err
+		}
 	}
-	return res.Snapshot.RevisionLow + 1, res.ID, nil
 }
 
 // resume returns where to start: after the last segment, or after the

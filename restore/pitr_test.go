@@ -149,9 +149,15 @@ func workload(t *testing.T, cli *clientv3.Client, prefix string, steps int) []in
 // source served at rev, at revision rev, and holds the keys' leases.
 func requireSameAt(t *testing.T, source, restored *clientv3.Client, rev int64) {
 	t.Helper()
-	ctx := t.Context()
-	want, err := source.Get(ctx, "", clientv3.WithPrefix(), clientv3.WithRev(rev))
+	want, err := source.Get(t.Context(), "", clientv3.WithPrefix(), clientv3.WithRev(rev))
 	require.NoError(t, err)
+	requireSame(t, want, restored, rev)
+}
+
+// requireSame checks that the restored member serves want, at revision rev.
+func requireSame(t *testing.T, want *clientv3.GetResponse, restored *clientv3.Client, rev int64) {
+	t.Helper()
+	ctx := t.Context()
 	got, err := restored.Get(ctx, "", clientv3.WithPrefix())
 	require.NoError(t, err)
 	require.Equal(t, rev, got.Header.Revision, "restored member's revision")
