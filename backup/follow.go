@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -34,10 +35,11 @@ const (
 // A segment becomes visible only when its manifest is committed, as a full
 // backup does. Segments of a chain are contiguous: each starts at the
 // revision after the previous one's last. The follower holds at most one
-// segment in memory; while a segment cannot be stored (a destination is
-// down), it stops watching and retries, and watches again from the
-// segment's end once it is stored, so memory does not grow with the write
-// rate or the outage.
+// segment in memory. While a segment is stored, etcd's client buffers the
+// events that arrive (what the cluster writes in that time); when a store
+// fails (a destination is down), the follower cancels the watch at once,
+// retries, and watches again from the segment's end once it is stored, so
+// memory does not grow with the length of an outage.
 //
 // Run resumes after the last segment committed on the targets, or after
 // the newest full backup, and takes a full backup first when there is
@@ -125,8 +127,9 @@ type FollowEvent struct {
 	Err                                      error
 }
 
-// FollowObserver receives a follower's events, synchronously; Observe must
-// return quickly.
+// FollowObserver receives a follower's events, synchronously; ObserveFollow
+// must return quickly. It may be called concurrently for SegmentFailed
+// events of different destinations.
 type FollowObserver interface {
 	ObserveFollow(FollowEvent)
 }
@@ -331,6 +334,9 @@ type followState struct {
 	chain           string
 	firstReceived   time.Time // of the segment's first revision
 	leases          map[int64]bool
+	// stopWatch cancels the running watch: called when a store fails, so
+	// that etcd's client stops buffering events while the store retries.
+	stopWatch context.CancelFunc
 }
 
 // watch watches from st.next until the watch ends, a segment had to be
@@ -338,6 +344,7 @@ type followState struct {
 func (st *followState) watch(ctx context.Context) error {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
+	st.stopWatch = cancel
 	wch := st.f.Client.Watch(wctx, "", clientv3.WithPrefix(), clientv3.WithRev(st.next), clientv3.WithProgressNotify())
 	interval := st.f.flushInterval()
 	tick := time.NewTicker(max(interval/8, 5*time.Millisecond))
@@ -467,14 +474,21 @@ func (st *followState) flush(ctx context.Context) (retried bool, err error) {
 		return false, err
 	}
 	f := st.f
+	var failed atomic.Bool // set by the targets' goroutines
 	manifests, err := seg.store(ctx, f.Targets, f.Pipeline.now, f.retry(), func(dest string, attempt int, err error) {
-		retried = true
+		if attempt == 1 && st.stopWatch != nil {
+			st.stopWatch() // safe from any goroutine
+		}
+		failed.Store(true)
 		f.event(FollowEvent{Kind: SegmentFailed, Chain: st.chain, Revision: b.sum.FirstRevision, Destination: dest, Err: err})
 		f.logger().Warn("segment store failed, retrying", "cluster", f.Cluster, "destination", dest,
 			"first_revision", b.sum.FirstRevision, "attempt", attempt, "error", err)
 	})
+	retried = failed.Load()
 	if err != nil {
-		// Never committed everywhere: the next run resumes before it.
+		// Not committed everywhere: the next run resumes before it (a
+		// target that has it then holds an overlapping segment, which
+		// restore tolerates).
 		return retried, err
 	}
 	st.committed = b.sum.LastRevision
