@@ -115,6 +115,8 @@ type FollowEvent struct {
 	// HeadRevision is etcd's revision as last seen, and Committed the last
 	// revision stored on every target: their difference is the lag.
 	HeadRevision, Committed int64
+	// ChainLength is the number of segments of the chain so far.
+	ChainLength int64
 	// Lag is, for SegmentCommitted, the time from the reception of the
 	// segment's first revision to its commit.
 	Lag         time.Duration
@@ -209,7 +211,7 @@ func (f *Follower) Run(ctx context.Context) error {
 	}
 	st := &followState{f: f, codec: codec, leases: map[int64]bool{}}
 	st.builder = newSegmentBuilder()
-	next, chain, err := f.resume(ctx)
+	next, chain, length, err := f.resume(ctx)
 	if err != nil {
 		return err
 	}
@@ -219,7 +221,8 @@ func (f *Follower) Run(ctx context.Context) error {
 		}
 		f.event(FollowEvent{Kind: ChainStarted, Chain: chain, Revision: next})
 	} else {
-		f.event(FollowEvent{Kind: ChainResumed, Chain: chain, Revision: next})
+		st.chainLength = length
+		f.event(FollowEvent{Kind: ChainResumed, Chain: chain, Revision: next, ChainLength: length})
 	}
 	st.next, st.chain, st.committed = next, chain, next-1
 	f.logger().Info("follower started", "cluster", f.Cluster, "chain", chain, "revision", next)
@@ -238,7 +241,7 @@ func (f *Follower) Run(ctx context.Context) error {
 				}
 				return ferr
 			}
-			st.next, st.chain, st.committed = next, chain, next-1
+			st.next, st.chain, st.committed, st.chainLength = next, chain, next-1, 0
 			st.leases = map[int64]bool{}
 			f.event(FollowEvent{Kind: ChainStarted, Chain: chain, Revision: next})
 		case err != nil:
@@ -272,21 +275,29 @@ func (f *Follower) takeFull(ctx context.Context) (next int64, chain string, err 
 
 // resume returns where to start: after the last segment, or after the
 // newest full backup, on every catalog; zero when a catalog has neither.
-func (f *Follower) resume(ctx context.Context) (next int64, chain string, err error) {
-	for _, c := range f.Catalogs {
+// length is the number of segments of the chain on the first catalog.
+func (f *Follower) resume(ctx context.Context) (next int64, chain string, length int64, err error) {
+	for i, c := range f.Catalogs {
 		entries, err := ListBackups(ctx, c, f.Cluster)
 		if err != nil {
-			return 0, "", fmt.Errorf("find where to resume: %w", err)
+			return 0, "", 0, fmt.Errorf("find where to resume: %w", err)
 		}
 		n, ch := resumePoint(entries)
 		if n == 0 {
-			return 0, "", nil
+			return 0, "", 0, nil
 		}
 		if next == 0 || n < next {
 			next, chain = n, ch
 		}
+		if i == 0 {
+			for _, e := range entries {
+				if e.Kind == KindDelta && e.Manifest.Chain == ch {
+					length++
+				}
+			}
+		}
 	}
-	return next, chain, nil
+	return next, chain, length, nil
 }
 
 // resumePoint is where a follower resumes on one catalog's entries: after
@@ -332,6 +343,7 @@ type followState struct {
 	next, committed int64
 	head            int64
 	chain           string
+	chainLength     int64
 	firstReceived   time.Time // of the segment's first revision
 	leases          map[int64]bool
 	// stopWatch cancels the running watch: called when a store fails, so
@@ -480,7 +492,8 @@ func (st *followState) flush(ctx context.Context) (retried bool, err error) {
 			st.stopWatch() // safe from any goroutine
 		}
 		failed.Store(true)
-		f.event(FollowEvent{Kind: SegmentFailed, Chain: st.chain, Revision: b.sum.FirstRevision, Destination: dest, Err: err})
+		f.event(FollowEvent{Kind: SegmentFailed, Chain: st.chain, Revision: b.sum.FirstRevision, Destination: dest, Err: err,
+			HeadRevision: max(st.head, b.sum.LastRevision), Committed: st.committed})
 		f.logger().Warn("segment store failed, retrying", "cluster", f.Cluster, "destination", dest,
 			"first_revision", b.sum.FirstRevision, "attempt", attempt, "error", err)
 	})
@@ -492,8 +505,9 @@ func (st *followState) flush(ctx context.Context) (retried bool, err error) {
 		return retried, err
 	}
 	st.committed = b.sum.LastRevision
+	st.chainLength++
 	lag := f.Pipeline.now().Sub(st.firstReceived)
-	f.event(FollowEvent{Kind: SegmentCommitted, Chain: st.chain, Revision: b.sum.FirstRevision,
+	f.event(FollowEvent{Kind: SegmentCommitted, Chain: st.chain, Revision: b.sum.FirstRevision, ChainLength: st.chainLength,
 		HeadRevision: max(st.head, st.committed), Committed: st.committed, Lag: lag, Manifests: manifests,
 		RawBytes: int64(len(raw)), StoredBytes: int64(len(seg.stored)), Events: b.sum.Events, Revisions: b.sum.Revisions})
 	f.logger().Debug("segment committed", "cluster", f.Cluster, "first_revision", b.sum.FirstRevision,

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
@@ -157,9 +159,15 @@ func TestFollowerCompaction(t *testing.T) {
 	require.NoError(t, err)
 
 	rec2 := &followEvents{}
-	stop = startFollower(t, cli, etcd.Endpoints(), bucket, "prod-a", rec2)
+	metrics := backup.NewFollowerMetrics()
+	stop = startFollower(t, cli, etcd.Endpoints(), bucket, "prod-a", backup.FollowObservers{rec2, metrics})
 	require.Eventually(t, func() bool { return rec2.count(backup.ChainStarted) == 1 }, 30*time.Second, 10*time.Millisecond)
 	require.Equal(t, 1, rec2.count(backup.ChainGap), "the gap is reported")
+	require.NoError(t, testutil.CollectAndCompare(metrics, strings.NewReader(`
+# HELP etcdbackup_follower_gaps_total Chains broken because etcd compacted revisions not yet read.
+# TYPE etcdbackup_follower_gaps_total counter
+etcdbackup_follower_gaps_total{cluster="prod-a"} 1
+`), backup.MetricFollowerGaps), "and counted")
 	second := workload(t, cli, "/two", 24)
 	waitCommitted(t, rec2, second[len(second)-1])
 	require.NoError(t, stop())
@@ -179,3 +187,4 @@ func TestFollowerCompaction(t *testing.T) {
 	requireSameAt(t, cli, restored, rev)
 	srv2.Stop()
 }
+

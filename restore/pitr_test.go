@@ -58,7 +58,7 @@ func (f *followEvents) count(kind backup.FollowEventKind) int {
 
 // startFollower runs a follower of cli into b until the returned stop is
 // called; stop returns Run's error.
-func startFollower(t *testing.T, cli *clientv3.Client, endpoints []string, b storage.Bucket, cluster string, rec *followEvents, recipients ...string) (stop func() error) {
+func startFollower(t *testing.T, cli *clientv3.Client, endpoints []string, b storage.Bucket, cluster string, rec backup.FollowObserver, recipients ...string) (stop func() error) {
 	t.Helper()
 	snapshotter, err := backup.NewEtcdSnapshotter(backup.EtcdConfig{Endpoints: endpoints})
 	require.NoError(t, err)
