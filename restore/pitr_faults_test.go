@@ -187,4 +187,3 @@ etcdbackup_follower_gaps_total{cluster="prod-a"} 1
 	requireSameAt(t, cli, restored, rev)
 	srv2.Stop()
 }
-
