@@ -10,16 +10,21 @@ import (
 	"time"
 
 	"filippo.io/age"
+	"github.com/klauspost/compress/zstd"
 )
 
 // segmentCodec encodes delta segments as the pipeline encodes snapshots:
-// the same compression and age encryption (newEncoder), the same manifest
-// commit rule, on every target.
+// the same compressions at the same level and the same age encryption (the
+// same decoder reads both), the same manifest commit rule, on every
+// target. A segment is small and whole in memory, so zstd compresses it
+// with EncodeAll on one encoder kept for the follower's life: a streaming
+// encoder per segment would allocate its windows anew every second.
 type segmentCodec struct {
 	cluster     string
 	compression Compression
 	recipients  []age.Recipient
 	encryption  *EncryptionInfo
+	zstd        *zstd.Encoder // for Zstd; used by one goroutine at a time
 }
 
 func newSegmentCodec(cluster string, p *Pipeline) (*segmentCodec, error) {
@@ -34,6 +39,12 @@ func newSegmentCodec(cluster string, p *Pipeline) (*segmentCodec, error) {
 	c.recipients = recipients
 	if len(recipients) > 0 {
 		c.encryption = &EncryptionInfo{Scheme: "age", Recipients: fingerprints}
+	}
+	if c.compression == Zstd {
+		c.zstd, err = zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedDefault))
+		if err != nil {
+			return nil, fmt.Errorf("start zstd: %w", err)
+		}
 	}
 	return c, nil
 }
@@ -50,16 +61,25 @@ type encodedSegment struct {
 func (c *segmentCodec) encode(raw []byte, sum SegmentSummary, chain string) (*encodedSegment, error) {
 	var buf bytes.Buffer
 	buf.Grow(len(raw)/2 + 1024)
-	enc, err := newEncoder(&buf, c.compression, c.recipients)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := enc.Write(raw); err != nil {
-		enc.abort()
-		return nil, fmt.Errorf("encode segment: %w", err)
-	}
-	if err := enc.Close(); err != nil {
-		return nil, err
+	if c.zstd != nil {
+		compressed := c.zstd.EncodeAll(raw, make([]byte, 0, len(raw)/2+1024))
+		if len(c.recipients) == 0 {
+			buf = *bytes.NewBuffer(compressed)
+		} else if err := encryptTo(&buf, compressed, c.recipients); err != nil {
+			return nil, err
+		}
+	} else {
+		enc, err := newEncoder(&buf, c.compression, c.recipients)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := enc.Write(raw); err != nil {
+			enc.abort()
+			return nil, fmt.Errorf("encode segment: %w", err)
+		}
+		if err := enc.Close(); err != nil {
+			return nil, err
+		}
 	}
 	rawSum, storedSum := sha256.Sum256(raw), sha256.Sum256(buf.Bytes())
 	return &encodedSegment{
@@ -78,6 +98,19 @@ func (c *segmentCodec) encode(raw []byte, sum SegmentSummary, chain string) (*en
 			Chain:         chain,
 		},
 	}, nil
+}
+
+// encryptTo writes b encrypted to recipients into dst, with no compression
+// (b is compressed already): newEncoder with None.
+func encryptTo(dst *bytes.Buffer, b []byte, recipients []age.Recipient) error {
+	enc, err := newEncoder(dst, None, recipients)
+	if err != nil {
+		return err
+	}
+	if _, err := enc.Write(b); err != nil {
+		return fmt.Errorf("encrypt segment: %w", err)
+	}
+	return enc.Close()
 }
 
 // segmentName is the backup name of the segment starting at first, on
