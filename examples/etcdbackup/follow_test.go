@@ -161,13 +161,13 @@ func writeSome(t *testing.T, cli *clientv3.Client, prefix string, n int) int64 {
 	return rev
 }
 
-// requireRestored restores rev with the CLI, starts etcd on it and compares
-// it with the source at rev.
-func requireRestored(t *testing.T, tr *transcript, source *clientv3.Client, rev int64, dest ...string) {
+// requireRestored restores with the CLI and flags, which select rev, starts
+// etcd on it and compares it with the source at rev.
+func requireRestored(t *testing.T, tr *transcript, source *clientv3.Client, rev int64, flags ...string) {
 	t.Helper()
 	dataDir := filepath.Join(t.TempDir(), "restored")
 	r := tr.ok(append([]string{"restore", "--cluster=prod", "--data-dir=" + dataDir, "--name=restored",
-		"--initial-advertise-peer-urls=http://127.0.0.1:2380", fmt.Sprintf("--to-revision=%d", rev), "--quiet"}, dest...)...)
+		"--initial-advertise-peer-urls=http://127.0.0.1:2380", "--quiet"}, flags...)...)
 	require.Contains(t, r.stdout, fmt.Sprintf("restored revision %d into %s", rev, dataDir))
 	srv := etcdtest.Start(t, etcdtest.WithDataDir(dataDir), etcdtest.WithName("restored"))
 	defer srv.Stop()
@@ -207,6 +207,7 @@ func TestFollowCLI(t *testing.T) {
 	require.Eventually(t, func() bool { return strings.Contains(f.output(), "chain of prod started") }, 30*time.Second, 20*time.Millisecond)
 	mid := writeSome(t, cli, "/a", 40)
 	time.Sleep(time.Second) // the watch delivers; nothing is due before a minute
+	atMid := time.Now()
 	require.NoError(t, f.stop(t, syscall.SIGTERM), "exit 0 after SIGTERM\n%s", f.output())
 	require.Contains(t, f.output(), "chain of prod started after full backup prod-full-")
 	var fullRev int64
@@ -239,8 +240,10 @@ func TestFollowCLI(t *testing.T) {
 	require.GreaterOrEqual(t, n, 2)
 
 	for _, rev := range []int64{fullRev, mid, after} {
-		requireRestored(t, tr, cli, rev, dest)
+		requireRestored(t, tr, cli, rev, dest, fmt.Sprintf("--to-revision=%d", rev))
 	}
+	// By time: the last revision received before atMid is mid.
+	requireRestored(t, tr, cli, mid, dest, "--to-time="+atMid.UTC().Format(time.RFC3339Nano))
 	// --to-revision and --backup exclude each other.
 	tr.fails(exitUsage, "restore", dest, "--cluster=prod", "--data-dir="+t.TempDir(), "--backup=latest", "--to-revision=5")
 	tr.fails(exitUsage, "restore", dest, "--cluster=prod", "--data-dir="+t.TempDir(), "--to-time=yesterday")
