@@ -217,9 +217,10 @@ type SegmentSummary struct {
 
 // segmentBuilder collects revisions in memory, encoded.
 type segmentBuilder struct {
-	buf     bytes.Buffer
-	sum     SegmentSummary
-	scratch []byte
+	buf      bytes.Buffer
+	sum      SegmentSummary
+	scratch  []byte
+	finished bool
 }
 
 // record appends one record.
@@ -245,6 +246,9 @@ func (b *segmentBuilder) record(tag byte, payload []byte) {
 
 // add appends one revision. Revisions must increase.
 func (b *segmentBuilder) add(r SegmentRevision) error {
+	if b.finished {
+		return errors.New("segment is finished")
+	}
 	if r.Revision <= b.sum.LastRevision {
 		return fmt.Errorf("revision %d after %d", r.Revision, b.sum.LastRevision)
 	}
@@ -271,8 +275,13 @@ func (b *segmentBuilder) add(r SegmentRevision) error {
 	return nil
 }
 
-// finish appends the end record and returns the segment's bytes.
+// finish appends the end record, once, and returns the segment's bytes. A
+// finished builder takes no more revisions.
 func (b *segmentBuilder) finish() []byte {
+	if b.finished {
+		return b.buf.Bytes()
+	}
+	b.finished = true
 	p := binary.AppendUvarint(nil, uint64(b.sum.FirstRevision))
 	p = binary.AppendUvarint(p, uint64(b.sum.LastRevision))
 	p = binary.AppendUvarint(p, uint64(b.sum.Revisions))

@@ -30,6 +30,12 @@ func TestSegmentRoundTrip(t *testing.T) {
 		}
 	}
 	raw := bytes.Clone(b.finish())
+	if again := b.finish(); !bytes.Equal(again, raw) {
+		t.Fatal("a second finish changed the segment")
+	}
+	if err := b.add(SegmentRevision{Revision: 9, Events: want[0].Events}); err == nil {
+		t.Fatal("a finished segment took a revision")
+	}
 	var got []SegmentRevision
 	sum, err := DecodeSegment(bytes.NewReader(raw), func(r *SegmentRevision) error {
 		c := SegmentRevision{Revision: r.Revision, Received: r.Received.UTC(), Leases: append([]SegmentLease(nil), r.Leases...)}
@@ -91,7 +97,11 @@ func TestSegmentDamage(t *testing.T) {
 	if _, err := DecodeSegment(bytes.NewReader(newer), noop); !errors.Is(err, ErrSegmentVersion) {
 		t.Fatalf("newer version: %v", err)
 	}
-	if err := b.add(SegmentRevision{Revision: 6}); err == nil {
+	b2 := newSegmentBuilder()
+	if err := b2.add(SegmentRevision{Revision: 6, Events: []SegmentEvent{{Key: []byte("k"), ModRevision: 6}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b2.add(SegmentRevision{Revision: 6}); err == nil {
 		t.Fatal("a revision not after the last was added")
 	}
 }
