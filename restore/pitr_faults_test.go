@@ -187,3 +187,47 @@ etcdbackup_follower_gaps_total{cluster="prod-a"} 1
 	requireSameAt(t, cli, restored, rev)
 	srv2.Stop()
 }
+
+// TestFollowerTwoTargets follows into two buckets at once: both hold the
+// same chain, and either restores the last revision.
+func TestFollowerTwoTargets(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	srv := miniotest.Start(t)
+	east := newS3(t, srv, srv.NewBucket(t, miniotest.BucketOptions{}))
+	west := newS3(t, srv, srv.NewBucket(t, miniotest.BucketOptions{}))
+	snapshotter, err := backup.NewEtcdSnapshotter(backup.EtcdConfig{Endpoints: etcd.Endpoints()})
+	require.NoError(t, err)
+	rec := &followEvents{}
+	f := &backup.Follower{
+		Client:   cli,
+		Pipeline: &backup.Pipeline{Snapshotter: snapshotter, Compression: backup.Gzip},
+		Cluster:  "prod-a",
+		Targets: []backup.Target{
+			{Destination: "east", Uploader: &backup.BucketUploader{Bucket: east}},
+			{Destination: "west", Uploader: &backup.BucketUploader{Bucket: west}},
+		},
+		Catalogs:      []backup.Catalog{east, west},
+		FlushInterval: 100 * time.Millisecond,
+		Observer:      rec,
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- f.Run(ctx) }()
+	require.Eventually(t, func() bool { return rec.count(backup.ChainStarted) == 1 }, 30*time.Second, 10*time.Millisecond)
+	revs := workload(t, cli, "/w", 36)
+	last := revs[len(revs)-1]
+	waitCommitted(t, rec, last)
+	cancel()
+	require.NoError(t, <-done)
+
+	ce, cw := chains(t, east, "prod-a"), chains(t, west, "prod-a")
+	require.Len(t, ce, 1)
+	require.Equal(t, ce, cw, "both targets hold the same chain")
+	for _, b := range []storage.Bucket{east, west} {
+		restored, res, srv2 := restorePoint(t, b, restore.Point{Cluster: "prod-a", Revision: last})
+		require.Equal(t, last, res.Revision)
+		requireSameAt(t, cli, restored, last)
+		srv2.Stop()
+	}
+}

@@ -198,7 +198,9 @@ func restorePoint(t *testing.T, b storage.Bucket, p restore.Point, ids ...age.Id
 // age) while a workload of puts, overwrites, deletes, transactions and
 // leases runs, with a second full backup in the middle; then restores
 // several revisions and a time, starts etcd on each, and compares it with
-// the source at that revision.
+// the source at that revision. A lease expires during the workload: the
+// revision where its key exists restores it with its lease, later ones
+// without.
 func TestPointInTimeMinIO(t *testing.T) {
 	ctx := t.Context()
 	etcd := etcdtest.Start(t)
@@ -221,11 +223,27 @@ func TestPointInTimeMinIO(t *testing.T) {
 	fullRev := entries[0].Manifest.Etcd.Revision
 	require.True(t, fullRev.Exact(), "no writes ran during the first full backup: %+v", fullRev)
 
+	// A lease left to expire: etcd deletes its key during the workload.
+	short, err := cli.Grant(ctx, 3)
+	require.NoError(t, err)
+	put, err := cli.Put(ctx, "/expiring/key", "x", clientv3.WithLease(short.ID))
+	require.NoError(t, err)
+	withShortLease := put.Header.Revision
+
 	revs := workload(t, cli, "/w1", 60)
-	// A time target: the follower receives revision revs[len-1] well
-	// before the time, the next revision comes after it.
-	waitCommitted(t, rec, revs[len(revs)-1])
-	timeRev := revs[len(revs)-1]
+	var expired int64
+	require.Eventually(t, func() bool {
+		resp, err := cli.Get(ctx, "/expiring/key")
+		if err != nil || len(resp.Kvs) > 0 {
+			return false
+		}
+		expired = resp.Header.Revision
+		return true
+	}, 15*time.Second, 50*time.Millisecond, "the short lease expired")
+	// A time target: the follower receives the revision of the expiry
+	// well before the time, the next revision comes after it.
+	waitCommitted(t, rec, expired)
+	timeRev := expired
 	time.Sleep(300 * time.Millisecond)
 	atTime := time.Now()
 	time.Sleep(300 * time.Millisecond)
@@ -260,7 +278,7 @@ func TestPointInTimeMinIO(t *testing.T) {
 	require.Equal(t, last+1, next, "the segments reach the last revision")
 	require.NotZero(t, inside, "a segment of three revisions or more")
 
-	targets := []int64{fullRev.High, fullRev.High + 1, inside, revs[len(revs)/2], second.Etcd.Revision.High, second.Etcd.Revision.High + 3, last}
+	targets := []int64{fullRev.High, withShortLease, expired, inside, revs[len(revs)/2], second.Etcd.Revision.High, second.Etcd.Revision.High + 3, last}
 	for _, rev := range targets {
 		t.Run(fmt.Sprintf("revision-%d", rev), func(t *testing.T) {
 			restored, res, srv := restorePoint(t, bucket, restore.Point{Cluster: "prod-a", Revision: rev}, id)

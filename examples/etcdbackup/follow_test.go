@@ -237,6 +237,9 @@ func TestFollowCLI(t *testing.T) {
 	require.Contains(t, f.output(), "resumed at revision")
 	_, reached, n = segments(t, tr, dest, "--cluster=prod")
 	require.Equal(t, after, reached)
+	for _, b := range listJSON(t, tr, dest, "--cluster=prod", "--all") {
+		require.Contains(t, []string{"backup", "delta", "orphan"}, b["kind"], "nothing invalid after SIGKILL: %v", b)
+	}
 	require.GreaterOrEqual(t, n, 2)
 
 	for _, rev := range []int64{fullRev, mid, after} {
