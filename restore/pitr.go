@@ -207,42 +207,90 @@ func (r *Restorer) RestorePoint(ctx context.Context, plan *PointPlan, m Member) 
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
-	if m.RevisionBump != 0 {
-		return nil, errors.New("restore of a point: revision bump is not supported")
+	out, err := r.restorePoint(ctx, plan, []Member{m}, func(staged []Member) ([]RestoredMember, error) {
+		one, err := r.Restore(ctx, plan.Full, staged[0])
+		if err != nil {
+			return nil, err
+		}
+		return []RestoredMember{*one}, nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	return &out[0], nil
+}
+
+// RestoreClusterPoint restores the data directory of every member of c to
+// the point of plan, as RestorePoint does for one: the full backup is
+// restored with RestoreCluster, then the segments are applied to every
+// member's database. Either every data directory is created or none is.
+func (r *Restorer) RestoreClusterPoint(ctx context.Context, plan *PointPlan, c Cluster) ([]PointResult, error) {
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return r.restorePoint(ctx, plan, c.members(), func(staged []Member) ([]RestoredMember, error) {
+		sc := Cluster{Token: c.Token}
+		for _, m := range staged {
+			sc.Members = append(sc.Members, ClusterMember{Name: m.Name, DataDir: m.DataDir, PeerURLs: m.PeerURLs})
+		}
+		return r.RestoreCluster(ctx, plan.Full, sc)
+	})
+}
+
+// restorePoint stages members next to their data directories, restores
+// the full backup into the staged directories with restoreFull, replays
+// every one, and moves them all into place.
+func (r *Restorer) restorePoint(ctx context.Context, plan *PointPlan, members []Member,
+	restoreFull func(staged []Member) ([]RestoredMember, error)) ([]PointResult, error) {
 	if plan == nil || plan.Full.Manifest == nil {
 		return nil, errors.New("restore of a point: no plan")
 	}
-	if err := checkDataDir(m.DataDir); err != nil {
-		return nil, err
+	for _, m := range members {
+		if m.RevisionBump != 0 {
+			return nil, errors.New("restore of a point: revision bump is not supported")
+		}
+		if err := checkDataDir(m.DataDir); err != nil {
+			return nil, err
+		}
 	}
 	for _, s := range plan.Segments {
 		defer r.pin(s)()
 	}
-	dir := filepath.Clean(m.DataDir)
-	work, err := os.MkdirTemp(filepath.Dir(dir), "."+filepath.Base(dir)+".pitr-")
-	if err != nil {
-		return nil, fmt.Errorf("create temporary data directory: %w", err)
+	staged := make([]Member, len(members))
+	for i, m := range members {
+		dir := filepath.Clean(m.DataDir)
+		work, err := os.MkdirTemp(filepath.Dir(dir), "."+filepath.Base(dir)+".pitr-")
+		if err != nil {
+			return nil, fmt.Errorf("create temporary data directory: %w", err)
+		}
+		defer os.RemoveAll(work)
+		staged[i] = m
+		staged[i].DataDir = filepath.Join(work, "data")
 	}
-	defer os.RemoveAll(work)
-	staged := m
-	staged.DataDir = filepath.Join(work, "data")
-	restored, err := r.Restore(ctx, plan.Full, staged)
+	restored, err := restoreFull(staged)
 	if err != nil {
 		return nil, err
 	}
-	res := &PointResult{RestoredMember: *restored}
-	if err := r.replay(ctx, plan, staged.DataDir, res); err != nil {
-		return nil, fmt.Errorf("restore %s of cluster %q: %w", plan.Point, plan.Cluster, err)
+	out := make([]PointResult, len(members))
+	for i := range staged {
+		out[i].RestoredMember = restored[i]
+		if err := r.replay(ctx, plan, staged[i].DataDir, &out[i]); err != nil {
+			return nil, fmt.Errorf("restore %s of cluster %q, member %q: %w", plan.Point, plan.Cluster, members[i].Name, err)
+		}
 	}
-	if err := moveIntoPlace(staged.DataDir, dir); err != nil {
+	if err := moveAllIntoPlace(staged, members); err != nil {
 		return nil, err
 	}
-	res.DataDir = dir
-	r.logger().Info("point restored", "cluster", plan.Cluster, "point", plan.Point.String(), "data_dir", dir,
-		"full", plan.Full.ID, "full_revision", res.FullRevision, "revision", res.Revision,
-		"segments", res.Segments, "events", res.Events, "replay", res.Replay)
-	return res, nil
+	for i, m := range members {
+		out[i].DataDir = filepath.Clean(m.DataDir)
+		r.logger().Info("point restored", "cluster", plan.Cluster, "point", plan.Point.String(), "member", m.Name,
+			"data_dir", out[i].DataDir, "full", plan.Full.ID, "full_revision", out[i].FullRevision, "revision", out[i].Revision,
+			"segments", out[i].Segments, "events", out[i].Events, "replay", out[i].Replay)
+	}
+	return out, nil
 }
 
 // replay applies plan's segments to the database in dataDir.
@@ -362,21 +410,46 @@ func digestOf(b []byte) backup.Digest {
 	return backup.Digest{Size: int64(len(b)), SHA256: hex.EncodeToString(sum[:])}
 }
 
-// moveIntoPlace renames the finished data directory from to dir, which
-// must be missing or empty.
-func moveIntoPlace(from, dir string) error {
-	existed := false
-	if _, err := os.Lstat(dir); err == nil {
-		existed = true
-		if err := os.Remove(dir); err != nil {
-			return fmt.Errorf("%w: data directory %s is not empty", ErrTargetExists, dir)
+// moveAllIntoPlace renames every staged data directory to its member's,
+// which must be missing or empty; on a failure it undoes what it moved.
+func moveAllIntoPlace(staged, members []Member) error {
+	type moved struct {
+		dir     string
+		existed bool
+	}
+	var done []moved
+	rollback := func() {
+		for _, d := range done {
+			_ = os.RemoveAll(d.dir)
+			if d.existed {
+				_ = os.Mkdir(d.dir, 0o700)
+			}
 		}
 	}
-	if err := os.Rename(from, dir); err != nil {
-		if existed {
-			_ = os.Mkdir(dir, 0o700)
+	for i, m := range members {
+		dir := filepath.Clean(m.DataDir)
+		existed := false
+		if _, err := os.Lstat(dir); err == nil {
+			existed = true
+			if err := os.Remove(dir); err != nil {
+				rollback()
+				return fmt.Errorf("%w: data directory %s is not empty", ErrTargetExists, dir)
+			}
 		}
-		return fmt.Errorf("move restored data directory into place: %w", err)
+		if err := os.Rename(staged[i].DataDir, dir); err != nil {
+			if existed {
+				_ = os.Mkdir(dir, 0o700)
+			}
+			rollback()
+			return fmt.Errorf("move restored data directory into place: %w", err)
+		}
+		done = append(done, moved{dir, existed})
 	}
-	return syncDir(filepath.Dir(dir))
+	for _, d := range done {
+		if err := syncDir(filepath.Dir(d.dir)); err != nil {
+			rollback()
+			return err
+		}
+	}
+	return nil
 }

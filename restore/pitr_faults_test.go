@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +18,7 @@ import (
 	"github.com/etcdbackup/etcdbackup/backup"
 	"github.com/etcdbackup/etcdbackup/internal/etcdtest"
 	"github.com/etcdbackup/etcdbackup/internal/miniotest"
+	"github.com/etcdbackup/etcdbackup/internal/restoretest"
 	"github.com/etcdbackup/etcdbackup/restore"
 	"github.com/etcdbackup/etcdbackup/storage"
 )
@@ -229,5 +232,47 @@ func TestFollowerTwoTargets(t *testing.T) {
 		require.Equal(t, last, res.Revision)
 		requireSameAt(t, cli, restored, last)
 		srv2.Stop()
+	}
+}
+
+// TestPointInTimeCluster restores three members to one revision and starts
+// them as a cluster: every member serves the source's keys at that
+// revision.
+func TestPointInTimeCluster(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	srv := miniotest.Start(t)
+	bucket := newS3(t, srv, srv.NewBucket(t, miniotest.BucketOptions{}))
+	rec := &followEvents{}
+	stop := startFollower(t, cli, etcd.Endpoints(), bucket, "prod-a", rec)
+	require.Eventually(t, func() bool { return rec.count(backup.ChainStarted) == 1 }, 30*time.Second, 10*time.Millisecond)
+	revs := workload(t, cli, "/w", 30)
+	rev := revs[len(revs)/2]
+	waitCommitted(t, rec, revs[len(revs)-1])
+	require.NoError(t, stop())
+
+	plan, err := restore.FindPoint(t.Context(), []restore.Source{{Name: "minio", Catalog: bucket}}, restore.Point{Cluster: "prod-a", Revision: rev})
+	require.NoError(t, err)
+	urls := restoretest.FreeURLs(t, 6)
+	dir := t.TempDir()
+	c := restore.Cluster{Token: "restored"}
+	var members []restoretest.Member
+	for i := range 3 {
+		name := fmt.Sprintf("m%d", i)
+		c.Members = append(c.Members, restore.ClusterMember{Name: name, DataDir: filepath.Join(dir, name), PeerURLs: []string{urls[2*i]}})
+		members = append(members, restoretest.Member{Name: name, DataDir: filepath.Join(dir, name), PeerURL: urls[2*i], ClientURL: urls[2*i+1]})
+	}
+	res, err := (&restore.Restorer{}).RestoreClusterPoint(t.Context(), plan, c)
+	require.NoError(t, err)
+	require.Len(t, res, 3)
+	for _, r := range res {
+		require.Equal(t, rev, r.Revision)
+	}
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Len(t, entries, 3, "no staging directory left")
+	restoretest.StartMembers(t, members)
+	for _, m := range members {
+		requireSameAt(t, cli, restoretest.Client(t, m.ClientURL), rev)
 	}
 }
