@@ -13,14 +13,15 @@ import (
 //	etcdbackup_follower_lag_revisions{cluster}                 gauge: etcd's head minus the last committed revision
 //	etcdbackup_follower_lag_seconds{cluster}                   gauge: reception to commit of the last segment
 //	etcdbackup_follower_committed_revision{cluster}            gauge
+//	etcdbackup_follower_last_commit_timestamp_seconds{cluster} gauge: alert when it stops moving
 //	etcdbackup_follower_segments_total{cluster}                counter
 //	etcdbackup_follower_segment_bytes_total{cluster}           counter, stored bytes per target
 //	etcdbackup_follower_chain_segments{cluster}                gauge: segments of the current chain
 //	etcdbackup_follower_gaps_total{cluster}                    counter: chains broken by compaction
 //	etcdbackup_follower_segment_failures_total{cluster,destination} counter
 type FollowerMetrics struct {
-	lagRevisions, lagSeconds, committed, chainSegments *prometheus.GaugeVec
-	segments, bytes, gaps, failures                    *prometheus.CounterVec
+	lagRevisions, lagSeconds, committed, chainSegments, lastCommit *prometheus.GaugeVec
+	segments, bytes, gaps, failures                                *prometheus.CounterVec
 }
 
 var _ interface {
@@ -33,6 +34,7 @@ const (
 	MetricFollowerLagRevisions  = "etcdbackup_follower_lag_revisions"
 	MetricFollowerLagSeconds    = "etcdbackup_follower_lag_seconds"
 	MetricFollowerCommitted     = "etcdbackup_follower_committed_revision"
+	MetricFollowerLastCommit    = "etcdbackup_follower_last_commit_timestamp_seconds"
 	MetricFollowerSegments      = "etcdbackup_follower_segments_total"
 	MetricFollowerBytes         = "etcdbackup_follower_segment_bytes_total"
 	MetricFollowerChainSegments = "etcdbackup_follower_chain_segments"
@@ -54,6 +56,7 @@ func NewFollowerMetrics() *FollowerMetrics {
 		lagSeconds:    gauge(MetricFollowerLagSeconds, "Time from receiving the last segment's first revision to its commit."),
 		committed:     gauge(MetricFollowerCommitted, "Last revision committed on every target."),
 		chainSegments: gauge(MetricFollowerChainSegments, "Segments of the current chain."),
+		lastCommit:    gauge(MetricFollowerLastCommit, "Unix time of the last segment committed on every target."),
 		segments:      counter(MetricFollowerSegments, "Segments committed on every target.", cluster),
 		bytes:         counter(MetricFollowerBytes, "Stored bytes of the segments committed, per target.", cluster),
 		gaps:          counter(MetricFollowerGaps, "Chains broken because etcd compacted revisions not yet read.", cluster),
@@ -62,7 +65,7 @@ func NewFollowerMetrics() *FollowerMetrics {
 }
 
 func (m *FollowerMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.lagRevisions, m.lagSeconds, m.committed, m.chainSegments, m.segments, m.bytes, m.gaps, m.failures}
+	return []prometheus.Collector{m.lagRevisions, m.lagSeconds, m.committed, m.chainSegments, m.lastCommit, m.segments, m.bytes, m.gaps, m.failures}
 }
 
 // Describe implements prometheus.Collector.
@@ -91,6 +94,7 @@ func (m *FollowerMetrics) ObserveFollow(e FollowEvent) {
 		m.bytes.WithLabelValues(c).Add(float64(e.StoredBytes * int64(len(e.Manifests))))
 		m.chainSegments.WithLabelValues(c).Set(float64(e.ChainLength))
 		m.committed.WithLabelValues(c).Set(float64(e.Committed))
+		m.lastCommit.WithLabelValues(c).Set(float64(e.Time.UnixNano()) / 1e9)
 		m.lagSeconds.WithLabelValues(c).Set(e.Lag.Seconds())
 		m.lagRevisions.WithLabelValues(c).Set(float64(max(e.HeadRevision-e.Committed, 0)))
 	case SegmentFailed:

@@ -20,7 +20,7 @@ func TestFollowerMetrics(t *testing.T) {
 	for _, e := range []backup.FollowEvent{
 		{Kind: backup.ChainResumed, Cluster: "prod-a", Revision: 101, ChainLength: 4},
 		{Kind: backup.SegmentFailed, Cluster: "prod-a", Destination: "s3", HeadRevision: 130, Committed: 100, Err: errors.New("down")},
-		{Kind: backup.SegmentCommitted, Cluster: "prod-a", Revision: 101, Committed: 120, HeadRevision: 125, ChainLength: 5,
+		{Kind: backup.SegmentCommitted, Cluster: "prod-a", Time: time.Unix(1700000000, 500_000_000), Revision: 101, Committed: 120, HeadRevision: 125, ChainLength: 5,
 			Lag: 1500 * time.Millisecond, StoredBytes: 1000, Manifests: make([]*backup.Manifest, 2)},
 		{Kind: backup.ChainGap, Cluster: "prod-a", Revision: 121},
 	} {
@@ -36,6 +36,9 @@ etcdbackup_follower_committed_revision{cluster="prod-a"} 120
 # HELP etcdbackup_follower_gaps_total Chains broken because etcd compacted revisions not yet read.
 # TYPE etcdbackup_follower_gaps_total counter
 etcdbackup_follower_gaps_total{cluster="prod-a"} 1
+# HELP etcdbackup_follower_last_commit_timestamp_seconds Unix time of the last segment committed on every target.
+# TYPE etcdbackup_follower_last_commit_timestamp_seconds gauge
+etcdbackup_follower_last_commit_timestamp_seconds{cluster="prod-a"} 1.7000000005e+09
 # HELP etcdbackup_follower_lag_revisions Revisions etcd is ahead of the last segment committed.
 # TYPE etcdbackup_follower_lag_revisions gauge
 etcdbackup_follower_lag_revisions{cluster="prod-a"} 5
