@@ -89,4 +89,17 @@
 // "<cluster>-<name>", with "-<timestamp>" for scheduled runs. Cluster,
 // backup and destination names are DNS labels (ValidateName), checked
 // before anything is read or written.
+//
+// # Continuous backup
+//
+// A Follower watches every key of a cluster from the revision of a full
+// backup on and stores the events, grouped by revision, as delta segments
+// (manifest kind "delta", format 2, FirstRevision..LastRevision) next to
+// the full backups, through the same compression, encryption and commit
+// rule, within FlushInterval (one second) of etcd's commit. A full backup
+// and its contiguous segments form a chain; restore.FindPoint and
+// restore.Restorer.RestorePoint restore any revision of it. Segments list
+// as KindDelta; DecodeSegment reads their encoding (SegmentVersion).
+// FollowerMetrics exports the follower's lag, segments, chain length and
+// gaps.
 package backup
