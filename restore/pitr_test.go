@@ -287,6 +287,19 @@ func TestPointInTimeMinIO(t *testing.T) {
 			requireSameAt(t, cli, restored, rev)
 		})
 	}
+	t.Run("drill", func(t *testing.T) {
+		plan, err := restore.FindPoint(ctx, []restore.Source{{Name: "minio", Catalog: bucket}}, restore.Point{Cluster: "prod-a", Revision: last})
+		require.NoError(t, err)
+		r := &restore.Restorer{Identities: []age.Identity{id}, TempDir: t.TempDir()}
+		drill, err := r.DrillPoint(ctx, plan)
+		require.NoError(t, err)
+		require.True(t, drill.Passed())
+		want, err := cli.Get(ctx, "", clientv3.WithPrefix(), clientv3.WithRev(last), clientv3.WithCountOnly())
+		require.NoError(t, err)
+		require.Equal(t, last, drill.Status.Revision)
+		require.EqualValues(t, want.Count, drill.Status.TotalKeys)
+		require.Empty(t, dirEntries(t, r.TempDir), "the drill leaves nothing")
+	})
 	t.Run("time", func(t *testing.T) {
 		restored, res, srv := restorePoint(t, bucket, restore.Point{Cluster: "prod-a", Time: atTime}, id)
 		defer srv.Stop()
