@@ -45,6 +45,11 @@ const (
 // the newest full backup, and takes a full backup first when there is
 // none. When etcd compacted the revisions it needs, it takes a new full
 // backup and starts a new chain, reporting the gap (ChainGap).
+//
+// Run one follower per cluster and destination (a host holds a lock, as
+// the scheduler does for backups): two followers of one cluster would
+// store overlapping segments. Restore tolerates overlaps, since it applies
+// each revision once, but they cost twice the storage.
 type Follower struct {
 	// Client watches etcd. It should know every member's endpoint, so that
 	// the watch fails over. Required.
