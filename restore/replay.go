@@ -54,8 +54,15 @@ type replayer struct {
 // errReplayDone stops decoding once the target is reached.
 var errReplayDone = errors.New("target reached")
 
-// openReplay opens the database of the data directory dir.
-func openReplay(dir string, lg *zap.Logger) (*replayer, error) {
+// openReplay opens the database of the data directory dir. etcd's storage
+// packages panic (through zap) on a database they cannot open or recover;
+// that is returned as an error.
+func openReplay(dir string, lg *zap.Logger) (_ *replayer, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: open the restored database: %v", ErrReplay, p)
+		}
+	}()
 	cfg := backend.DefaultBackendConfig(lg)
 	cfg.Path = datadir.ToBackendFileName(dir)
 	// Large batches: the database is not live, and ForceCommit at the end
