@@ -47,6 +47,10 @@ const (
 	// or whose data object is missing. It is reported, never restored and
 	// never deleted.
 	KindInvalid Kind = "invalid"
+	// KindDelta is a delta segment of a continuous backup (see Follower): a
+	// valid manifest of kind "delta" and its data object. It is not a
+	// snapshot: it restores only on top of a full backup of its chain.
+	KindDelta Kind = "delta"
 	// KindForeign is an object in a subfolder of the cluster's folder: not
 	// ours and not a legacy snapshot. It is left alone.
 	KindForeign Kind = "foreign"
@@ -64,7 +68,7 @@ type Entry struct {
 	// ManifestKey is the manifest's key in the bucket; empty for legacy,
 	// orphan and foreign objects.
 	ManifestKey string
-	// Manifest is set for KindBackup.
+	// Manifest is set for KindBackup and KindDelta.
 	Manifest *Manifest
 	// Created orders entries: the manifest's creation time, or the
 	// object's modification time when there is no manifest.
@@ -242,7 +246,11 @@ func claimEntry(cluster string, info storage.ObjectInfo, r manifestRead, data ma
 		e.Manifest = m
 		return e
 	}
-	return Entry{Kind: KindBackup, Cluster: cluster, ID: m.ID, Key: obj.Key, ManifestKey: info.Key,
+	kind := KindBackup
+	if m.IsDelta() {
+		kind = KindDelta
+	}
+	return Entry{Kind: kind, Cluster: cluster, ID: m.ID, Key: obj.Key, ManifestKey: info.Key,
 		Manifest: m, Created: m.Created, Size: obj.Size, Compression: m.Compression}
 }
 

@@ -101,4 +101,17 @@
 // key. Either way a run that cannot commit removes its data object only if
 // the object carries its run token (RemoveOwnData): it never deletes what
 // another run wrote.
+//
+// # Continuous backup
+//
+// A Follower watches every key of a cluster from the revision of a full
+// backup on and stores the events, grouped by revision, as delta segments
+// (manifest kind "delta", format 2, FirstRevision..LastRevision) next to
+// the full backups, through the same compression, encryption and commit
+// rule, within FlushInterval (one second) of etcd's commit. A full backup
+// and its contiguous segments form a chain; restore.FindPoint and
+// restore.Restorer.RestorePoint restore any revision of it. Segments list
+// as KindDelta; DecodeSegment reads their encoding (SegmentVersion).
+// FollowerMetrics exports the follower's lag, segments, chain length and
+// gaps.
 package backup

@@ -14,9 +14,19 @@ import (
 	"time"
 )
 
-// ManifestFormat is the manifest format version this library writes. It
-// reads manifests of this version and older.
+// ManifestFormat is the manifest format version this library writes for
+// full backups. It reads manifests up to DeltaManifestFormat.
 const ManifestFormat = 1
+
+// DeltaManifestFormat is the manifest format of delta segments (Kind
+// "delta"). Readers that know only format 1 classify such manifests as
+// invalid: they never restore a segment as a snapshot, nor count it as a
+// backup when pruning.
+const DeltaManifestFormat = 2
+
+// ManifestKindDelta is the Kind of the manifest of a delta segment (see
+// Follower and DecodeSegment).
+const ManifestKindDelta = "delta"
 
 // MaxManifestSize bounds how much of a manifest object is read: a manifest
 // is about a kilobyte, so anything near this size is hostile or broken.
@@ -70,7 +80,23 @@ type Manifest struct {
 	// carries it in its metadata (MetadataRun), so that a run removes a
 	// data object only when it can prove the object its own.
 	Run string `json:"run,omitempty"`
+
+	// Kind is empty for a full backup, or ManifestKindDelta for a delta
+	// segment: the etcd events of the revisions FirstRevision through
+	// LastRevision, encoded as DecodeSegment reads them.
+	Kind string `json:"kind,omitempty"`
+	// FirstRevision and LastRevision bound the revisions a delta segment
+	// holds, both included. The next segment of the chain starts at
+	// LastRevision+1.
+	FirstRevision int64 `json:"firstRevision,omitempty"`
+	LastRevision  int64 `json:"lastRevision,omitempty"`
+	// Chain is, for a delta segment, the ID of the full backup its chain
+	// started from.
+	Chain string `json:"chain,omitempty"`
 }
+
+// IsDelta reports whether m describes a delta segment.
+func (m *Manifest) IsDelta() bool { return m.Kind == ManifestKindDelta }
 
 // EtcdInfo describes the member a snapshot was taken from.
 type EtcdInfo struct {
@@ -138,8 +164,23 @@ func dataSuffix(key string) string {
 func (m *Manifest) Validate() error {
 	var problems []string
 	add := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
-	if m.Format < 1 || m.Format > ManifestFormat {
-		add("format %d is not supported (this library reads 1 to %d)", m.Format, ManifestFormat)
+	if m.Format < 1 || m.Format > DeltaManifestFormat {
+		add("format %d is not supported (this library reads 1 to %d)", m.Format, DeltaManifestFormat)
+	}
+	switch m.Kind {
+	case "":
+		if m.FirstRevision != 0 || m.LastRevision != 0 {
+			add("a full backup has no first or last revision")
+		}
+	case ManifestKindDelta:
+		if m.Format < DeltaManifestFormat {
+			add("a delta segment needs format %d", DeltaManifestFormat)
+		}
+		if m.FirstRevision < 1 || m.LastRevision < m.FirstRevision {
+			add("delta revisions [%d, %d] are not ordered", m.FirstRevision, m.LastRevision)
+		}
+	default:
+		add("kind %q is not known", m.Kind)
 	}
 	if err := ValidateName("cluster", m.Cluster); err != nil {
 		add("%v", err)

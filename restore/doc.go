@@ -52,6 +52,20 @@
 // scheduler. A Restorer whose Pins holds the retention.PinSet the host's
 // pruners share keeps the backup it reads from being pruned meanwhile.
 //
+// # Point-in-time restore
+//
+// FindPoint finds, for a revision or a time, the newest full backup at or
+// before it and the delta segments (written by backup.Follower) that lead
+// from it to the point, without a gap. Restorer.RestorePoint (and
+// RestoreClusterPoint for every member of a cluster) restores the full
+// backup as Restore does, reads the restored database's exact revision, and
+// applies the later events offline through etcd's storage packages
+// (backend, mvcc, lease), one write transaction per source revision, so
+// that the member starts at exactly the point with every key's create and
+// mod revision, version and lease as the source had them. Each segment's
+// digests are checked before its events are applied; ErrNoChain says a
+// point lies in a gap.
+//
 // Observers receive Started, Progress (bytes and rate), Fetched, Restored
 // and Failed events.
 package restore

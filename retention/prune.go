@@ -47,6 +47,9 @@ type Pruner struct {
 	Destination string
 	// Policy says what to keep.
 	Policy Policy
+	// Chains, when set, applies the rule of continuous backups to the plan
+	// (see ChainPolicy); without it delta segments are never deleted.
+	Chains *ChainPolicy
 	// OrphanGrace: see PlanOptions.
 	OrphanGrace time.Duration
 	// UploadGrace is how old an incomplete multipart upload of one of this
@@ -142,6 +145,11 @@ func (p *Pruner) Prune(ctx context.Context, cluster string) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	if p.Chains != nil {
+		if plan, err = p.Chains.Apply(plan); err != nil {
+			return nil, err
+		}
+	}
 	report := &Report{Cluster: cluster, Destination: p.Destination, DryRun: p.DryRun, Plan: plan}
 	var errs []error
 	for _, d := range plan.Decisions {
@@ -169,7 +177,7 @@ func (p *Pruner) Prune(ctx context.Context, cluster string) (*Report, error) {
 func (p *Pruner) execute(ctx context.Context, d Decision, now time.Time) Item {
 	e := d.Entry
 	item := Item{Entry: e, Outcome: Skipped}
-	if p.Pins != nil && e.Kind == backup.KindBackup && p.Pins.Pinned(e.Cluster, e.ID) {
+	if p.Pins != nil && (e.Kind == backup.KindBackup || e.Kind == backup.KindDelta) && p.Pins.Pinned(e.Cluster, e.ID) {
 		item.Reason = "pinned by a restore in progress"
 		return item
 	}

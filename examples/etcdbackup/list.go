@@ -31,6 +31,9 @@ type listedBackup struct {
 	EtcdVersion string `json:"etcdVersion,omitempty"`
 	Revision    int64  `json:"revision,omitempty"`
 	Problem     string `json:"problem,omitempty"`
+	// FirstRevision and LastRevision are a delta segment's.
+	FirstRevision int64 `json:"firstRevision,omitempty"`
+	LastRevision  int64 `json:"lastRevision,omitempty"`
 }
 
 func runList(ctx context.Context, s *streams, args []string) error {
@@ -42,7 +45,7 @@ func runList(ctx context.Context, s *streams, args []string) error {
 	)
 	dest.register(fs)
 	fs.StringVar(&output, "output", "table", "table or json")
-	fs.BoolVar(&all, "all", false, "also list what cannot be restored: orphans, invalid manifests, foreign objects")
+	fs.BoolVar(&all, "all", false, "also list what cannot be restored: orphans, invalid manifests, foreign objects (delta segments are always listed)")
 	if err := fs.parse(s, args); err != nil {
 		return err
 	}
@@ -65,7 +68,7 @@ func runList(ctx context.Context, s *streams, args []string) error {
 
 	list := []listedBackup{} // so that json says [] rather than null
 	for _, e := range entries {
-		if all || e.Restorable() {
+		if all || e.Restorable() || e.Kind == backup.KindDelta {
 			list = append(list, listed(d.Name(), e))
 		}
 	}
@@ -112,6 +115,9 @@ func listed(dest string, e backup.Entry) listedBackup {
 		b.Encrypted = m.Encrypted()
 		b.EtcdVersion = m.Etcd.Version
 		b.Revision = m.Etcd.Revision.High
+		if m.IsDelta() {
+			b.FirstRevision, b.LastRevision, b.Revision = m.FirstRevision, m.LastRevision, m.LastRevision
+		}
 	} else if strings.HasSuffix(e.Key, ".age") {
 		b.Encrypted = true
 	}

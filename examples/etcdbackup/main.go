@@ -6,6 +6,8 @@
 //	etcdbackup list    --destination=file:///var/backups/etcd --cluster=prod --output=json
 //	etcdbackup verify  --destination=file:///var/backups/etcd --cluster=prod --backup=latest
 //	etcdbackup restore --destination=file:///var/backups/etcd --cluster=prod --data-dir=/var/lib/etcd-restored
+//	etcdbackup follow  --endpoints=127.0.0.1:2379 --destination=file:///var/backups/etcd --cluster=prod
+//	etcdbackup restore --destination=file:///var/backups/etcd --cluster=prod --data-dir=/var/lib/etcd-restored --to-revision=123456
 //	etcdbackup prune   --destination=file:///var/backups/etcd --cluster=prod --keep=20 --dry-run
 //	etcdbackup destinations --config=etcdbackup.yaml
 //
@@ -86,7 +88,8 @@ var commands = []command{
 	{"save", "take a snapshot of an etcd cluster and store it on a destination", runSave},
 	{"list", "list a cluster's backups on a destination", runList},
 	{"verify", "prove a backup restorable: download, check every digest, restore it into a scratch directory", runVerify},
-	{"restore", "restore an etcd member's data directory from a backup", runRestore},
+	{"restore", "restore an etcd member's data directory from a backup, or to a revision or time", runRestore},
+	{"follow", "back up an etcd cluster continuously: a full backup, then its changes as delta segments", runFollow},
 	{"prune", "delete all but the newest backups of a cluster", runPrune},
 	{"destinations", "check the availability of every destination of a config file", runDestinations},
 }

@@ -3,15 +3,17 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/etcdbackup/etcdbackup/restore"
 )
 
 func runRestore(ctx context.Context, s *streams, args []string) error {
-	fs := newFlagSet("restore", "--destination=URL|NAME --cluster=NAME --data-dir=DIR [--backup=ID|latest] [--identity=FILE] [member flags]")
+	fs := newFlagSet("restore", "--destination=URL|NAME --cluster=NAME --data-dir=DIR [--backup=ID|latest | --to-revision=N | --to-time=RFC3339] [--identity=FILE] [member flags]")
 	var (
 		dest                   destinationFlags
 		sel                    selectFlags
@@ -19,6 +21,8 @@ func runRestore(ctx context.Context, s *streams, args []string) error {
 		token                  string
 		peerURLs               stringList
 		bump                   uint64
+		toRevision             int64
+		toTime                 string
 	)
 	dest.register(fs)
 	sel.register(fs)
@@ -28,7 +32,13 @@ func runRestore(ctx context.Context, s *streams, args []string) error {
 	fs.StringVar(&initial, "initial-cluster", "", "every member as `NAME=URL,...`, as etcd's flag (default: this member alone)")
 	fs.StringVar(&token, "initial-cluster-token", restore.DefaultClusterToken, "the new cluster's `token`, as etcd's flag")
 	fs.Uint64Var(&bump, "bump-revision", 0, "raise the revision by `N` and mark it compacted, so that watchers relist (Kubernetes)")
+	fs.Int64Var(&toRevision, "to-revision", 0, "restore the cluster as it was at store revision `N`, from a full backup and its delta segments")
+	fs.StringVar(&toTime, "to-time", "", "restore the last revision received at or before `TIME` (RFC 3339)")
 	if err := fs.parse(s, args); err != nil {
+		return err
+	}
+	point, err := pointFlags(fs, dest.cluster, toRevision, toTime)
+	if err != nil {
 		return err
 	}
 	if err := dest.validate(); err != nil {
@@ -60,6 +70,9 @@ func runRestore(ctx context.Context, s *streams, args []string) error {
 		return err
 	}
 	defer reg.Close()
+	if point != nil {
+		return restorePoint(ctx, s, r, restoreSources(d), *point, member)
+	}
 	b, err := sel.find(ctx, restoreSources(d), dest.cluster)
 	if err != nil {
 		return err
@@ -90,5 +103,47 @@ func emptyOrMissing(dir string) error {
 		}
 		return invalidInput(fmt.Errorf("data directory: %w", err))
 	}
+	return nil
+}
+
+// pointFlags returns the point --to-revision or --to-time selects, or nil.
+func pointFlags(fs *flagSet, cluster string, rev int64, at string) (*restore.Point, error) {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	switch {
+	case !set["to-revision"] && !set["to-time"]:
+		return nil, nil
+	case set["to-revision"] && set["to-time"]:
+		return nil, usagef("--to-revision and --to-time exclude each other")
+	case set["backup"]:
+		return nil, usagef("--backup excludes --to-revision and --to-time")
+	}
+	p := &restore.Point{Cluster: cluster, Revision: rev}
+	if set["to-revision"] && rev <= 0 {
+		return nil, usagef("--to-revision %d: want a positive revision", rev)
+	}
+	if set["to-time"] {
+		t, err := time.Parse(time.RFC3339Nano, at)
+		if err != nil {
+			return nil, usagef("--to-time %q: want RFC 3339, such as 2026-01-02T15:04:05Z", at)
+		}
+		p.Time = t
+	}
+	return p, nil
+}
+
+// restorePoint restores a revision or a time.
+func restorePoint(ctx context.Context, s *streams, r *restore.Restorer, sources []restore.Source, p restore.Point, m restore.Member) error {
+	plan, err := restore.FindPoint(ctx, sources, p)
+	if err != nil {
+		return err
+	}
+	res, err := r.RestorePoint(ctx, plan, m)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(s.stdout, "restored revision %d into %s from %s (revision %d) and %d delta segments (%d events in %s): member %s, member ID %x, cluster ID %x\n",
+		res.Revision, res.DataDir, plan.Full.ID, res.FullRevision, res.Segments, res.Events, res.Replay.Round(time.Millisecond),
+		res.Name, res.MemberID, res.ClusterID)
 	return nil
 }

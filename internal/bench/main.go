@@ -9,6 +9,7 @@
 //	go build -o bench-out/etcdbackup-bench ./internal/bench
 //	bench-out/etcdbackup-bench [-sizes 256MiB,1GiB,2GiB] [-runs 5] [-modes two-step,stream,...]
 //	bench-out/etcdbackup-bench report   # render BENCHMARKS.md again from bench-out/results.json
+//	bench-out/etcdbackup-bench pitr     # continuous backup: commit lag, follower RSS, replay speed
 //
 // etcd and MinIO run as processes of their own, and so does every run of a
 // mode (the binary re-executes itself with the "etcd" and "mode"
@@ -58,6 +59,10 @@ func main() {
 		err = runModeChild(args[1:])
 	case len(args) > 0 && args[0] == "report":
 		err = runReport(args[1:])
+	case len(args) > 0 && args[0] == "pitr":
+		err = runPITR(args[1:])
+	case len(args) > 0 && args[0] == "pitr-follow":
+		err = runPITRFollower()
 	default:
 		err = runBench(args)
 	}

@@ -1,0 +1,540 @@
+package backup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Defaults of the Follower's bounds.
+const (
+	DefaultFlushInterval      = time.Second
+	DefaultMaxSegmentBytes    = 8 << 20
+	DefaultFinalCommitTimeout = 30 * time.Second
+	// DefaultFullName is the backup name of the full backups a Follower
+	// takes.
+	DefaultFullName = "full"
+)
+
+// Follower continuously backs up one etcd cluster: it watches every key
+// from the revision of a full backup onward and stores the events, grouped
+// by revision, as delta segments next to the full backups. A full backup
+// and the contiguous segments after it form a chain, from which
+// restore.PointInTime restores any revision.
+//
+//	full backup (revision L) -> watch from L+1 -> revisions -> segment (1 s or 8 MiB)
+//	   -> compress, encrypt (the Pipeline's codec) -> every target -> manifest (commit)
+//
+// A segment becomes visible only when its manifest is committed, as a full
+// backup does. Segments of a chain are contiguous: each starts at the
+// revision after the previous one's last. The follower holds at most one
+// segment in memory. While a segment is stored, etcd's client buffers the
+// events that arrive (what the cluster writes in that time); when a store
+// fails (a destination is down), the follower cancels the watch at once,
+// retries, and watches again from the segment's end once it is stored, so
+// memory does not grow with the length of an outage.
+//
+// Run resumes after the last segment committed on the targets, or after
+// the newest full backup, and takes a full backup first when there is
+// none. When etcd compacted the revisions it needs, it takes a new full
+// backup and starts a new chain, reporting the gap (ChainGap).
+//
+// Run one follower per cluster and destination (a host holds a lock, as
+// the scheduler does for backups): two followers of one cluster would
+// store overlapping segments. Restore tolerates overlaps, since it applies
+// each revision once, but they cost twice the storage.
+type Follower struct {
+	// Client watches etcd. It should know every member's endpoint, so that
+	// the watch fails over. Required.
+	Client *clientv3.Client
+	// Pipeline takes the full backups. Its Compression, Encryption, Logger
+	// and Now also apply to segments. Required.
+	Pipeline *Pipeline
+	// Cluster names the cluster. Required.
+	Cluster string
+	// Targets are the destinations to write to; see Request.Targets.
+	Targets []Target
+	// Catalogs read back what the targets hold, to resume: the follower
+	// starts after the last revision committed on all of them. Usually one
+	// per target (a destination is both). Required.
+	Catalogs []Catalog
+	// FullName is the backup name of the full backups the follower takes;
+	// empty means DefaultFullName.
+	FullName string
+	// FlushInterval bounds how long a revision waits in memory before its
+	// segment is stored; zero means DefaultFlushInterval.
+	FlushInterval time.Duration
+	// MaxSegmentBytes bounds a segment's size before encoding; zero means
+	// DefaultMaxSegmentBytes.
+	MaxSegmentBytes int
+	// FinalCommitTimeout bounds storing the last segment once Run's context
+	// ends; zero means DefaultFinalCommitTimeout.
+	FinalCommitTimeout time.Duration
+	// RetryInterval is the first wait after a failed store or watch; it
+	// doubles up to ten times as long. Zero means one second.
+	RetryInterval time.Duration
+	// Observer receives the follower's events; nil means none.
+	Observer FollowObserver
+}
+
+// FollowEventKind says what happened to a follower.
+type FollowEventKind string
+
+// The events of a follower.
+const (
+	// ChainStarted: a new chain starts after the full backup Event.Chain.
+	ChainStarted FollowEventKind = "ChainStarted"
+	// ChainResumed: the follower resumes an existing chain at Revision.
+	ChainResumed FollowEventKind = "ChainResumed"
+	// SegmentCommitted: a segment is stored on every target
+	// (Event.Manifests).
+	SegmentCommitted FollowEventKind = "SegmentCommitted"
+	// SegmentFailed: an attempt to store a segment on Event.Destination
+	// failed (Event.Err); it is retried.
+	SegmentFailed FollowEventKind = "SegmentFailed"
+	// ChainGap: etcd compacted Revision before the follower read it. The
+	// revisions from Revision to the next full backup cannot be restored;
+	// a new chain starts.
+	ChainGap FollowEventKind = "ChainGap"
+	// WatchRestarted: the watch broke (Event.Err) and resumes at Revision.
+	WatchRestarted FollowEventKind = "WatchRestarted"
+)
+
+// FollowEvent is one thing that happened to a follower.
+type FollowEvent struct {
+	Kind    FollowEventKind
+	Time    time.Time
+	Cluster string
+	// Chain is the ID of the full backup the current chain started from.
+	Chain string
+	// Revision is the revision the event is about: the resume point, the
+	// first revision lost to compaction.
+	Revision int64
+	// HeadRevision is etcd's revision as last seen, and Committed the last
+	// revision stored on every target: their difference is the lag.
+	HeadRevision, Committed int64
+	// ChainLength is the number of segments of the chain so far.
+	ChainLength int64
+	// Lag is, for SegmentCommitted, the time from the reception of the
+	// segment's first revision to its commit.
+	Lag         time.Duration
+	Destination string
+	// Manifests are the committed manifests of a segment, one per target.
+	Manifests []*Manifest
+	// RawBytes and StoredBytes are a segment's sizes; Events and
+	// Revisions what it holds.
+	RawBytes, StoredBytes, Events, Revisions int64
+	Err                                      error
+}
+
+// FollowObserver receives a follower's events, synchronously; ObserveFollow
+// must return quickly. It may be called concurrently for SegmentFailed
+// events of different destinations.
+type FollowObserver interface {
+	ObserveFollow(FollowEvent)
+}
+
+// FollowObserverFunc adapts a function to a FollowObserver.
+type FollowObserverFunc func(FollowEvent)
+
+// ObserveFollow calls f(e).
+func (f FollowObserverFunc) ObserveFollow(e FollowEvent) { f(e) }
+
+// ErrCompacted is reported (wrapped in ChainGap events) when the revision a
+// follower needs was compacted.
+var ErrCompacted = rpctypes.ErrCompacted
+
+func (f *Follower) validate() error {
+	if f.Client == nil {
+		return errors.New("follower has no etcd client")
+	}
+	if f.Pipeline == nil {
+		return errors.New("follower has no pipeline")
+	}
+	if len(f.Catalogs) == 0 {
+		return errors.New("follower has no catalog to resume from")
+	}
+	req := Request{Cluster: f.Cluster, Name: f.fullName(), Scheduled: true, Targets: f.Targets}
+	if err := req.Validate(); err != nil {
+		return err
+	}
+	if f.FlushInterval < 0 || f.MaxSegmentBytes < 0 || f.FinalCommitTimeout < 0 || f.RetryInterval < 0 {
+		return errors.New("follower bounds may not be negative")
+	}
+	return nil
+}
+
+func (f *Follower) fullName() string {
+	if f.FullName != "" {
+		return f.FullName
+	}
+	return DefaultFullName
+}
+
+func (f *Follower) flushInterval() time.Duration {
+	if f.FlushInterval > 0 {
+		return f.FlushInterval
+	}
+	return DefaultFlushInterval
+}
+
+func (f *Follower) maxSegmentBytes() int {
+	if f.MaxSegmentBytes > 0 {
+		return f.MaxSegmentBytes
+	}
+	return DefaultMaxSegmentBytes
+}
+
+func (f *Follower) retry() retryPolicy {
+	first := f.RetryInterval
+	if first <= 0 {
+		first = time.Second
+	}
+	return retryPolicy{first: first, max: 10 * first}
+}
+
+func (f *Follower) logger() *slog.Logger { return f.Pipeline.logger() }
+
+// Run follows the cluster until ctx ends, then stores the segment it holds
+// (within FinalCommitTimeout) and returns nil, or the error of that last
+// store. Other errors (invalid configuration, no full backup possible) end
+// it early.
+func (f *Follower) Run(ctx context.Context) error {
+	if err := f.validate(); err != nil {
+		return err
+	}
+	codec, err := newSegmentCodec(f.Cluster, f.Pipeline)
+	if err != nil {
+		return err
+	}
+	st := &followState{f: f, codec: codec, leases: map[int64]bool{}}
+	st.builder = newSegmentBuilder()
+	next, chain, length, err := f.resume(ctx)
+	if err != nil {
+		return err
+	}
+	if next == 0 {
+		if next, chain, err = f.takeFull(ctx); err != nil {
+			return err
+		}
+		f.event(FollowEvent{Kind: ChainStarted, Chain: chain, Revision: next})
+	} else {
+		st.chainLength = length
+		f.event(FollowEvent{Kind: ChainResumed, Chain: chain, Revision: next, ChainLength: length})
+	}
+	st.next, st.chain, st.committed = next, chain, next-1
+	f.logger().Info("follower started", "cluster", f.Cluster, "chain", chain, "revision", next)
+	for {
+		err := st.watch(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return st.finalFlush(ctx)
+		case errors.Is(err, rpctypes.ErrCompacted):
+			f.event(FollowEvent{Kind: ChainGap, Chain: st.chain, Revision: st.next, Err: err})
+			f.logger().Warn("follower fell behind compaction: starting a new chain", "cluster", f.Cluster, "revision", st.next)
+			next, chain, ferr := f.takeFull(ctx)
+			if ferr != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return ferr
+			}
+			st.next, st.chain, st.committed, st.chainLength = next, chain, next-1, 0
+			st.leases = map[int64]bool{}
+			f.event(FollowEvent{Kind: ChainStarted, Chain: chain, Revision: next})
+		case err != nil:
+			f.event(FollowEvent{Kind: WatchRestarted, Chain: st.chain, Revision: st.next, Err: err})
+			f.logger().Warn("watch broke, resuming", "cluster", f.Cluster, "revision", st.next, "error", err)
+			if werr := f.retry().wait(ctx, 1); werr != nil {
+				return st.finalFlush(ctx)
+			}
+		}
+	}
+}
+
+// takeFull takes a full backup and returns the revision to watch from. A
+// full backup of the same name in the same second (IDs have a resolution
+// of a second) is retried in the next.
+func (f *Follower) takeFull(ctx context.Context) (next int64, chain string, err error) {
+	req := Request{Cluster: f.Cluster, Name: f.fullName(), Scheduled: true, Targets: f.Targets}
+	for attempt := 1; ; attempt++ {
+		res, err := f.Pipeline.Run(ctx, req)
+		if err == nil {
+			return res.Snapshot.RevisionLow + 1, res.ID, nil
+		}
+		if !errors.Is(err, ErrBackupExists) || attempt == 3 {
+			return 0, "", fmt.Errorf("full backup to start a chain: %w", err)
+		}
+		if err := (retryPolicy{first: time.Second, max: time.Second}).wait(ctx, 1); err != nil {
+			return 0, "", err
+		}
+	}
+}
+
+// resume returns where to start: after the last segment, or after the
+// newest full backup, on every catalog; zero when a catalog has neither.
+// length is the number of segments of the chain on the first catalog.
+func (f *Follower) resume(ctx context.Context) (next int64, chain string, length int64, err error) {
+	for i, c := range f.Catalogs {
+		entries, err := ListBackups(ctx, c, f.Cluster)
+		if err != nil {
+			return 0, "", 0, fmt.Errorf("find where to resume: %w", err)
+		}
+		n, ch := resumePoint(entries)
+		if n == 0 {
+			return 0, "", 0, nil
+		}
+		if next == 0 || n < next {
+			next, chain = n, ch
+		}
+		if i == 0 {
+			for _, e := range entries {
+				if e.Kind == KindDelta && e.Manifest.Chain == ch {
+					length++
+				}
+			}
+		}
+	}
+	return next, chain, length, nil
+}
+
+// resumePoint is where a follower resumes on one catalog's entries: after
+// the last segment, else after the newest full backup with a known
+// revision.
+func resumePoint(entries []Entry) (next int64, chain string) {
+	var last, full *Manifest
+	for _, e := range entries {
+		m := e.Manifest
+		switch {
+		case e.Kind == KindDelta:
+			if last == nil || m.LastRevision > last.LastRevision {
+				last = m
+			}
+		case e.Kind == KindBackup && m.Etcd.Revision.Low > 0:
+			full = m // entries are ordered by creation
+		}
+	}
+	switch {
+	case last != nil:
+		return last.LastRevision + 1, last.Chain
+	case full != nil:
+		return full.Etcd.Revision.Low + 1, full.ID
+	}
+	return 0, ""
+}
+
+func (f *Follower) event(e FollowEvent) {
+	if f.Observer == nil {
+		return
+	}
+	e.Time = f.Pipeline.now()
+	e.Cluster = f.Cluster
+	f.Observer.ObserveFollow(e)
+}
+
+// followState is the state of a running follower.
+type followState struct {
+	f       *Follower
+	codec   *segmentCodec
+	builder *segmentBuilder
+	// next is the next revision to read; committed the last one stored.
+	next, committed int64
+	head            int64
+	chain           string
+	chainLength     int64
+	firstReceived   time.Time // of the segment's first revision
+	leases          map[int64]bool
+	// stopWatch cancels the running watch: called when a store fails, so
+	// that etcd's client stops buffering events while the store retries.
+	stopWatch context.CancelFunc
+}
+
+// watch watches from st.next until the watch ends, a segment had to be
+// retried (to drop what the watch buffered meanwhile), or ctx ends.
+func (st *followState) watch(ctx context.Context) error {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	st.stopWatch = cancel
+	wch := st.f.Client.Watch(wctx, "", clientv3.WithPrefix(), clientv3.WithRev(st.next), clientv3.WithProgressNotify())
+	interval := st.f.flushInterval()
+	tick := time.NewTicker(max(interval/8, 5*time.Millisecond))
+	defer tick.Stop()
+	var asked time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+			now := st.f.Pipeline.now()
+			switch {
+			case !st.builder.empty() && now.Sub(st.firstReceived) >= interval:
+				if retried, err := st.flush(ctx); err != nil || retried {
+					return err
+				}
+			case st.builder.empty() && now.Sub(asked) >= interval:
+				// Learn etcd's head revision, for the lag.
+				asked = now
+				_ = st.f.Client.RequestProgress(wctx)
+			}
+		case wr, ok := <-wch:
+			if !ok {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				return errors.New("watch channel closed")
+			}
+			if err := st.receive(ctx, wr); err != nil {
+				return err
+			}
+			if st.builder.size() >= st.f.maxSegmentBytes() {
+				if retried, err := st.flush(ctx); err != nil || retried {
+					return err
+				}
+			}
+		}
+	}
+}
+
+// receive adds a watch response's revisions to the segment.
+func (st *followState) receive(ctx context.Context, wr clientv3.WatchResponse) error {
+	if wr.CompactRevision != 0 {
+		// What is held is contiguous and valid: store it, then report.
+		if _, err := st.flush(ctx); err != nil {
+			return err
+		}
+		return fmt.Errorf("%w: revision %d, compacted up to %d", rpctypes.ErrCompacted, st.next, wr.CompactRevision)
+	}
+	if err := wr.Err(); err != nil {
+		return err
+	}
+	if wr.Header.Revision > st.head {
+		st.head = wr.Header.Revision
+	}
+	now := st.f.Pipeline.now()
+	evs := wr.Events
+	for len(evs) > 0 {
+		rev := evs[0].Kv.ModRevision
+		n := 1
+		for n < len(evs) && evs[n].Kv.ModRevision == rev {
+			n++
+		}
+		if rev < st.next {
+			// Already stored: a watch restarted inside a revision range.
+			evs = evs[n:]
+			continue
+		}
+		r := SegmentRevision{Revision: rev, Received: now, Events: toSegment(evs[:n])}
+		r.Leases = st.newLeases(ctx, r.Events)
+		if err := st.builder.add(r); err != nil {
+			return fmt.Errorf("segment: %w", err)
+		}
+		if st.builder.sum.Revisions == 1 {
+			st.firstReceived = now
+		}
+		st.next = rev + 1
+		evs = evs[n:]
+	}
+	return nil
+}
+
+func toSegment(evs []*clientv3.Event) []SegmentEvent {
+	out := make([]SegmentEvent, len(evs))
+	for i, e := range evs {
+		out[i] = segmentEvent((*mvccpb.Event)(e))
+	}
+	return out
+}
+
+// maxKnownLeases bounds the follower's memory of leases it recorded.
+const maxKnownLeases = 1 << 16
+
+// newLeases returns the leases of evs not yet recorded, with the TTL etcd
+// granted them. A lease etcd no longer knows is recorded with TTL 0.
+func (st *followState) newLeases(ctx context.Context, evs []SegmentEvent) []SegmentLease {
+	var out []SegmentLease
+	for _, ev := range evs {
+		id := ev.Lease
+		if ev.Delete || id == 0 || st.leases[id] {
+			continue
+		}
+		if len(st.leases) >= maxKnownLeases {
+			clear(st.leases)
+		}
+		st.leases[id] = true
+		ttl := int64(0)
+		if resp, err := st.f.Client.TimeToLive(ctx, clientv3.LeaseID(id)); err == nil && resp.GrantedTTL > 0 {
+			ttl = resp.GrantedTTL
+		}
+		out = append(out, SegmentLease{ID: id, TTL: ttl})
+	}
+	return out
+}
+
+// flush stores the segment held, if any. retried reports whether a store
+// failed at least once: the caller then restarts the watch, dropping what
+// etcd's client buffered meanwhile.
+func (st *followState) flush(ctx context.Context) (retried bool, err error) {
+	if st.builder.empty() {
+		return false, nil
+	}
+	b := st.builder
+	raw := b.finish()
+	seg, err := st.codec.encode(raw, b.sum, st.chain)
+	if err != nil {
+		return false, err
+	}
+	f := st.f
+	var failed atomic.Bool // set by the targets' goroutines
+	manifests, err := seg.store(ctx, f.Targets, f.Pipeline.now, f.retry(), func(dest string, attempt int, err error) {
+		if attempt == 1 && st.stopWatch != nil {
+			st.stopWatch() // safe from any goroutine
+		}
+		failed.Store(true)
+		f.event(FollowEvent{Kind: SegmentFailed, Chain: st.chain, Revision: b.sum.FirstRevision, Destination: dest, Err: err,
+			HeadRevision: max(st.head, b.sum.LastRevision), Committed: st.committed})
+		f.logger().Warn("segment store failed, retrying", "cluster", f.Cluster, "destination", dest,
+			"first_revision", b.sum.FirstRevision, "attempt", attempt, "error", err)
+	})
+	retried = failed.Load()
+	if err != nil {
+		// Not committed everywhere: the next run resumes before it (a
+		// target that has it then holds an overlapping segment, which
+		// restore tolerates).
+		return retried, err
+	}
+	st.committed = b.sum.LastRevision
+	st.chainLength++
+	lag := f.Pipeline.now().Sub(st.firstReceived)
+	f.event(FollowEvent{Kind: SegmentCommitted, Chain: st.chain, Revision: b.sum.FirstRevision, ChainLength: st.chainLength,
+		HeadRevision: max(st.head, st.committed), Committed: st.committed, Lag: lag, Manifests: manifests,
+		RawBytes: int64(len(raw)), StoredBytes: int64(len(seg.stored)), Events: b.sum.Events, Revisions: b.sum.Revisions})
+	f.logger().Debug("segment committed", "cluster", f.Cluster, "first_revision", b.sum.FirstRevision,
+		"last_revision", b.sum.LastRevision, "events", b.sum.Events, "stored_bytes", len(seg.stored))
+	st.builder = newSegmentBuilder()
+	return retried, nil
+}
+
+// finalFlush stores what is held once Run's context ended.
+func (st *followState) finalFlush(ctx context.Context) error {
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cmpOr(st.f.FinalCommitTimeout, DefaultFinalCommitTimeout))
+	defer cancel()
+	if _, err := st.flush(fctx); err != nil {
+		return fmt.Errorf("store the last segment: %w", err)
+	}
+	st.f.logger().Info("follower stopped", "cluster", st.f.Cluster, "committed_revision", st.committed)
+	return nil
+}
+
+func cmpOr(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}

@@ -1,0 +1,118 @@
+package backup
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// FollowerMetrics turns follower events into Prometheus series. It is a
+// FollowObserver and a prometheus.Collector: set it as a Follower's
+// Observer (or among several with FollowObservers) and register it on the
+// host's registry. Series are labelled by cluster, and by destination for
+// failures.
+//
+//	etcdbackup_follower_lag_revisions{cluster}                 gauge: etcd's head minus the last committed revision
+//	etcdbackup_follower_lag_seconds{cluster}                   gauge: reception to commit of the last segment
+//	etcdbackup_follower_committed_revision{cluster}            gauge
+//	etcdbackup_follower_last_commit_timestamp_seconds{cluster} gauge: alert when it stops moving
+//	etcdbackup_follower_segments_total{cluster}                counter
+//	etcdbackup_follower_segment_bytes_total{cluster}           counter, stored bytes per target
+//	etcdbackup_follower_chain_segments{cluster}                gauge: segments of the current chain
+//	etcdbackup_follower_gaps_total{cluster}                    counter: chains broken by compaction
+//	etcdbackup_follower_segment_failures_total{cluster,destination} counter
+type FollowerMetrics struct {
+	lagRevisions, lagSeconds, committed, chainSegments, lastCommit *prometheus.GaugeVec
+	segments, bytes, gaps, failures                                *prometheus.CounterVec
+}
+
+var _ interface {
+	FollowObserver
+	prometheus.Collector
+} = (*FollowerMetrics)(nil)
+
+// Follower metric names, for alerting rules and dashboards.
+const (
+	MetricFollowerLagRevisions  = "etcdbackup_follower_lag_revisions"
+	MetricFollowerLagSeconds    = "etcdbackup_follower_lag_seconds"
+	MetricFollowerCommitted     = "etcdbackup_follower_committed_revision"
+	MetricFollowerLastCommit    = "etcdbackup_follower_last_commit_timestamp_seconds"
+	MetricFollowerSegments      = "etcdbackup_follower_segments_total"
+	MetricFollowerBytes         = "etcdbackup_follower_segment_bytes_total"
+	MetricFollowerChainSegments = "etcdbackup_follower_chain_segments"
+	MetricFollowerGaps          = "etcdbackup_follower_gaps_total"
+	MetricFollowerFailures      = "etcdbackup_follower_segment_failures_total"
+)
+
+// NewFollowerMetrics returns unregistered collectors for follower events.
+func NewFollowerMetrics() *FollowerMetrics {
+	cluster := []string{"cluster"}
+	gauge := func(name, help string) *prometheus.GaugeVec {
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, cluster)
+	}
+	counter := func(name, help string, labels []string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+	}
+	return &FollowerMetrics{
+		lagRevisions:  gauge(MetricFollowerLagRevisions, "Revisions etcd is ahead of the last segment committed."),
+		lagSeconds:    gauge(MetricFollowerLagSeconds, "Time from receiving the last segment's first revision to its commit."),
+		committed:     gauge(MetricFollowerCommitted, "Last revision committed on every target."),
+		chainSegments: gauge(MetricFollowerChainSegments, "Segments of the current chain."),
+		lastCommit:    gauge(MetricFollowerLastCommit, "Unix time of the last segment committed on every target."),
+		segments:      counter(MetricFollowerSegments, "Segments committed on every target.", cluster),
+		bytes:         counter(MetricFollowerBytes, "Stored bytes of the segments committed, per target.", cluster),
+		gaps:          counter(MetricFollowerGaps, "Chains broken because etcd compacted revisions not yet read.", cluster),
+		failures:      counter(MetricFollowerFailures, "Failed attempts to store a segment.", []string{"cluster", "destination"}),
+	}
+}
+
+func (m *FollowerMetrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.lagRevisions, m.lagSeconds, m.committed, m.chainSegments, m.lastCommit, m.segments, m.bytes, m.gaps, m.failures}
+}
+
+// Describe implements prometheus.Collector.
+func (m *FollowerMetrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range m.collectors() {
+		c.Describe(ch)
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (m *FollowerMetrics) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range m.collectors() {
+		c.Collect(ch)
+	}
+}
+
+// ObserveFollow implements FollowObserver.
+func (m *FollowerMetrics) ObserveFollow(e FollowEvent) {
+	c := e.Cluster
+	switch e.Kind {
+	case ChainStarted, ChainResumed:
+		m.chainSegments.WithLabelValues(c).Set(float64(e.ChainLength))
+		m.committed.WithLabelValues(c).Set(float64(e.Revision - 1))
+	case SegmentCommitted:
+		m.segments.WithLabelValues(c).Inc()
+		m.bytes.WithLabelValues(c).Add(float64(e.StoredBytes * int64(len(e.Manifests))))
+		m.chainSegments.WithLabelValues(c).Set(float64(e.ChainLength))
+		m.committed.WithLabelValues(c).Set(float64(e.Committed))
+		m.lastCommit.WithLabelValues(c).Set(float64(e.Time.UnixNano()) / 1e9)
+		m.lagSeconds.WithLabelValues(c).Set(e.Lag.Seconds())
+		m.lagRevisions.WithLabelValues(c).Set(float64(max(e.HeadRevision-e.Committed, 0)))
+	case SegmentFailed:
+		m.failures.WithLabelValues(c, e.Destination).Inc()
+		m.lagRevisions.WithLabelValues(c).Set(float64(max(e.HeadRevision-e.Committed, 0)))
+	case ChainGap:
+		m.gaps.WithLabelValues(c).Inc()
+	}
+}
+
+// FollowObservers fans follower events out to several observers, in order.
+type FollowObservers []FollowObserver
+
+// ObserveFollow implements FollowObserver.
+func (os FollowObservers) ObserveFollow(e FollowEvent) {
+	for _, o := range os {
+		if o != nil {
+			o.ObserveFollow(e)
+		}
+	}
+}

@@ -1,0 +1,59 @@
+package backup_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+
+	"github.com/etcdbackup/etcdbackup/backup"
+)
+
+func TestFollowerMetrics(t *testing.T) {
+	m := backup.NewFollowerMetrics()
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(m))
+	for _, e := range []backup.FollowEvent{
+		{Kind: backup.ChainResumed, Cluster: "prod-a", Revision: 101, ChainLength: 4},
+		{Kind: backup.SegmentFailed, Cluster: "prod-a", Destination: "s3", HeadRevision: 130, Committed: 100, Err: errors.New("down")},
+		{Kind: backup.SegmentCommitted, Cluster: "prod-a", Time: time.Unix(1700000000, 500_000_000), Revision: 101, Committed: 120, HeadRevision: 125, ChainLength: 5,
+			Lag: 1500 * time.Millisecond, StoredBytes: 1000, Manifests: make([]*backup.Manifest, 2)},
+		{Kind: backup.ChainGap, Cluster: "prod-a", Revision: 121},
+	} {
+		m.ObserveFollow(e)
+	}
+	want := `
+# HELP etcdbackup_follower_chain_segments Segments of the current chain.
+# TYPE etcdbackup_follower_chain_segments gauge
+etcdbackup_follower_chain_segments{cluster="prod-a"} 5
+# HELP etcdbackup_follower_committed_revision Last revision committed on every target.
+# TYPE etcdbackup_follower_committed_revision gauge
+etcdbackup_follower_committed_revision{cluster="prod-a"} 120
+# HELP etcdbackup_follower_gaps_total Chains broken because etcd compacted revisions not yet read.
+# TYPE etcdbackup_follower_gaps_total counter
+etcdbackup_follower_gaps_total{cluster="prod-a"} 1
+# HELP etcdbackup_follower_last_commit_timestamp_seconds Unix time of the last segment committed on every target.
+# TYPE etcdbackup_follower_last_commit_timestamp_seconds gauge
+etcdbackup_follower_last_commit_timestamp_seconds{cluster="prod-a"} 1.7000000005e+09
+# HELP etcdbackup_follower_lag_revisions Revisions etcd is ahead of the last segment committed.
+# TYPE etcdbackup_follower_lag_revisions gauge
+etcdbackup_follower_lag_revisions{cluster="prod-a"} 5
+# HELP etcdbackup_follower_lag_seconds Time from receiving the last segment's first revision to its commit.
+# TYPE etcdbackup_follower_lag_seconds gauge
+etcdbackup_follower_lag_seconds{cluster="prod-a"} 1.5
+# HELP etcdbackup_follower_segment_bytes_total Stored bytes of the segments committed, per target.
+# TYPE etcdbackup_follower_segment_bytes_total counter
+etcdbackup_follower_segment_bytes_total{cluster="prod-a"} 2000
+# HELP etcdbackup_follower_segment_failures_total Failed attempts to store a segment.
+# TYPE etcdbackup_follower_segment_failures_total counter
+etcdbackup_follower_segment_failures_total{cluster="prod-a",destination="s3"} 1
+# HELP etcdbackup_follower_segments_total Segments committed on every target.
+# TYPE etcdbackup_follower_segments_total counter
+etcdbackup_follower_segments_total{cluster="prod-a"} 1
+`
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want)))
+}

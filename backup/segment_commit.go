@@ -1,0 +1,205 @@
+package backup
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"sync"
+	"time"
+
+	"filippo.io/age"
+	"github.com/klauspost/compress/zstd"
+)
+
+// segmentCodec encodes delta segments as the pipeline encodes snapshots:
+// the same compressions at the same level and the same age encryption (the
+// same decoder reads both), the same manifest commit rule, on every
+// target. A segment is small and whole in memory, so zstd compresses it
+// with EncodeAll on one encoder kept for the follower's life: a streaming
+// encoder per segment would allocate its windows anew every second.
+type segmentCodec struct {
+	cluster     string
+	compression Compression
+	recipients  []age.Recipient
+	encryption  *EncryptionInfo
+	zstd        *zstd.Encoder // for Zstd; used by one goroutine at a time
+}
+
+func newSegmentCodec(cluster string, p *Pipeline) (*segmentCodec, error) {
+	c := &segmentCodec{cluster: cluster, compression: p.Compression.OrDefault()}
+	if err := c.compression.Validate(); err != nil {
+		return nil, err
+	}
+	recipients, fingerprints, err := p.Encryption.parse()
+	if err != nil {
+		return nil, err
+	}
+	c.recipients = recipients
+	if len(recipients) > 0 {
+		c.encryption = &EncryptionInfo{Scheme: "age", Recipients: fingerprints}
+	}
+	if c.compression == Zstd {
+		c.zstd, err = zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedDefault))
+		if err != nil {
+			return nil, fmt.Errorf("start zstd: %w", err)
+		}
+	}
+	return c, nil
+}
+
+// encodedSegment is a segment ready to be stored: its encoded bytes and
+// the manifest fields every target shares.
+type encodedSegment struct {
+	stored []byte
+	base   Manifest
+}
+
+// encode compresses and encrypts raw, a segment holding sum, of the chain
+// that started with the full backup chain.
+func (c *segmentCodec) encode(raw []byte, sum SegmentSummary, chain string) (*encodedSegment, error) {
+	var buf bytes.Buffer
+	buf.Grow(len(raw)/2 + 1024)
+	if c.zstd != nil {
+		compressed := c.zstd.EncodeAll(raw, make([]byte, 0, len(raw)/2+1024))
+		if len(c.recipients) == 0 {
+			buf = *bytes.NewBuffer(compressed)
+		} else if err := encryptTo(&buf, compressed, c.recipients); err != nil {
+			return nil, err
+		}
+	} else {
+		enc, err := newEncoder(&buf, c.compression, c.recipients)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := enc.Write(raw); err != nil {
+			enc.abort()
+			return nil, fmt.Errorf("encode segment: %w", err)
+		}
+		if err := enc.Close(); err != nil {
+			return nil, err
+		}
+	}
+	rawSum, storedSum := sha256.Sum256(raw), sha256.Sum256(buf.Bytes())
+	return &encodedSegment{
+		stored: buf.Bytes(),
+		base: Manifest{
+			Format:        DeltaManifestFormat,
+			Kind:          ManifestKindDelta,
+			Cluster:       c.cluster,
+			Compression:   c.compression,
+			Encryption:    c.encryption,
+			Library:       LibraryVersion(),
+			Raw:           Digest{Size: int64(len(raw)), SHA256: hex.EncodeToString(rawSum[:])},
+			Stored:        Digest{Size: int64(buf.Len()), SHA256: hex.EncodeToString(storedSum[:])},
+			FirstRevision: sum.FirstRevision,
+			LastRevision:  sum.LastRevision,
+			Chain:         chain,
+		},
+	}, nil
+}
+
+// encryptTo writes b encrypted to recipients into dst, with no compression
+// (b is compressed already): newEncoder with None.
+func encryptTo(dst *bytes.Buffer, b []byte, recipients []age.Recipient) error {
+	enc, err := newEncoder(dst, None, recipients)
+	if err != nil {
+		return err
+	}
+	if _, err := enc.Write(b); err != nil {
+		return fmt.Errorf("encrypt segment: %w", err)
+	}
+	return enc.Close()
+}
+
+// segmentName is the backup name of the segment starting at first, on
+// its attempt-th try: every attempt writes objects of its own, so that a
+// retry never meets, or deletes, what an earlier one may have committed.
+func segmentName(first int64, attempt int) string {
+	if attempt <= 1 {
+		return fmt.Sprintf("delta-%d", first)
+	}
+	return fmt.Sprintf("delta-%d-%d", first, attempt)
+}
+
+// storeOnce uploads and commits seg on t, named for attempt, created at
+// now. It returns the committed manifest.
+func (seg *encodedSegment) storeOnce(ctx context.Context, t Target, now time.Time, attempt int) (*Manifest, error) {
+	m := seg.base
+	m.Name = segmentName(m.FirstRevision, attempt)
+	m.Created = now.UTC()
+	run, err := NewRunToken()
+	if err != nil {
+		return nil, err
+	}
+	m.Run = run
+	m.ID = BackupID(m.Cluster, m.Name, m.Created, true)
+	if !uploadsExclusively(t.Uploader) {
+		m.ID = UniqueBackupID(m.ID, run)
+	}
+	m.DataKey = DataKey(m.ID, m.Created, m.Compression, m.Encryption != nil)
+	m.Destination = t.Destination
+	if err := t.Uploader.Upload(ctx, &m, bytes.NewReader(seg.stored)); err != nil {
+		return nil, fmt.Errorf("upload: %w", err)
+	}
+	m.Completed = now.UTC()
+	if err := t.Uploader.Commit(ctx, &m); err != nil {
+		return nil, fmt.Errorf("commit: %w", err)
+	}
+	return &m, nil
+}
+
+// retryPolicy paces the attempts of a segment's commit.
+type retryPolicy struct {
+	first, max time.Duration
+}
+
+func (p retryPolicy) wait(ctx context.Context, attempt int) error {
+	d := p.first << min(attempt-1, 10)
+	if d > p.max || d <= 0 {
+		d = p.max
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// store commits seg on every target, retrying each failed target until it
+// succeeds or ctx ends. onFailure is called for each failed attempt, from
+// the target's goroutine. It returns the committed manifests in the
+// targets' order, and ctx's error when some target never succeeded.
+func (seg *encodedSegment) store(ctx context.Context, targets []Target, now func() time.Time, retry retryPolicy,
+	onFailure func(dest string, attempt int, err error)) ([]*Manifest, error) {
+	out := make([]*Manifest, len(targets))
+	errs := make([]error, len(targets))
+	var wg sync.WaitGroup
+	for i, t := range targets {
+		wg.Go(func() {
+			for attempt := 1; ; attempt++ {
+				m, err := seg.storeOnce(ctx, t, now(), attempt)
+				if err == nil {
+					out[i] = m
+					return
+				}
+				onFailure(t.Destination, attempt, err)
+				if werr := retry.wait(ctx, attempt); werr != nil {
+					errs[i] = &DestinationError{Destination: t.Destination, Err: err}
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}

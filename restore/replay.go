@@ -1,0 +1,155 @@
+package restore
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"go.etcd.io/etcd/pkg/v3/traceutil"
+	"go.etcd.io/etcd/server/v3/lease"
+	"go.etcd.io/etcd/server/v3/storage/backend"
+	"go.etcd.io/etcd/server/v3/storage/datadir"
+	"go.etcd.io/etcd/server/v3/storage/mvcc"
+	"go.uber.org/zap"
+
+	"github.com/etcdbackup/etcdbackup/backup"
+)
+
+// DefaultReplayLeaseTTL is the TTL given to a lease that keys of a segment
+// are attached to when neither the restored database nor any segment
+// knows it: the follower could not learn its TTL because it had already
+// expired.
+const DefaultReplayLeaseTTL = 60
+
+// ErrReplay matches errors of applying segments: a revision that does not
+// follow the database's, or a store whose revision diverges from the
+// source's.
+var ErrReplay = errors.New("replay")
+
+// replayer applies the revisions of delta segments to a member's data
+// directory offline, through etcd's own storage packages: the backend
+// (bbolt), the mvcc key-value store and the lessor. Each source revision
+// becomes one write transaction, so the store's revisions, and every key's
+// create and mod revision and version, come out as etcd computed them.
+type replayer struct {
+	be   backend.Backend
+	path string
+	le   lease.Lessor
+	kv   mvcc.KV
+	lg   *zap.Logger
+	ttl  map[int64]int64 // lease TTLs the segments recorded
+
+	// start is the database's revision before replay; rev the current.
+	start, rev int64
+	// target stops replay after that revision (zero: no bound); until
+	// stops it before the first revision received after that time.
+	target int64
+	until  time.Time
+
+	revisions, events int64
+}
+
+// errReplayDone stops decoding once the target is reached.
+var errReplayDone = errors.New("target reached")
+
+// openReplay opens the database of the data directory dir. etcd's storage
+// packages panic (through zap) on a database they cannot open or recover;
+// that is returned as an error.
+func openReplay(dir string, lg *zap.Logger) (_ *replayer, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: open the restored database: %v", ErrReplay, p)
+		}
+	}()
+	cfg := backend.DefaultBackendConfig(lg)
+	cfg.Path = datadir.ToBackendFileName(dir)
+	// Large batches: the database is not live, and ForceCommit at the end
+	// makes it durable.
+	cfg.BatchInterval = time.Hour
+	cfg.BatchLimit = 1 << 30
+	cfg.UnsafeNoFsync = true
+	cfg.Timeout = 10 * time.Second
+	be := backend.New(cfg)
+	le := lease.NewLessor(lg, be, nil, lease.LessorConfig{MinLeaseTTL: 1})
+	kv := mvcc.NewStore(lg, be, le, mvcc.StoreConfig{})
+	rev := kv.Rev()
+	return &replayer{be: be, path: cfg.Path, le: le, kv: kv, lg: lg, ttl: map[int64]int64{}, start: rev, rev: rev}, nil
+}
+
+// apply applies one revision. Revisions at or before the database's are
+// skipped (a segment may overlap the full backup); a revision that does
+// not follow the last one applied is a gap.
+func (rp *replayer) apply(r *backup.SegmentRevision) error {
+	for _, l := range r.Leases {
+		if l.TTL > 0 {
+			rp.ttl[l.ID] = l.TTL
+		}
+	}
+	switch {
+	case r.Revision <= rp.rev:
+		return nil
+	case rp.target != 0 && r.Revision > rp.target:
+		return errReplayDone
+	case !rp.until.IsZero() && r.Received.After(rp.until):
+		return errReplayDone
+	case r.Revision != rp.rev+1:
+		return fmt.Errorf("%w: revision %d does not follow %d", ErrReplay, r.Revision, rp.rev)
+	}
+	// Leases first: the lessor writes them in a transaction of its own.
+	for i := range r.Events {
+		ev := &r.Events[i]
+		if ev.Delete || ev.Lease == 0 || rp.le.Lookup(lease.LeaseID(ev.Lease)) != nil {
+			continue
+		}
+		ttl, ok := rp.ttl[ev.Lease]
+		if !ok {
+			ttl = DefaultReplayLeaseTTL
+		}
+		if _, err := rp.le.Grant(lease.LeaseID(ev.Lease), ttl); err != nil {
+			return fmt.Errorf("%w: grant lease %x: %w", ErrReplay, ev.Lease, err)
+		}
+	}
+	txn := rp.kv.Write(traceutil.TODO())
+	for i := range r.Events {
+		ev := &r.Events[i]
+		if ev.Delete {
+			if n, _ := txn.DeleteRange(ev.Key, nil); n != 1 {
+				txn.End()
+				return fmt.Errorf("%w: revision %d deletes key %q, which the database does not hold", ErrReplay, r.Revision, ev.Key)
+			}
+			continue
+		}
+		// The key index keeps the key it is given: it may not share the
+		// decoder's buffer, which the next revision reuses.
+		txn.Put(bytes.Clone(ev.Key), ev.Value, lease.LeaseID(ev.Lease))
+	}
+	txn.End()
+	if got := rp.kv.Rev(); got != r.Revision {
+		return fmt.Errorf("%w: the store is at revision %d after applying revision %d", ErrReplay, got, r.Revision)
+	}
+	rp.rev = r.Revision
+	rp.revisions++
+	rp.events += int64(len(r.Events))
+	return nil
+}
+
+// close commits and closes the database, and makes it durable.
+func (rp *replayer) close() error {
+	rp.le.Stop()
+	err := rp.kv.Close()
+	rp.be.ForceCommit()
+	if err := errors.Join(err, rp.be.Close()); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(rp.path, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("sync restored database: %w", err)
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("sync restored database: %w", err)
+	}
+	return nil
+}

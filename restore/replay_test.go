@@ -1,0 +1,101 @@
+package restore
+
+import (
+	"compress/gzip"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/storage/datadir"
+	"go.uber.org/zap"
+
+	"github.com/etcdbackup/etcdbackup/backup"
+)
+
+// restoredDir restores the test snapshot (revision 4) into a data
+// directory.
+func restoredDir(t *testing.T) string {
+	t.Helper()
+	f, err := os.Open(filepath.Join("testdata", "three-keys.db.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := filepath.Join(t.TempDir(), "snap.db")
+	if err := os.WriteFile(snap, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "data")
+	if _, err := (&Restorer{}).RestoreFile(context.Background(), snap, Member{Name: "m", DataDir: dir, PeerURLs: []string{"http://127.0.0.1:2380"}}); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func put(rev int64, key string) *backup.SegmentRevision {
+	return &backup.SegmentRevision{Revision: rev, Received: time.Unix(rev, 0), Events: []backup.SegmentEvent{
+		{Key: []byte(key), Value: []byte("v"), ModRevision: rev, CreateRevision: rev, Version: 1}}}
+}
+
+// TestReplayRules applies revisions to a restored database: the next
+// revision applies, one already held is skipped, a gap, a delete of a key
+// the database does not hold and a revision past the target stop replay,
+// and the database keeps the last revision applied.
+func TestReplayRules(t *testing.T) {
+	dir := restoredDir(t)
+	rp, err := openReplay(dir, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rp.start != 4 {
+		t.Fatalf("restored database at revision %d, want 4", rp.start)
+	}
+	rp.target = 6
+	if err := rp.apply(put(5, "new")); err != nil {
+		t.Fatal(err)
+	}
+	if err := rp.apply(put(5, "again")); err != nil || rp.rev != 5 {
+		t.Fatalf("a revision held already: %v, at %d", err, rp.rev)
+	}
+	if err := rp.apply(put(7, "gap")); !errors.Is(err, errReplayDone) {
+		t.Fatalf("past the target: %v", err)
+	}
+	rp.target = 0
+	if err := rp.apply(put(7, "gap")); !errors.Is(err, ErrReplay) {
+		t.Fatalf("a gap: %v", err)
+	}
+	del := &backup.SegmentRevision{Revision: 6, Events: []backup.SegmentEvent{{Delete: true, Key: []byte("missing"), ModRevision: 6}}}
+	if err := rp.apply(del); !errors.Is(err, ErrReplay) {
+		t.Fatalf("a delete of a missing key: %v", err)
+	}
+	lease := &backup.SegmentRevision{Revision: 6, Leases: []backup.SegmentLease{{ID: 77, TTL: 30}}, Events: []backup.SegmentEvent{
+		{Key: []byte("leased"), Value: []byte("v"), ModRevision: 6, CreateRevision: 6, Version: 1, Lease: 77}}}
+	if err := rp.apply(lease); err != nil {
+		t.Fatal(err)
+	}
+	if l := rp.le.Lookup(77); l == nil || l.TTL() != 30 {
+		t.Fatalf("lease 77: %v", l)
+	}
+	if err := rp.close(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := Status(datadir.ToBackendFileName(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Revision != 6 || st.TotalKeys != 5 {
+		t.Fatalf("status %+v, want revision 6 and 5 keys", st)
+	}
+}
