@@ -2,7 +2,6 @@ package backup
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -41,11 +40,11 @@ var _ Snapshotter = (*KeysExporter)(nil)
 // is zero.
 const DefaultExportPageSize = 1000
 
-// Snapshot implements Snapshotter. The stream is the keys-json object
-// followed by its SHA-256, the framing of etcd's own snapshots, so that
-// the pipeline checks it as it checks a snapshot and stores only the
-// object. The SnapshotInfo records the revision exactly (RevisionLow and
-// RevisionHigh both) and, once the stream has ended, the number of keys.
+// Snapshot implements Snapshotter. The stream is the keys-json object; it
+// has no etcd trailer, so the raw SHA-256 the pipeline records is the
+// object's own. The SnapshotInfo records the revision exactly (RevisionLow
+// and RevisionHigh both) and, once the stream has ended, the number of
+// keys.
 func (e *KeysExporter) Snapshot(ctx context.Context) (*Snapshot, error) {
 	if e.Client == nil {
 		return nil, errors.New("keys exporter has no client")
@@ -82,7 +81,9 @@ func (e *KeysExporter) Snapshot(ctx context.Context) (*Snapshot, error) {
 		info.Keys = keys.Load() // stored before the pipe's end was read
 		return info, nil
 	}
-	return NewSnapshot(&cancelOnClose{ReadCloser: pr, cancel: cancel}, info, finish), nil
+	snap := NewSnapshot(&cancelOnClose{ReadCloser: pr, cancel: cancel}, info, finish)
+	snap.tr.plain = true
+	return snap, nil
 }
 
 func (e *KeysExporter) now() time.Time {
@@ -129,11 +130,10 @@ func (e *KeysExporter) page(ctx context.Context, r keyRange, rev int64) (*client
 	return e.Client.Get(ctx, r.key, opts...)
 }
 
-// write writes the object and its SHA-256 to w: the header, then every
-// key of every range, page by page at the first page's revision.
+// write writes the object to w: the header, then every key of every
+// range, page by page at the first page's revision.
 func (e *KeysExporter) write(ctx context.Context, w io.Writer, h KeysJSONHeader, prefixes []string, first *clientv3.GetResponse) (int64, error) {
-	sum := sha256.New()
-	kw, err := NewKeysJSONWriter(io.MultiWriter(w, sum), h)
+	kw, err := NewKeysJSONWriter(w, h)
 	if err != nil {
 		return 0, err
 	}
@@ -162,9 +162,5 @@ func (e *KeysExporter) write(ctx context.Context, w io.Writer, h KeysJSONHeader,
 			}
 		}
 	}
-	if err := kw.Flush(); err != nil {
-		return kw.Keys(), err
-	}
-	_, err = w.Write(sum.Sum(nil))
-	return kw.Keys(), err
+	return kw.Keys(), kw.Flush()
 }
