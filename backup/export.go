@@ -81,9 +81,18 @@ func (e *KeysExporter) Snapshot(ctx context.Context) (*Snapshot, error) {
 		info.Keys = keys.Load() // stored before the pipe's end was read
 		return info, nil
 	}
-	snap := NewSnapshot(&cancelOnClose{ReadCloser: pr, cancel: cancel}, info, finish)
-	snap.tr.plain = true
-	return snap, nil
+	return NewLogicalSnapshot(&cancelOnClose{ReadCloser: pr, cancel: cancel}, info, finish), nil
+}
+
+// NewLogicalSnapshot is NewSnapshot for a stream that has no etcd trailer:
+// a keys-json object, whose SHA-256 is computed as it is read and recorded
+// as the raw digest. Its Snapshotter sets RevisionLow and RevisionHigh to
+// the revision the keys were read at, and Keys (through finish) to their
+// number.
+func NewLogicalSnapshot(rc io.ReadCloser, info SnapshotInfo, finish FinishFunc) *Snapshot {
+	s := NewSnapshot(rc, info, finish)
+	s.tr.plain = true
+	return s
 }
 
 func (e *KeysExporter) now() time.Time {

@@ -64,7 +64,7 @@ func (f *etcdFlags) client() (*etcdclient.Client, error) {
 const streamDestination = "-"
 
 func runExport(ctx context.Context, s *streams, args []string) error {
-	fs := newFlagSet("export", "--endpoints=HOST:PORT[,...] --destination=URL|NAME|- --cluster=NAME [--prefix=P]... [flags]")
+	fs := newFlagSet("export", "(--endpoints=HOST:PORT[,...] | --from-backup=ID) --destination=URL|NAME|- --cluster=NAME [--prefix=P]... [flags]")
 	var (
 		dest              destinationFlags
 		etcd              etcdFlags
@@ -72,10 +72,14 @@ func runExport(ctx context.Context, s *streams, args []string) error {
 		recipients        stringList
 		name, compression string
 		recipientFile     string
+		fromBackup        string
+		identities        fileList
 		quiet             bool
 	)
 	dest.register(fs)
 	etcd.register(fs)
+	fs.StringVar(&fromBackup, "from-backup", "", "turn this snapshot backup `ID` (or latest) of the destination into keys-json, offline, instead of reading a live etcd")
+	fs.Var(&identities, "identity", "age identity `file` to decrypt the --from-backup snapshot with; repeatable")
 	fs.Var(&prefixes, "prefix", "export only the keys under this `prefix`; repeatable (default: every key)")
 	fs.StringVar(&name, "name", "export", "backup `name`: the ID is CLUSTER-NAME-TIMESTAMP")
 	fs.StringVar(&compression, "compression", string(backup.Zstd), "zstd, gzip or none")
@@ -88,8 +92,12 @@ func runExport(ctx context.Context, s *streams, args []string) error {
 	if err := dest.validate(); err != nil {
 		return err
 	}
-	if err := etcd.validate(); err != nil {
-		return err
+	if fromBackup == "" {
+		if err := etcd.validate(); err != nil {
+			return err
+		}
+	} else if dest.destination == streamDestination {
+		return usagef("--from-backup reads the snapshot from --destination: give a URL or a name")
 	}
 	if err := backup.ValidateName("backup", name); err != nil {
 		return invalidInput(err)
@@ -109,15 +117,14 @@ func runExport(ctx context.Context, s *streams, args []string) error {
 	if err := enc.Validate(); err != nil {
 		return invalidInput(err)
 	}
-	cli, err := etcd.client()
-	if err != nil {
-		return err
-	}
-	defer cli.Close()
-
-	pipeline := &backup.Pipeline{
-		Snapshotter: &backup.KeysExporter{Client: cli, Prefixes: prefixes},
-		Compression: comp, Encryption: enc, Logger: fs.logger(s),
+	pipeline := &backup.Pipeline{Compression: comp, Encryption: enc, Logger: fs.logger(s)}
+	if fromBackup == "" {
+		cli, err := etcd.client()
+		if err != nil {
+			return err
+		}
+		defer cli.Close()
+		pipeline.Snapshotter = &backup.KeysExporter{Client: cli, Prefixes: prefixes}
 	}
 	req := backup.Request{Cluster: dest.cluster, Name: name, Scheduled: true, Kind: backup.ManifestKindKeysJSON}
 	if dest.destination == streamDestination {
@@ -129,6 +136,18 @@ func runExport(ctx context.Context, s *streams, args []string) error {
 		}
 		defer reg.Close()
 		req.Targets = []backup.Target{d.Target()}
+		if fromBackup != "" {
+			sel := selectFlags{backup: fromBackup, identities: identities, quiet: true}
+			r, err := sel.restorer(s, fs)
+			if err != nil {
+				return err
+			}
+			b, err := sel.find(ctx, []restore.Source{{Name: d.Name(), Catalog: d}}, dest.cluster)
+			if err != nil {
+				return err
+			}
+			pipeline.Snapshotter = &restore.SnapshotExporter{Restorer: r, Backup: b, Prefixes: prefixes}
+		}
 		if !quiet {
 			pipeline.Observer = &saveProgress{w: s.stderr}
 		}
@@ -349,18 +368,29 @@ func runDiff(ctx context.Context, s *streams, args []string) error {
 	return nil
 }
 
-// fetchKeys fetches and verifies the keys-json backup id into path and
-// opens it as a KeySource limited to prefixes.
+// fetchKeys fetches and verifies backup id into path as keys-json, and
+// opens it as a KeySource limited to prefixes: a keys-json backup as it
+// is, a snapshot turned into keys-json offline.
 func fetchKeys(ctx context.Context, r *restore.Restorer, sources []restore.Source, cluster, id, path string, prefixes []string) (restore.KeySource, *backup.KeysJSONHeader, error) {
 	q := restore.Query{Cluster: cluster, Kind: backup.KindKeysJSON}
 	if id != "latest" {
 		q.ID = id
 	}
 	b, err := restore.Find(ctx, sources, q)
-	if err != nil {
-		return nil, nil, err
-	}
-	if _, err := r.Fetch(ctx, b, path); err != nil {
+	switch {
+	case err == nil:
+		if _, err := r.Fetch(ctx, b, path); err != nil {
+			return nil, nil, err
+		}
+	case id != "latest" && (errors.Is(err, restore.ErrNoBackup) || errors.Is(err, restore.ErrNotRestorable)):
+		q.Kind = ""
+		if b, err = restore.Find(ctx, sources, q); err != nil {
+			return nil, nil, err
+		}
+		if err := snapshotKeysFile(ctx, r, b, prefixes, path); err != nil {
+			return nil, nil, err
+		}
+	default:
 		return nil, nil, err
 	}
 	f, err := os.Open(path)
@@ -369,4 +399,13 @@ func fetchKeys(ctx context.Context, r *restore.Restorer, sources []restore.Sourc
 	}
 	// The file is removed with its directory when the command ends.
 	return restore.KeysJSONSource(f, restore.KeyMapping{Prefixes: prefixes})
+}
+
+func snapshotKeysFile(ctx context.Context, r *restore.Restorer, b restore.Backup, prefixes []string, path string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	_, _, err = r.SnapshotKeys(ctx, b, prefixes, f)
+	return errors.Join(err, f.Close())
 }
