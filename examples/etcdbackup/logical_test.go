@@ -90,6 +90,18 @@ func TestLogicalBackups(t *testing.T) {
 	require.Equal(t, "changed \"/registry/configmaps/ns-b/k03\"\n", r.stdout)
 	r = tr.ok("diff", from, dest, "--cluster=prod", "--backup="+snapID, "--prefix=/registry/configmaps/")
 	require.Equal(t, "changed \"/registry/configmaps/ns-b/k03\"\n", r.stdout, "a snapshot compared offline, with the key deleted earlier missing from both")
+
+	// A snapshot through a pipe: save to stdout, restore from stdin.
+	snap := tr.ok("save", from, "--destination=-", "--cluster=prod", "--recipient="+identity.Recipient().String())
+	dataDir := filepath.Join(dir, "from-stdin")
+	r = tr.run(snap.stdout, "restore", "--from=-", "--identity="+idFile, "--data-dir="+dataDir)
+	require.Equal(t, exitOK, r.code, r.String())
+	_, err = os.Stat(filepath.Join(dataDir, "member", "snap", "db"))
+	require.NoError(t, err)
+	cut := tr.run(snap.stdout[:len(snap.stdout)-100], "restore", "--from=-", "--identity="+idFile, "--data-dir="+filepath.Join(dir, "cut"))
+	require.Equal(t, exitFailure, cut.code, cut.String())
+	_, err = os.Stat(filepath.Join(dir, "cut"))
+	require.ErrorIs(t, err, os.ErrNotExist, "a damaged stream leaves no data directory")
 	tr.requireNoSecret(identity.String())
 }
 
