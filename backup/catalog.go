@@ -51,6 +51,10 @@ const (
 	// valid manifest of kind "delta" and its data object. It is not a
 	// snapshot: it restores only on top of a full backup of its chain.
 	KindDelta Kind = "delta"
+	// KindKeysJSON is a logical backup (see KeysExporter): a valid manifest
+	// of kind "keys-json" and its data object. It is imported into a live
+	// etcd (restore.Importer), never restored as a member's snapshot.
+	KindKeysJSON Kind = "keys-json"
 	// KindForeign is an object in a subfolder of the cluster's folder: not
 	// ours and not a legacy snapshot. It is left alone.
 	KindForeign Kind = "foreign"
@@ -68,7 +72,7 @@ type Entry struct {
 	// ManifestKey is the manifest's key in the bucket; empty for legacy,
 	// orphan and foreign objects.
 	ManifestKey string
-	// Manifest is set for KindBackup and KindDelta.
+	// Manifest is set for KindBackup, KindDelta and KindKeysJSON.
 	Manifest *Manifest
 	// Created orders entries: the manifest's creation time, or the
 	// object's modification time when there is no manifest.
@@ -247,8 +251,11 @@ func claimEntry(cluster string, info storage.ObjectInfo, r manifestRead, data ma
 		return e
 	}
 	kind := KindBackup
-	if m.IsDelta() {
+	switch {
+	case m.IsDelta():
 		kind = KindDelta
+	case m.IsKeysJSON():
+		kind = KindKeysJSON
 	}
 	return Entry{Kind: kind, Cluster: cluster, ID: m.ID, Key: obj.Key, ManifestKey: info.Key,
 		Manifest: m, Created: m.Created, Size: obj.Size, Compression: m.Compression}

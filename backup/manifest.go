@@ -28,6 +28,12 @@ const DeltaManifestFormat = 2
 // Follower and DecodeSegment).
 const ManifestKindDelta = "delta"
 
+// ManifestKindKeysJSON is the Kind of the manifest of a logical backup: a
+// keys-json object (see KeysExporter and KeysJSONHeader). Its manifests
+// have format DeltaManifestFormat too, so that readers of format 1 never
+// take one for a snapshot.
+const ManifestKindKeysJSON = "keys-json"
+
 // MaxManifestSize bounds how much of a manifest object is read: a manifest
 // is about a kilobyte, so anything near this size is hostile or broken.
 const MaxManifestSize = 64 << 10
@@ -93,7 +99,13 @@ type Manifest struct {
 	// Chain is, for a delta segment, the ID of the full backup its chain
 	// started from.
 	Chain string `json:"chain,omitempty"`
+	// Keys is, for a logical backup, the number of keys it holds. Its
+	// revision is exact: Etcd.Revision.Low and High are equal.
+	Keys int64 `json:"keys,omitempty"`
 }
+
+// IsKeysJSON reports whether m describes a logical backup in keys-json.
+func (m *Manifest) IsKeysJSON() bool { return m.Kind == ManifestKindKeysJSON }
 
 // IsDelta reports whether m describes a delta segment.
 func (m *Manifest) IsDelta() bool { return m.Kind == ManifestKindDelta }
@@ -178,6 +190,13 @@ func (m *Manifest) Validate() error {
 		}
 		if m.FirstRevision < 1 || m.LastRevision < m.FirstRevision {
 			add("delta revisions [%d, %d] are not ordered", m.FirstRevision, m.LastRevision)
+		}
+	case ManifestKindKeysJSON:
+		if m.Format < DeltaManifestFormat {
+			add("a keys-json backup needs format %d", DeltaManifestFormat)
+		}
+		if !m.Etcd.Revision.Exact() || m.Keys < 0 {
+			add("a keys-json backup has an exact revision and a key count")
 		}
 	default:
 		add("kind %q is not known", m.Kind)

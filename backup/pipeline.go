@@ -88,6 +88,10 @@ type Request struct {
 	Name string
 	// Scheduled marks a run of a schedule.
 	Scheduled bool
+	// Kind is the manifest kind of what the Snapshotter serves: empty for
+	// an etcd snapshot, ManifestKindKeysJSON for a KeysExporter's logical
+	// backup.
+	Kind string
 	// Targets are the destinations to write to: at least one, with distinct
 	// names.
 	Targets []Target
@@ -104,6 +108,9 @@ func (r *Request) Validate() error {
 	}
 	if id := UniqueBackupID(BackupID(r.Cluster, r.Name, time.Time{}, r.Scheduled), strings.Repeat("0", RunLen)); len(id) > 200 {
 		return fmt.Errorf("backup id of %d bytes is too long", len(id))
+	}
+	if r.Kind != "" && r.Kind != ManifestKindKeysJSON {
+		return fmt.Errorf("backup kind %q is not one a pipeline writes", r.Kind)
 	}
 	if len(r.Targets) == 0 {
 		return errors.New("backup request has no targets")
@@ -203,6 +210,7 @@ func (p *Pipeline) Run(ctx context.Context, req Request) (*Result, error) {
 	}
 	base := Manifest{
 		Format:      ManifestFormat,
+		Kind:        req.Kind,
 		ID:          id,
 		Cluster:     req.Cluster,
 		Name:        req.Name,
@@ -214,6 +222,9 @@ func (p *Pipeline) Run(ctx context.Context, req Request) (*Result, error) {
 	}
 	if len(recipients) > 0 {
 		base.Encryption = &EncryptionInfo{Scheme: "age", Recipients: fingerprints}
+	}
+	if req.Kind != "" {
+		base.Format = DeltaManifestFormat
 	}
 	run := &run{
 		p:          p,
@@ -417,6 +428,7 @@ func (r *run) commit(info SnapshotInfo, stored *digester, uploaded []bool) error
 		MemberName:     info.MemberName,
 		Revision:       RevisionInfo{Low: info.RevisionLow, High: info.RevisionHigh},
 	}
+	base.Keys = info.Keys
 
 	var wg sync.WaitGroup
 	for i, t := range r.req.Targets {

@@ -57,6 +57,10 @@ type SnapshotInfo struct {
 	// zero until the stream has been read to its end, and stays zero if the
 	// member could not be asked then; only the lower bound is known then.
 	RevisionHigh int64
+
+	// Keys is, for a logical export (KeysExporter), the number of keys it
+	// holds, known once the stream has ended; zero for a snapshot.
+	Keys int64
 	// Started is when the stream opened and Finished when it ended (zero
 	// until then).
 	Started, Finished time.Time

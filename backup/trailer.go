@@ -81,6 +81,10 @@ type TrailerReader struct {
 	err  error             // sticky: io.EOF once verified, or the failure
 	sum  [sha256.Size]byte // sha256 of the whole stream, once verified
 	ok   bool              // the trailer matched
+
+	// plain reads a stream that has no trailer, a logical export's: every
+	// byte is hashed, and the end of the stream is its only check.
+	plain bool
 }
 
 // VerifyTrailer returns a TrailerReader reading from r, which must yield an
@@ -98,6 +102,15 @@ func (t *TrailerReader) Read(p []byte) (int, error) {
 		return 0, t.err
 	}
 	n, err := t.r.Read(p)
+	if t.plain {
+		t.size += int64(n)
+		t.h.Write(p[:n])
+		if err == io.EOF {
+			t.h.Sum(t.sum[:0])
+			t.ok, t.err = true, io.EOF
+		}
+		return n, err
+	}
 	if n > 0 {
 		t.size += int64(n)
 		t.hold(p[:n])

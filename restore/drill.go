@@ -104,6 +104,9 @@ func (r *Restorer) Drill(ctx context.Context, b Backup) (*DrillResult, error) {
 }
 
 func (r *Restorer) drill(ctx context.Context, o *operation, b Backup, res *DrillResult) error {
+	if !b.Restorable() {
+		return fmt.Errorf("%w: %s is %s, not a snapshot", ErrNotRestorable, b.Key, b.Kind)
+	}
 	work, err := os.MkdirTemp(r.TempDir, "etcdbackup-drill-")
 	if err != nil {
 		return fmt.Errorf("create drill directory: %w", err)

@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -241,14 +243,14 @@ func (r *Restorer) stream(ctx context.Context, o *operation, b Backup, w io.Writ
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if !b.Restorable() {
+	if !b.Restorable() && b.Kind != backup.KindKeysJSON {
 		return nil, fmt.Errorf("%w: %s is %s", ErrNotRestorable, b.Key, b.Kind)
 	}
 	if b.Catalog == nil {
 		return nil, fmt.Errorf("source %q has no catalog", b.Source)
 	}
 	m := b.Manifest
-	if b.Kind == backup.KindBackup {
+	if b.Kind == backup.KindBackup || b.Kind == backup.KindKeysJSON {
 		if m == nil {
 			return nil, fmt.Errorf("%w: backup %s has no manifest", ErrNotRestorable, b.Key)
 		}
@@ -291,7 +293,12 @@ func (r *Restorer) stream(ctx context.Context, o *operation, b Backup, w io.Writ
 		decoded = ahead
 	}
 
-	tr := backup.VerifyTrailer(decoded)
+	// A snapshot ends in etcd's sha256 trailer; a keys-json object has
+	// none, and its sha256 is the manifest's alone.
+	var tr rawReader = backup.VerifyTrailer(decoded)
+	if b.Kind == backup.KindKeysJSON {
+		tr = newHashingReader(decoded)
+	}
 	buf := make([]byte, copyBufferSize)
 	var written int64
 	for {
@@ -337,6 +344,36 @@ func (r *Restorer) stream(ctx context.Context, o *operation, b Backup, w io.Writ
 		res.ManifestChecked = true
 	}
 	return res, nil
+}
+
+// rawReader reads the decoded bytes of a backup and digests them.
+type rawReader interface {
+	io.Reader
+	Size() int64
+	SHA256() (sum [sha256.Size]byte, ok bool)
+}
+
+// hashingReader digests what it reads.
+type hashingReader struct {
+	r    io.Reader
+	h    hash.Hash
+	size int64
+}
+
+func newHashingReader(r io.Reader) *hashingReader { return &hashingReader{r: r, h: sha256.New()} }
+
+func (h *hashingReader) Read(p []byte) (int, error) {
+	n, err := h.r.Read(p)
+	h.h.Write(p[:n])
+	h.size += int64(n)
+	return n, err
+}
+
+func (h *hashingReader) Size() int64 { return h.size }
+
+func (h *hashingReader) SHA256() (sum [sha256.Size]byte, ok bool) {
+	copy(sum[:], h.h.Sum(nil))
+	return sum, true
 }
 
 func compareDigest(what string, got, want backup.Digest) error {

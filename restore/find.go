@@ -46,6 +46,10 @@ type Query struct {
 	// Before, when set, restricts the search to backups created strictly
 	// before it: "the state of the cluster before the incident".
 	Before time.Time
+	// Kind, when set to backup.KindKeysJSON, selects logical backups (for
+	// an Importer) instead of the snapshots and legacy objects a member is
+	// restored from.
+	Kind backup.Kind
 	// TolerateUnavailable lets Find answer from the sources that could be
 	// listed when others fail. By default a failing source fails Find,
 	// because the newest backup may be on it.
@@ -140,7 +144,7 @@ func Find(ctx context.Context, sources []Source, q Query) (Backup, error) {
 		if q.ID != "" && !b.matches(q.ID) {
 			continue
 		}
-		if !b.Restorable() {
+		if !q.usable(b) {
 			unusable = append(unusable, b)
 			continue
 		}
@@ -166,6 +170,14 @@ func Find(ctx context.Context, sources []Source, q Query) (Backup, error) {
 		err = fmt.Errorf("%w (and %w)", err, listErr)
 	}
 	return Backup{}, err
+}
+
+// usable reports whether b is of the kind q looks for.
+func (q Query) usable(b Backup) bool {
+	if q.Kind == "" {
+		return b.Restorable()
+	}
+	return b.Kind == q.Kind
 }
 
 // matches reports whether id names b: its backup ID, or the file name or

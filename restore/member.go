@@ -275,6 +275,9 @@ func (r *Restorer) RestoreCluster(ctx context.Context, b Backup, c Cluster) ([]R
 }
 
 func (r *Restorer) fetchAndRestore(ctx context.Context, b Backup, members []Member) ([]RestoredMember, error) {
+	if !b.Restorable() {
+		return nil, fmt.Errorf("%w: %s is %s, not a snapshot", ErrNotRestorable, b.Key, b.Kind)
+	}
 	defer r.pin(b)()
 	o := r.start(b, "restore", "members", len(members), "data_dir", members[0].DataDir)
 	out, err := func() ([]RestoredMember, error) {

@@ -8,6 +8,9 @@
 //	etcdbackup restore --destination=file:///var/backups/etcd --cluster=prod --data-dir=/var/lib/etcd-restored
 //	etcdbackup follow  --endpoints=127.0.0.1:2379 --destination=file:///var/backups/etcd --cluster=prod
 //	etcdbackup restore --destination=file:///var/backups/etcd --cluster=prod --data-dir=/var/lib/etcd-restored --to-revision=123456
+//	etcdbackup export  --endpoints=127.0.0.1:2379 --destination=file:///var/backups/etcd --cluster=prod --prefix=/registry/namespaces/
+//	etcdbackup import  --endpoints=127.0.0.1:2379 --destination=file:///var/backups/etcd --cluster=prod --prefix=/registry/configmaps/ns-a/ --dry-run
+//	etcdbackup diff    --endpoints=127.0.0.1:2379 --destination=file:///var/backups/etcd --cluster=prod --backup=latest
 //	etcdbackup prune   --destination=file:///var/backups/etcd --cluster=prod --keep=20 --dry-run
 //	etcdbackup destinations --config=etcdbackup.yaml
 //
@@ -90,6 +93,9 @@ var commands = []command{
 	{"verify", "prove a backup restorable: download, check every digest, restore it into a scratch directory", runVerify},
 	{"restore", "restore an etcd member's data directory from a backup, or to a revision or time", runRestore},
 	{"follow", "back up an etcd cluster continuously: a full backup, then its changes as delta segments", runFollow},
+	{"export", "store the keys under some prefixes of a live etcd as a keys-json backup", runExport},
+	{"import", "write the keys of a keys-json backup into a live etcd", runImport},
+	{"diff", "compare a keys-json backup with a live etcd or with another backup", runDiff},
 	{"prune", "delete all but the newest backups of a cluster", runPrune},
 	{"destinations", "check the availability of every destination of a config file", runDestinations},
 }

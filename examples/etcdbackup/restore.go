@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"time"
 
+	"github.com/etcdbackup/etcdbackup/backup"
 	"github.com/etcdbackup/etcdbackup/restore"
 )
 
@@ -22,7 +24,7 @@ func runRestore(ctx context.Context, s *streams, args []string) error {
 		peerURLs               stringList
 		bump                   uint64
 		toRevision             int64
-		toTime                 string
+		toTime, from           string
 	)
 	dest.register(fs)
 	sel.register(fs)
@@ -34,8 +36,19 @@ func runRestore(ctx context.Context, s *streams, args []string) error {
 	fs.Uint64Var(&bump, "bump-revision", 0, "raise the revision by `N` and mark it compacted, so that watchers relist (Kubernetes)")
 	fs.Int64Var(&toRevision, "to-revision", 0, "restore the cluster as it was at store revision `N`, from a full backup and its delta segments")
 	fs.StringVar(&toTime, "to-time", "", "restore the last revision received at or before `TIME` (RFC 3339)")
+	fs.StringVar(&from, "from", "", "read the stored snapshot from stdin (-), as save --destination=- wrote it, instead of a destination")
 	if err := fs.parse(s, args); err != nil {
 		return err
+	}
+	if from != "" && from != "-" {
+		return usagef("--from takes - (stdin) only")
+	}
+	if from == "-" {
+		// No destination is opened: the cluster names nothing stored.
+		dest.destination = streamDestination
+		if dest.cluster == "" {
+			dest.cluster = "stdin"
+		}
 	}
 	point, err := pointFlags(fs, dest.cluster, toRevision, toTime)
 	if err != nil {
@@ -64,6 +77,12 @@ func runRestore(ctx context.Context, s *streams, args []string) error {
 	if err != nil {
 		return err
 	}
+	if from == "-" {
+		if point != nil {
+			return usagef("--from=- restores the snapshot it reads; --to-revision and --to-time need a destination")
+		}
+		return restoreStream(ctx, s, r, member)
+	}
 
 	reg, d, err := openDestination(ctx, &dest, fs.logger(s))
 	if err != nil {
@@ -82,6 +101,33 @@ func runRestore(ctx context.Context, s *streams, args []string) error {
 		return fmt.Errorf("backup %s: %w", b.ID, err)
 	}
 	fmt.Fprintf(s.stdout, "restored %s into %s: member %s, member ID %x, cluster ID %x\n", b.ID, m.DataDir, m.Name, m.MemberID, m.ClusterID)
+	return nil
+}
+
+// restoreStream restores a member from stored snapshot bytes on stdin.
+// Without a manifest, etcd's sha256 trailer is the check: the snapshot is
+// decoded into a file beside the data directory and restored from it.
+func restoreStream(ctx context.Context, s *streams, r *restore.Restorer, member restore.Member) error {
+	dec, err := restore.DecodeStream(s.stdin, r.Identities)
+	if err != nil {
+		return err
+	}
+	defer dec.Close()
+	f, err := os.CreateTemp(filepath.Dir(filepath.Clean(member.DataDir)), ".etcdbackup-stream-*")
+	if err != nil {
+		return fmt.Errorf("create snapshot file: %w", err)
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	tr := backup.VerifyTrailer(dec)
+	if _, err := io.Copy(f, tr); err != nil {
+		return fmt.Errorf("read snapshot from stdin: %w", err)
+	}
+	m, err := r.RestoreFile(ctx, f.Name(), member)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(s.stdout, "restored the snapshot from stdin into %s: member %s, member ID %x, cluster ID %x\n", m.DataDir, m.Name, m.MemberID, m.ClusterID)
 	return nil
 }
 

@@ -15,7 +15,7 @@ import (
 )
 
 func runSave(ctx context.Context, s *streams, args []string) error {
-	fs := newFlagSet("save", "--endpoints=HOST:PORT[,...] --destination=URL|NAME --cluster=NAME [flags]")
+	fs := newFlagSet("save", "--endpoints=HOST:PORT[,...] --destination=URL|NAME|- --cluster=NAME [flags]")
 	var (
 		dest                    destinationFlags
 		endpoints, recipients   stringList
@@ -78,12 +78,6 @@ func runSave(ctx context.Context, s *streams, args []string) error {
 		return invalidInput(err)
 	}
 
-	reg, d, err := openDestination(ctx, &dest, fs.logger(s))
-	if err != nil {
-		return err
-	}
-	defer reg.Close()
-
 	progress := &saveProgress{w: s.stderr}
 	pipeline := &backup.Pipeline{
 		Snapshotter: snapshotter,
@@ -91,13 +85,27 @@ func runSave(ctx context.Context, s *streams, args []string) error {
 		Encryption:  enc,
 		Logger:      fs.logger(s),
 	}
-	if !quiet {
-		pipeline.Observer = progress
-	}
 	// Scheduled appends the timestamp to the ID: a one-shot ID
 	// ("<cluster>-<name>") could be used once only, and every save needs
 	// one of its own.
-	res, err := pipeline.Run(ctx, backup.Request{Cluster: dest.cluster, Name: name, Scheduled: true, Targets: []backup.Target{d.Target()}})
+	req := backup.Request{Cluster: dest.cluster, Name: name, Scheduled: true}
+	if dest.destination == streamDestination {
+		// The stored bytes go to stdout, with no manifest: restore
+		// --from=- checks etcd's trailer.
+		req.Targets = []backup.Target{{Destination: "stdout", Uploader: &streamUploader{w: s.stdout}}}
+		_, err = pipeline.Run(ctx, req)
+		return err
+	}
+	reg, d, err := openDestination(ctx, &dest, fs.logger(s))
+	if err != nil {
+		return err
+	}
+	defer reg.Close()
+	req.Targets = []backup.Target{d.Target()}
+	if !quiet {
+		pipeline.Observer = progress
+	}
+	res, err := pipeline.Run(ctx, req)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,329 @@
+package backup
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+)
+
+// The keys-json format of a logical backup. After decryption and
+// decompression a keys-json object is JSON Lines: one header line, then
+// one line per key, in ascending byte order of keys:
+//
+//	{"format":"keys-json","version":1,"revision":1234,"prefixes":["/registry/namespaces/"],"clusterID":"cdf818194e3a8c32","created":"2026-11-24T19:00:00Z"}
+//	{"key":"L3JlZ2lzdHJ5L25hbWVzcGFjZXMvYQ==","create_revision":5,"mod_revision":9,"version":2,"value":"e30="}
+//
+// The header names the store revision every key was read at and the key
+// prefixes that were read (none: the whole keyspace). The key lines are
+// etcd KeyValues with the field names `etcdctl get -w json` prints: key
+// and value in standard base64, create_revision, mod_revision, version and
+// lease as numbers, zero fields left out as etcdctl leaves them out.
+
+// KeysJSONFormat and KeysJSONVersion are the header's "format" and
+// "version" of the keys-json objects this library writes and reads.
+const (
+	KeysJSONFormat  = "keys-json"
+	KeysJSONVersion = 1
+)
+
+// MaxKeysJSONLine bounds one line of a keys-json object: a key line holds
+// at most etcd's largest request (1.5 MiB by default, 10 MiB at most in
+// practice) in base64, so a longer line is hostile or broken.
+const MaxKeysJSONLine = 16 << 20
+
+// ErrKeysJSON matches every error about a keys-json object that cannot be
+// read: a bad header, a truncated or overlong line, invalid base64, a key
+// out of order or outside the header's prefixes.
+var ErrKeysJSON = errors.New("invalid keys-json")
+
+// KeysJSONError reports where a keys-json object is broken.
+type KeysJSONError struct {
+	Line   int // 1 is the header
+	Reason string
+}
+
+// Error names the line and the problem.
+func (e *KeysJSONError) Error() string {
+	return fmt.Sprintf("invalid keys-json: line %d: %s", e.Line, e.Reason)
+}
+
+// Unwrap returns ErrKeysJSON.
+func (e *KeysJSONError) Unwrap() error { return ErrKeysJSON }
+
+// KeysJSONHeader is the first line of a keys-json object.
+type KeysJSONHeader struct {
+	Format    string    `json:"format"`
+	Version   int       `json:"version"`
+	Revision  int64     `json:"revision"`
+	Prefixes  []string  `json:"prefixes"`
+	ClusterID string    `json:"clusterID,omitempty"`
+	Created   time.Time `json:"created"`
+}
+
+// Covers reports whether key lies under one of the header's prefixes (any
+// key when there are none).
+func (h *KeysJSONHeader) Covers(key []byte) bool {
+	return coveredBy(h.Prefixes, key)
+}
+
+func coveredBy(prefixes []string, key []byte) bool {
+	if len(prefixes) == 0 {
+		return true
+	}
+	for _, p := range prefixes {
+		if bytes.HasPrefix(key, []byte(p)) {
+			return true
+		}
+	}
+	return false
+}
+
+// KeyValue is one key line of a keys-json object: an etcd KeyValue as
+// etcdctl prints it in JSON.
+type KeyValue struct {
+	Key            []byte `json:"key"`
+	CreateRevision int64  `json:"create_revision,omitempty"`
+	ModRevision    int64  `json:"mod_revision,omitempty"`
+	Version        int64  `json:"version,omitempty"`
+	Value          []byte `json:"value,omitempty"`
+	Lease          int64  `json:"lease,omitempty"`
+}
+
+// KeysJSONWriter writes a keys-json object.
+type KeysJSONWriter struct {
+	w    *bufio.Writer
+	last []byte
+	keys int64
+	err  error
+}
+
+// NewKeysJSONWriter writes h's line to w and returns a writer for the key
+// lines. h must name the format and version this library writes.
+func NewKeysJSONWriter(w io.Writer, h KeysJSONHeader) (*KeysJSONWriter, error) {
+	if err := h.validate(); err != nil {
+		return nil, err
+	}
+	kw := &KeysJSONWriter{w: bufio.NewWriterSize(w, 64<<10)}
+	line, err := json.Marshal(h)
+	if err != nil {
+		return nil, fmt.Errorf("encode keys-json header: %w", err)
+	}
+	kw.line(line)
+	return kw, kw.err
+}
+
+func (kw *KeysJSONWriter) line(b []byte) {
+	if kw.err != nil {
+		return
+	}
+	if _, err := kw.w.Write(b); err != nil {
+		kw.err = err
+		return
+	}
+	kw.err = kw.w.WriteByte('\n')
+}
+
+// Write writes one key line. Keys must come in ascending byte order.
+func (kw *KeysJSONWriter) Write(kv KeyValue) error {
+	if kw.err != nil {
+		return kw.err
+	}
+	if kw.keys > 0 && bytes.Compare(kv.Key, kw.last) <= 0 {
+		return fmt.Errorf("keys-json: key %q written after %q", kv.Key, kw.last)
+	}
+	b, err := json.Marshal(kv)
+	if err != nil {
+		return fmt.Errorf("encode key: %w", err)
+	}
+	kw.line(b)
+	kw.last = append(kw.last[:0], kv.Key...)
+	kw.keys++
+	return kw.err
+}
+
+// Keys returns the number of key lines written.
+func (kw *KeysJSONWriter) Keys() int64 { return kw.keys }
+
+// Flush writes what is buffered.
+func (kw *KeysJSONWriter) Flush() error {
+	if kw.err != nil {
+		return kw.err
+	}
+	kw.err = kw.w.Flush()
+	return kw.err
+}
+
+func (h *KeysJSONHeader) validate() error {
+	bad := func(format string, args ...any) error {
+		return &KeysJSONError{Line: 1, Reason: fmt.Sprintf(format, args...)}
+	}
+	switch {
+	case h.Format != KeysJSONFormat:
+		return bad("format %q is not %q", h.Format, KeysJSONFormat)
+	case h.Version < 1 || h.Version > KeysJSONVersion:
+		return bad("version %d is not supported (this library reads 1 to %d)", h.Version, KeysJSONVersion)
+	case h.Revision < 1:
+		return bad("revision %d is not a store revision", h.Revision)
+	case h.Created.IsZero():
+		return bad("created time is missing")
+	}
+	for _, p := range h.Prefixes {
+		if p == "" {
+			return bad("an empty prefix (leave prefixes out to mean every key)")
+		}
+	}
+	return nil
+}
+
+// KeysJSONReader reads a keys-json object line by line, checking each
+// line as it goes: memory is bounded by MaxKeysJSONLine whatever the
+// object's size.
+type KeysJSONReader struct {
+	br     *bufio.Reader
+	header KeysJSONHeader
+	line   int
+	last   []byte
+	keys   int64
+}
+
+// NewKeysJSONReader reads and checks the header line of r.
+func NewKeysJSONReader(r io.Reader) (*KeysJSONReader, error) {
+	kr := &KeysJSONReader{br: bufio.NewReaderSize(r, 64<<10)}
+	line, err := kr.readLine()
+	if err == io.EOF {
+		return nil, &KeysJSONError{Line: 1, Reason: "no header line"}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := strictUnmarshal(line, &kr.header); err != nil {
+		return nil, &KeysJSONError{Line: 1, Reason: "header: " + err.Error()}
+	}
+	if err := kr.header.validate(); err != nil {
+		return nil, err
+	}
+	return kr, nil
+}
+
+// Header returns the object's header.
+func (kr *KeysJSONReader) Header() KeysJSONHeader {
+	h := kr.header
+	h.Prefixes = slices.Clone(h.Prefixes)
+	return h
+}
+
+// Keys returns the number of key lines read so far.
+func (kr *KeysJSONReader) Keys() int64 { return kr.keys }
+
+// Next returns the next key line, or io.EOF after the last. A line that
+// is not a valid KeyValue, a key out of order, outside the header's
+// prefixes or modified after the header's revision yields a
+// *KeysJSONError.
+func (kr *KeysJSONReader) Next() (KeyValue, error) {
+	line, err := kr.readLine()
+	if err != nil {
+		return KeyValue{}, err
+	}
+	bad := func(format string, args ...any) (KeyValue, error) {
+		return KeyValue{}, &KeysJSONError{Line: kr.line, Reason: fmt.Sprintf(format, args...)}
+	}
+	var kv KeyValue
+	if err := strictUnmarshal(line, &kv); err != nil {
+		return bad("%v", err)
+	}
+	switch {
+	case len(kv.Key) == 0:
+		return bad("empty key")
+	case kr.keys > 0 && bytes.Compare(kv.Key, kr.last) <= 0:
+		return bad("key %s is not after %s", quoteKey(kv.Key), quoteKey(kr.last))
+	case !kr.header.Covers(kv.Key):
+		return bad("key %s is outside the prefixes %q", quoteKey(kv.Key), kr.header.Prefixes)
+	case kv.ModRevision > kr.header.Revision || kv.CreateRevision > kv.ModRevision || kv.CreateRevision < 1:
+		return bad("key %s has revisions created %d, modified %d, for a read at %d", quoteKey(kv.Key), kv.CreateRevision, kv.ModRevision, kr.header.Revision)
+	case kv.Version < 1 || kv.Lease < 0:
+		return bad("key %s has version %d and lease %d", quoteKey(kv.Key), kv.Version, kv.Lease)
+	}
+	kr.last = append(kr.last[:0], kv.Key...)
+	kr.keys++
+	return kv, nil
+}
+
+// readLine returns the next line without its newline. A line longer than
+// MaxKeysJSONLine, or a last line without its newline (a truncated
+// object), is a *KeysJSONError.
+func (kr *KeysJSONReader) readLine() ([]byte, error) {
+	kr.line++
+	var line []byte
+	for {
+		chunk, err := kr.br.ReadSlice('\n')
+		if len(line)+len(chunk) > MaxKeysJSONLine+1 {
+			return nil, &KeysJSONError{Line: kr.line, Reason: fmt.Sprintf("longer than %d bytes", MaxKeysJSONLine)}
+		}
+		line = append(line, chunk...)
+		switch {
+		case err == nil:
+			return line[:len(line)-1], nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case err == io.EOF && len(line) == 0:
+			return nil, io.EOF
+		case err == io.EOF:
+			return nil, &KeysJSONError{Line: kr.line, Reason: "truncated: the last line has no newline"}
+		default:
+			return nil, err
+		}
+	}
+}
+
+// strictUnmarshal decodes one JSON object, refusing unknown fields and
+// trailing data, so that a damaged line is not half read.
+func strictUnmarshal(line []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var ce base64.CorruptInputError
+		if errors.As(err, &ce) {
+			return fmt.Errorf("invalid base64: %v", err)
+		}
+		return err
+	}
+	if dec.More() {
+		return errors.New("trailing data after the JSON object")
+	}
+	return nil
+}
+
+// quoteKey quotes a key for an error message, cut to a readable length.
+func quoteKey(k []byte) string {
+	const max = 80
+	if len(k) > max {
+		return fmt.Sprintf("%q...", k[:max])
+	}
+	return fmt.Sprintf("%q", k)
+}
+
+// NormalizePrefixes sorts prefixes and drops each one another covers, so
+// that reading them in order reads every key once, in ascending order.
+// An empty prefix means the whole keyspace: the result is then nil.
+func NormalizePrefixes(prefixes []string) []string {
+	ps := slices.Clone(prefixes)
+	slices.Sort(ps)
+	var out []string
+	for _, p := range ps {
+		if p == "" {
+			return nil
+		}
+		if len(out) > 0 && strings.HasPrefix(p, out[len(out)-1]) {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}

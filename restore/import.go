@@ -1,0 +1,283 @@
+package restore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdbackup/etcdbackup/backup"
+)
+
+// ImportMode says what an import does with a key that exists already.
+type ImportMode string
+
+// The import modes.
+const (
+	// CreateOnly writes only keys that do not exist; an existing key with
+	// another value is left alone and counted as Conflicts.
+	CreateOnly ImportMode = "create-only"
+	// Overwrite writes every key whose value differs.
+	Overwrite ImportMode = "overwrite"
+)
+
+// ErrImport matches errors about an import that may not run as asked: an
+// unknown mode, or DeleteMissing without the prefixes that bound it.
+var ErrImport = errors.New("invalid import")
+
+// Importer writes a keys-json object (see backup.KeysJSONHeader) into a
+// live etcd through its client, in transactions of BatchSize keys.
+//
+// Nothing is written before the whole object has been read and checked: a
+// bad header, a truncated or overlong line, invalid base64 or a key
+// outside the object's prefixes fails the import with an error matching
+// backup.ErrKeysJSON, and etcd is untouched. Keys are imported without
+// their leases, which belong to the source cluster.
+//
+// Each write is conditional on what the importer read: a key created or
+// changed by someone else between the read and the write is read again, so
+// CreateOnly never overwrites and DeleteMissing never deletes a key it did
+// not see.
+type Importer struct {
+	// Client writes the keys. The importer does not close it.
+	Client *clientv3.Client
+	// Mode is CreateOnly (the zero value) or Overwrite.
+	Mode ImportMode
+	// DryRun counts what the import would change and changes nothing.
+	DryRun bool
+	// Mapping selects and renames the object's keys.
+	Mapping KeyMapping
+	// DeleteMissing deletes, under the prefixes the imported keys land in,
+	// every key the object does not hold. It needs Mapping.Prefixes or
+	// prefixes in the object's header: it never deletes the whole keyspace.
+	DeleteMissing bool
+	// BatchSize is the number of keys per transaction. Zero means 64; etcd
+	// allows 128 operations per transaction by default.
+	BatchSize int
+	// TempDir holds the copy of the object that Import reads twice. Empty
+	// means os.TempDir().
+	TempDir string
+	// Examples is how many changes ImportResult.Changes keeps. Zero means 20.
+	Examples int
+	// Logger receives progress; nil is silent.
+	Logger *slog.Logger
+}
+
+// ImportResult counts what an import changed, or would change.
+type ImportResult struct {
+	// Revision is the revision the object was read at.
+	Revision int64
+	// Keys is how many keys the mapping selected.
+	Keys int64
+	// Created, Overwritten and Deleted count the keys written and deleted;
+	// Unchanged those that already held the value; Conflicts the existing
+	// keys with another value that CreateOnly left alone.
+	Created, Overwritten, Unchanged, Conflicts, Deleted int64
+	DryRun                                              bool
+	// Changes are the first changes, in key order.
+	Changes []KeyChange
+}
+
+// Import reads a keys-json object from r, checks all of it, then writes
+// it. r is copied to a file of mode 0600 under TempDir, so that it can be
+// read twice; ImportFile reads a file in place.
+func (im *Importer) Import(ctx context.Context, r io.Reader) (*ImportResult, error) {
+	f, err := os.CreateTemp(im.TempDir, "etcdbackup-import-*")
+	if err != nil {
+		return nil, fmt.Errorf("create import file: %w", err)
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	if _, err := io.Copy(f, contextReader{ctx, r}); err != nil {
+		return nil, fmt.Errorf("read keys-json: %w", err)
+	}
+	return im.ImportFile(ctx, f.Name())
+}
+
+// ImportFile is Import of the keys-json object in the file at path.
+func (im *Importer) ImportFile(ctx context.Context, path string) (*ImportResult, error) {
+	if err := im.validate(); err != nil {
+		return nil, err
+	}
+	header, err := im.check(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	res := &ImportResult{Revision: header.Revision, DryRun: im.DryRun}
+	targets := im.Mapping.targetPrefixes(header.Prefixes)
+	if im.DeleteMissing && len(targets) == 0 {
+		return nil, fmt.Errorf("%w: delete-missing needs prefixes: the object holds the whole keyspace", ErrImport)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open keys-json: %w", err)
+	}
+	defer f.Close()
+	src, _, err := KeysJSONSource(f, im.Mapping)
+	if err != nil {
+		return nil, err
+	}
+	a := &applier{ctx: ctx, im: im, res: res, deleting: im.DeleteMissing}
+	if err := mergeKeys(ctx, src, NewEtcdKeys(im.Client, targets), a.add); err != nil {
+		return res, err
+	}
+	if err := a.flush(ctx); err != nil {
+		return res, err
+	}
+	im.logger().Info("import done", "revision", res.Revision, "keys", res.Keys, "created", res.Created,
+		"overwritten", res.Overwritten, "unchanged", res.Unchanged, "conflicts", res.Conflicts, "deleted", res.Deleted, "dry_run", im.DryRun)
+	return res, nil
+}
+
+func (im *Importer) validate() error {
+	switch {
+	case im.Client == nil:
+		return fmt.Errorf("%w: no client", ErrImport)
+	case im.Mode != "" && im.Mode != CreateOnly && im.Mode != Overwrite:
+		return fmt.Errorf("%w: unknown mode %q (want %s or %s)", ErrImport, im.Mode, CreateOnly, Overwrite)
+	case im.BatchSize < 0 || im.BatchSize > 1024:
+		return fmt.Errorf("%w: batch size %d is outside [1, 1024]", ErrImport, im.BatchSize)
+	}
+	return nil
+}
+
+// check reads the whole object once, through the mapping, so that a
+// broken object fails before anything is written.
+func (im *Importer) check(ctx context.Context, path string) (*backup.KeysJSONHeader, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open keys-json: %w", err)
+	}
+	defer f.Close()
+	src, header, err := KeysJSONSource(f, im.Mapping)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if _, err := src.Next(ctx); err == io.EOF {
+			return header, nil
+		} else if err != nil {
+			return nil, err
+		}
+	}
+}
+
+func (im *Importer) logger() *slog.Logger {
+	if im.Logger != nil {
+		return im.Logger
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// applier collects the merge of the object with the target's keys into
+// conditional transactions.
+type applier struct {
+	ctx      context.Context
+	im       *Importer
+	res      *ImportResult
+	deleting bool
+	ops      []clientv3.Op
+	conds    []clientv3.Cmp
+	pending  []pendingChange
+}
+
+type pendingChange struct {
+	kind   *int64
+	change KeyChange
+}
+
+// add takes one key of the merge: x from the object, y from the target.
+func (a *applier) add(x, y *backup.KeyValue) error {
+	if x != nil {
+		a.res.Keys++
+	}
+	switch {
+	case x == nil && !a.deleting:
+		return nil
+	case x == nil:
+		a.queue(&a.res.Deleted, KeyChange{Op: "removed", Key: y.Key, Old: y},
+			clientv3.Compare(clientv3.ModRevision(string(y.Key)), "=", y.ModRevision), clientv3.OpDelete(string(y.Key)))
+	case y == nil:
+		a.queue(&a.res.Created, KeyChange{Op: "added", Key: x.Key, New: x},
+			clientv3.Compare(clientv3.CreateRevision(string(x.Key)), "=", 0), clientv3.OpPut(string(x.Key), string(x.Value)))
+	case bytes.Equal(x.Value, y.Value):
+		a.res.Unchanged++
+	case a.im.Mode == Overwrite:
+		a.queue(&a.res.Overwritten, KeyChange{Op: "changed", Key: x.Key, Old: y, New: x},
+			clientv3.Compare(clientv3.ModRevision(string(y.Key)), "=", y.ModRevision), clientv3.OpPut(string(x.Key), string(x.Value)))
+	default:
+		a.res.Conflicts++
+	}
+	if len(a.ops) >= a.batch() {
+		return a.flush(a.ctx)
+	}
+	return nil
+}
+
+func (a *applier) batch() int {
+	if a.im.BatchSize > 0 {
+		return a.im.BatchSize
+	}
+	return 64
+}
+
+func (a *applier) queue(count *int64, c KeyChange, cond clientv3.Cmp, op clientv3.Op) {
+	a.conds = append(a.conds, cond)
+	a.ops = append(a.ops, op)
+	a.pending = append(a.pending, pendingChange{kind: count, change: c})
+}
+
+// flush commits the queued writes in one transaction, conditional on what
+// was read. A failed condition means someone changed a key meanwhile: the
+// import stops with ErrConflict rather than guess.
+func (a *applier) flush(ctx context.Context) error {
+	if len(a.ops) == 0 {
+		return nil
+	}
+	if !a.im.DryRun {
+		resp, err := a.im.Client.Txn(ctx).If(a.conds...).Then(a.ops...).Commit()
+		if err != nil {
+			return fmt.Errorf("write keys: %w", err)
+		}
+		if !resp.Succeeded {
+			return fmt.Errorf("%w: a key among %s.. was changed while the import ran; nothing of this batch was written", ErrConflict, a.pending[0].change.Key)
+		}
+	}
+	limit := a.im.Examples
+	if limit == 0 {
+		limit = 20
+	}
+	for _, p := range a.pending {
+		*p.kind++
+		if len(a.res.Changes) < limit {
+			a.res.Changes = append(a.res.Changes, p.change)
+		}
+	}
+	a.ops, a.conds, a.pending = a.ops[:0], a.conds[:0], a.pending[:0]
+	return nil
+}
+
+// ErrConflict is returned when a key the import was about to write or
+// delete changed while the import ran. What earlier batches wrote stays.
+var ErrConflict = errors.New("concurrent change")
+
+// contextReader stops reading once ctx ends.
+type contextReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c contextReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}

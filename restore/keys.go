@@ -1,0 +1,264 @@
+package restore
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdbackup/etcdbackup/backup"
+)
+
+// KeySource yields keys in ascending byte order: a keys-json object, or
+// the keys of a live etcd. Diff and Importer merge two of them.
+type KeySource interface {
+	// Next returns the next key, or io.EOF after the last.
+	Next(ctx context.Context) (backup.KeyValue, error)
+}
+
+// KeyMapping selects keys of a keys-json object and renames them: only
+// keys under one of Prefixes (none: every key), with StripPrefix removed
+// and AddPrefix put in its place. Renaming keeps the order of keys.
+type KeyMapping struct {
+	Prefixes    []string
+	StripPrefix string
+	AddPrefix   string
+}
+
+// selects reports whether the mapping takes key.
+func (m KeyMapping) selects(key []byte) bool {
+	if len(m.Prefixes) == 0 {
+		return true
+	}
+	for _, p := range m.Prefixes {
+		if bytes.HasPrefix(key, []byte(p)) {
+			return true
+		}
+	}
+	return false
+}
+
+// apply renames key; ok is false when key does not start with StripPrefix.
+func (m KeyMapping) apply(key []byte) ([]byte, bool) {
+	rest, ok := bytes.CutPrefix(key, []byte(m.StripPrefix))
+	if !ok {
+		return nil, false
+	}
+	return append([]byte(m.AddPrefix), rest...), true
+}
+
+// targetPrefixes returns the prefixes, renamed, under which the mapping's
+// keys land: where Importer.DeleteMissing may delete and Diff compares.
+func (m KeyMapping) targetPrefixes(header []string) []string {
+	ps := m.Prefixes
+	if len(ps) == 0 {
+		ps = header
+	}
+	if len(ps) == 0 {
+		ps = []string{m.StripPrefix}
+	}
+	var out []string
+	for _, p := range ps {
+		switch {
+		case strings.HasPrefix(p, m.StripPrefix):
+			out = append(out, m.AddPrefix+strings.TrimPrefix(p, m.StripPrefix))
+		case strings.HasPrefix(m.StripPrefix, p):
+			// Every kept key starts with StripPrefix: it lands under AddPrefix.
+			out = append(out, m.AddPrefix)
+		}
+	}
+	return backup.NormalizePrefixes(out)
+}
+
+// mappedKeys is a KeySource over a keys-json object through a mapping.
+type mappedKeys struct {
+	r *backup.KeysJSONReader
+	m KeyMapping
+}
+
+func (s *mappedKeys) Next(ctx context.Context) (backup.KeyValue, error) {
+	for {
+		kv, err := s.r.Next()
+		if err != nil {
+			return kv, err
+		}
+		if !s.m.selects(kv.Key) {
+			continue
+		}
+		key, ok := s.m.apply(kv.Key)
+		if !ok {
+			return kv, &backup.KeysJSONError{Line: int(s.r.Keys()) + 1, Reason: fmt.Sprintf("key %q does not start with the prefix to strip %q", kv.Key, s.m.StripPrefix)}
+		}
+		kv.Key = key
+		return kv, nil
+	}
+}
+
+// EtcdKeys is a KeySource over the keys of a live etcd under prefixes
+// (none: every key), read page by page at the revision of the first page.
+type EtcdKeys struct {
+	client *clientv3.Client
+	ranges [][2]string // key and range end of each prefix
+	i      int         // the range being read
+	cursor string      // the next key to read in it; "" before its first page
+	rev    int64
+	page   []backup.KeyValue
+}
+
+// NewEtcdKeys returns a KeySource over the keys of c under prefixes.
+func NewEtcdKeys(c *clientv3.Client, prefixes []string) *EtcdKeys {
+	s := &EtcdKeys{client: c}
+	ps := backup.NormalizePrefixes(prefixes)
+	if len(ps) == 0 {
+		s.ranges = [][2]string{{"\x00", "\x00"}} // every key
+	}
+	for _, p := range ps {
+		s.ranges = append(s.ranges, [2]string{p, clientv3.GetPrefixRangeEnd(p)})
+	}
+	return s
+}
+
+// Revision returns the revision the keys are read at, once the first page
+// was read.
+func (s *EtcdKeys) Revision() int64 { return s.rev }
+
+// Next implements KeySource.
+func (s *EtcdKeys) Next(ctx context.Context) (backup.KeyValue, error) {
+	for len(s.page) == 0 {
+		if s.i >= len(s.ranges) {
+			return backup.KeyValue{}, io.EOF
+		}
+		if err := s.fetch(ctx); err != nil {
+			return backup.KeyValue{}, err
+		}
+	}
+	kv := s.page[0]
+	s.page = s.page[1:]
+	return kv, nil
+}
+
+// fetch reads the next page of the current range, and moves to the next
+// range after the last page of one.
+func (s *EtcdKeys) fetch(ctx context.Context) error {
+	r := s.ranges[s.i]
+	if s.cursor == "" {
+		s.cursor = r[0]
+	}
+	opts := []clientv3.OpOption{clientv3.WithRange(r[1]), clientv3.WithLimit(1000), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend)}
+	if s.rev > 0 {
+		opts = append(opts, clientv3.WithRev(s.rev))
+	}
+	resp, err := s.client.Get(ctx, s.cursor, opts...)
+	if err != nil {
+		return fmt.Errorf("read keys: %w", err)
+	}
+	if s.rev == 0 {
+		s.rev = resp.Header.Revision
+	}
+	for _, kv := range resp.Kvs {
+		s.page = append(s.page, backup.KeyValue{Key: kv.Key, Value: kv.Value, CreateRevision: kv.CreateRevision,
+			ModRevision: kv.ModRevision, Version: kv.Version, Lease: kv.Lease})
+	}
+	if resp.More && len(resp.Kvs) > 0 {
+		s.cursor = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	} else {
+		s.i, s.cursor = s.i+1, ""
+	}
+	return nil
+}
+
+// KeyChange is one difference between two key sources.
+type KeyChange struct {
+	// Op is "added" (only in the second source), "removed" (only in the
+	// first) or "changed" (in both, with other values).
+	Op  string
+	Key []byte
+	// Old is the first source's key, New the second's; nil where absent.
+	Old, New *backup.KeyValue
+}
+
+// mergeKeys walks a and b in step and calls fn for every key, with the
+// key of a, of b, or of both.
+func mergeKeys(ctx context.Context, a, b KeySource, fn func(x, y *backup.KeyValue) error) error {
+	next := func(s KeySource) (*backup.KeyValue, error) {
+		kv, err := s.Next(ctx)
+		if err == io.EOF {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		return &kv, nil
+	}
+	x, err := next(a)
+	if err != nil {
+		return err
+	}
+	y, err := next(b)
+	if err != nil {
+		return err
+	}
+	for x != nil || y != nil {
+		var c int
+		switch {
+		case x == nil:
+			c = 1
+		case y == nil:
+			c = -1
+		default:
+			c = bytes.Compare(x.Key, y.Key)
+		}
+		switch {
+		case c < 0:
+			err = fn(x, nil)
+		case c > 0:
+			err = fn(nil, y)
+		default:
+			err = fn(x, y)
+		}
+		if err != nil {
+			return err
+		}
+		if c <= 0 {
+			if x, err = next(a); err != nil {
+				return err
+			}
+		}
+		if c >= 0 {
+			if y, err = next(b); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Diff compares two key sources, from (the first) and to (the second),
+// and calls fn for every key whose value differs or that only one holds.
+// Only values count: revisions and versions are those of two stores.
+func Diff(ctx context.Context, from, to KeySource, fn func(KeyChange) error) error {
+	return mergeKeys(ctx, from, to, func(x, y *backup.KeyValue) error {
+		switch {
+		case y == nil:
+			return fn(KeyChange{Op: "removed", Key: x.Key, Old: x})
+		case x == nil:
+			return fn(KeyChange{Op: "added", Key: y.Key, New: y})
+		case !bytes.Equal(x.Value, y.Value):
+			return fn(KeyChange{Op: "changed", Key: x.Key, Old: x, New: y})
+		}
+		return nil
+	})
+}
+
+// KeysJSONSource opens a keys-json object as a KeySource through m.
+func KeysJSONSource(r io.Reader, m KeyMapping) (KeySource, *backup.KeysJSONHeader, error) {
+	kr, err := backup.NewKeysJSONReader(r)
+	if err != nil {
+		return nil, nil, err
+	}
+	h := kr.Header()
+	return &mappedKeys{r: kr, m: m}, &h, nil
+}
