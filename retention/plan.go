@@ -51,6 +51,20 @@ type PlanOptions struct {
 	// before the plan deletes it: younger ones may be uploads in flight.
 	// Zero means DefaultOrphanGrace.
 	OrphanGrace time.Duration
+
+	// Name, when set, scopes the policy to the backups of one backup
+	// config: those whose manifest records this backup name. Every config
+	// of a cluster keeps its own count (an hourly config's keep-5 and a
+	// daily config's keep-1 never prune each other), and the newest backup
+	// of each config is kept. Backups of other configs are kept by the plan
+	// (out of its scope). Empty plans over every backup of the cluster.
+	Name string
+
+	// Kind is the kind of backup the policy counts: backup.KindBackup
+	// (snapshots; the zero value means it) or backup.KindKeysJSON (logical
+	// backups). Kinds are never counted together: the other kinds are kept
+	// by the plan, out of its scope.
+	Kind backup.Kind
 }
 
 // DefaultOrphanGrace is the default PlanOptions.OrphanGrace: longer than
@@ -64,6 +78,7 @@ const (
 	ReasonForeign = "not written by etcdbackup: never deleted by retention"
 	ReasonInvalid = "unreadable or inconsistent manifest: kept for inspection"
 	ReasonFuture  = "created after now (clock skew): kept"
+	ReasonDelta   = "delta segment: kept unless a point-in-time policy applies"
 )
 
 // MakePlan decides, for the entries of one cluster's folder, what policy
@@ -85,6 +100,18 @@ func MakePlan(cluster string, entries []backup.Entry, policy Policy, now time.Ti
 	if grace <= 0 {
 		grace = DefaultOrphanGrace
 	}
+	kind := opts.Kind
+	if kind == "" {
+		kind = backup.KindBackup
+	}
+	if kind != backup.KindBackup && kind != backup.KindKeysJSON {
+		return nil, fmt.Errorf("%w: retention counts snapshots or keys-json backups, not %s", ErrInvalidPolicy, kind)
+	}
+	if opts.Name != "" {
+		if err := backup.ValidateName("backup", opts.Name); err != nil {
+			return nil, err
+		}
+	}
 	plan := &Plan{Cluster: cluster, Policy: policy, Now: now, Decisions: make([]Decision, len(entries))}
 
 	// Backups, newest first, by index into entries.
@@ -92,11 +119,18 @@ func MakePlan(cluster string, entries []backup.Entry, policy Policy, now time.Ti
 	for i, e := range entries {
 		d := &plan.Decisions[i]
 		d.Entry = e
+		counted := e.Kind == backup.KindBackup || e.Kind == backup.KindKeysJSON
 		switch {
 		case e.Cluster != cluster:
 			d.Action, d.Reason = Keep, fmt.Sprintf("belongs to cluster %q: out of scope", e.Cluster)
-		case e.Kind == backup.KindBackup && e.Manifest != nil:
+		case counted && e.Manifest != nil && e.Kind != kind:
+			d.Action, d.Reason = Keep, fmt.Sprintf("a %s backup: counted apart from %s backups", e.Kind, kind)
+		case counted && e.Manifest != nil && opts.Name != "" && e.Manifest.Name != opts.Name:
+			d.Action, d.Reason = Keep, fmt.Sprintf("backup of config %q: out of the scope of config %q", e.Manifest.Name, opts.Name)
+		case counted && e.Manifest != nil:
 			backups = append(backups, i)
+		case e.Kind == backup.KindDelta:
+			d.Action, d.Reason = Keep, ReasonDelta
 		case e.Kind == backup.KindLegacy:
 			d.Action, d.Reason = Keep, ReasonLegacy
 		case e.Kind == backup.KindOrphan:

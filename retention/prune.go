@@ -47,6 +47,12 @@ type Pruner struct {
 	Destination string
 	// Policy says what to keep.
 	Policy Policy
+	// Name, when set, prunes the backups of one backup config only (see
+	// PlanOptions.Name): give each config's policy its own Pruner.Name.
+	Name string
+	// Kind is the kind of backup the policy counts (see PlanOptions.Kind):
+	// snapshots by default, or keys-json backups.
+	Kind backup.Kind
 	// Chains, when set, applies the rule of continuous backups to the plan
 	// (see ChainPolicy); without it delta segments are never deleted.
 	Chains *ChainPolicy
@@ -141,7 +147,7 @@ func (p *Pruner) Prune(ctx context.Context, cluster string) (*Report, error) {
 		return nil, err
 	}
 	now := p.now()
-	plan, err := MakePlan(cluster, entries, p.Policy, now, PlanOptions{OrphanGrace: p.OrphanGrace})
+	plan, err := MakePlan(cluster, entries, p.Policy, now, PlanOptions{OrphanGrace: p.OrphanGrace, Name: p.Name, Kind: p.Kind})
 	if err != nil {
 		return nil, err
 	}

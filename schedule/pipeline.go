@@ -118,7 +118,7 @@ func (r *PipelineRunner) Prune(ctx context.Context, job Job) error {
 			errs = append(errs, fmt.Errorf("destination %s: %w", name, err))
 			continue
 		}
-		p := &retention.Pruner{Store: store, Destination: name, Policy: job.Retention, Pins: r.Pins, Now: r.Now, Logger: r.Logger}
+		p := &retention.Pruner{Store: store, Destination: name, Policy: job.Retention, Name: job.Name, Pins: r.Pins, Now: r.Now, Logger: r.Logger}
 		if _, err := p.Prune(ctx, job.Cluster); err != nil {
 			errs = append(errs, err)
 		}

@@ -13,12 +13,14 @@ import (
 
 // listedBackup is one line of `list --output=json`.
 type listedBackup struct {
-	ID          string    `json:"id"`
-	Cluster     string    `json:"cluster"`
-	Destination string    `json:"destination"`
-	Kind        string    `json:"kind"`
-	Key         string    `json:"key"`
-	Created     time.Time `json:"created"`
+	ID          string `json:"id"`
+	Cluster     string `json:"cluster"`
+	Destination string `json:"destination"`
+	Kind        string `json:"kind"`
+	// Name is the backup (config) name the manifest records.
+	Name    string    `json:"name,omitempty"`
+	Key     string    `json:"key"`
+	Created time.Time `json:"created"`
 	// Size and SHA256 are the stored object's; SHA256 is empty for legacy
 	// objects, which have no manifest to record it.
 	Size        int64  `json:"size"`
@@ -109,6 +111,7 @@ func listed(dest string, e backup.Entry) listedBackup {
 		b.Problem = oneLine(e.Problem)
 	}
 	if m := e.Manifest; m != nil {
+		b.Name = m.Name
 		b.SHA256 = m.Stored.SHA256
 		b.RawSize, b.RawSHA256 = m.Raw.Size, m.Raw.SHA256
 		b.Compression = string(m.Compression.OrDefault())

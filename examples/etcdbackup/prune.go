@@ -5,18 +5,22 @@ import (
 	"fmt"
 	"text/tabwriter"
 
+	"github.com/etcdbackup/etcdbackup/backup"
 	"github.com/etcdbackup/etcdbackup/retention"
 )
 
 func runPrune(ctx context.Context, s *streams, args []string) error {
-	fs := newFlagSet("prune", "--destination=URL|NAME --cluster=NAME --keep=N [--dry-run]")
+	fs := newFlagSet("prune", "--destination=URL|NAME --cluster=NAME --keep=N [--name=NAME] [--kind=snapshot|keys-json] [--dry-run]")
 	var (
-		dest   destinationFlags
-		keep   int
-		dryRun bool
+		dest       destinationFlags
+		keep       int
+		name, kind string
+		dryRun     bool
 	)
 	dest.register(fs)
 	fs.IntVar(&keep, "keep", 0, "keep the `N` newest backups (required, at least 1)")
+	fs.StringVar(&name, "name", "", "prune only the backups of this backup `name` (one config's), keeping its N newest; default: every backup of the cluster")
+	fs.StringVar(&kind, "kind", "snapshot", "the kind of backup to count: snapshot or keys-json (never counted together)")
 	fs.BoolVar(&dryRun, "dry-run", false, "say what would be deleted, delete nothing")
 	if err := fs.parse(s, args); err != nil {
 		return err
@@ -27,13 +31,23 @@ func runPrune(ctx context.Context, s *streams, args []string) error {
 	if keep < 1 {
 		return usagef("--keep must be at least 1")
 	}
+	if name != "" {
+		if err := backup.ValidateName("backup", name); err != nil {
+			return invalidInput(err)
+		}
+	}
+	kinds := map[string]backup.Kind{"snapshot": backup.KindBackup, "keys-json": backup.KindKeysJSON}
+	if _, ok := kinds[kind]; !ok {
+		return usagef("--kind %q: want snapshot or keys-json", kind)
+	}
 
 	reg, d, err := openDestination(ctx, &dest, fs.logger(s))
 	if err != nil {
 		return err
 	}
 	defer reg.Close()
-	p := &retention.Pruner{Store: d, Destination: d.Name(), Policy: retention.KeepLast(keep), DryRun: dryRun, Logger: fs.logger(s)}
+	p := &retention.Pruner{Store: d, Destination: d.Name(), Policy: retention.KeepLast(keep), Name: name, Kind: kinds[kind],
+		DryRun: dryRun, Logger: fs.logger(s)}
 	report, err := p.Prune(ctx, dest.cluster)
 	if report != nil {
 		tw := tabwriter.NewWriter(s.stdout, 0, 4, 2, ' ', 0)
