@@ -16,6 +16,9 @@ type Desired struct {
 	// means: the current default if it is kept; else, for a registry that
 	// has none yet, the destination named DefaultName, or the only one.
 	Default string
+	// Force lets Apply remove or move destinations that backup configs
+	// use (see Options.Users).
+	Force bool
 }
 
 // Changes reports what Apply did. Names are sorted.
@@ -32,6 +35,27 @@ func (c Changes) Empty() bool {
 	return len(c.Added) == 0 && len(c.Updated) == 0 && len(c.Removed) == 0 && !c.DefaultChanged
 }
 
+// checkChanges refuses removing the destination named DefaultName, and
+// removing or moving destinations in use unless forced.
+func (r *Registry) checkChanges(ch Changes, current map[string]*Destination, loc func(string) Location, force bool) error {
+	var errs []error
+	for _, name := range ch.Removed {
+		if name == DefaultName {
+			errs = append(errs, fmt.Errorf("%w: %s is never removed", ErrRemoveDefault, quote(name)))
+		} else if err := r.inUse(name, "remove", force); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, name := range ch.Updated {
+		if loc(name) != current[name].Location() {
+			if err := r.inUse(name, "move", force); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // Apply reconciles the registry to desired in one step: it adds the
 // destinations it lacks, updates those whose spec differs (a changed
 // Credentials.Revision counts, and reopens the client), removes those not
@@ -43,7 +67,9 @@ func (c Changes) Empty() bool {
 // Update and Remove, joined when several specs are invalid; ErrExists for
 // a name given twice; ErrNoDefault when no default can be chosen;
 // ErrRemoveDefault when the current default would go and desired names no
-// other.
+// other, or the destination named DefaultName would go; ErrInUse when a
+// destination backup configs use would go or move (see Options.Users),
+// unless desired.Force.
 func (r *Registry) Apply(ctx context.Context, desired Desired) (Changes, error) {
 	r.writeMu.Lock()
 	defer r.writeMu.Unlock()
@@ -112,6 +138,9 @@ func (r *Registry) Apply(ctx context.Context, desired Desired) (Changes, error) 
 		if _, ok := wants[name]; !ok {
 			ch.Removed = append(ch.Removed, name)
 		}
+	}
+	if err := r.checkChanges(ch, current, func(name string) Location { return wants[name].loc }, desired.Force); err != nil {
+		return Changes{}, err
 	}
 
 	// Open the new clients before changing anything visible.

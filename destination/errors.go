@@ -53,6 +53,9 @@ var (
 	// since its earlier backups live on the old one; delete the config and
 	// create a new one.
 	ErrDestinationChanged = errors.New("backup config destination cannot change")
+	// ErrInUse: backup configs use the destination, so it may not be
+	// removed or moved to another location (see Options.Users and Force).
+	ErrInUse = errors.New("destination is used by backup configs")
 	// ErrClosed: the registry was closed.
 	ErrClosed = errors.New("destination registry closed")
 )
@@ -119,3 +122,30 @@ func quote(s string) string {
 	}
 	return fmt.Sprintf("%q", s)
 }
+
+// InUseError refuses a change to a destination that backup configs use:
+// removing it would fail their jobs, moving it would strand their earlier
+// backups. It matches ErrInUse.
+type InUseError struct {
+	Destination string
+	// Change is what was refused: "remove" or "move".
+	Change string
+	// Users are the configs that use the destination, as Options.Users
+	// named them.
+	Users []string
+}
+
+// Error names the destination, the change and the configs.
+func (e *InUseError) Error() string {
+	const shown = 5
+	users := e.Users
+	more := ""
+	if len(users) > shown {
+		users, more = users[:shown], fmt.Sprintf(" and %d more", len(e.Users)-shown)
+	}
+	return fmt.Sprintf("destination %s: %v: cannot %s it while %q%s use it; change those configs first, or force the change",
+		quote(e.Destination), ErrInUse, e.Change, users, more)
+}
+
+// Unwrap returns ErrInUse.
+func (e *InUseError) Unwrap() error { return ErrInUse }

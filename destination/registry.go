@@ -73,6 +73,47 @@ type Options struct {
 	// Zero means storage/s3's defaults.
 	PartSize      int64
 	PartsInFlight int
+
+	// Users, when set, names the backup configs that use a destination,
+	// as the host knows its configs. Remove, and an Update or Apply that
+	// moves a destination to another location, refuse a destination that
+	// has users with an *InUseError (ErrInUse), unless forced (Force,
+	// Desired.Force): removing it would fail their jobs, moving it would
+	// strand their earlier backups. Rotating credentials and every other
+	// change stay allowed. Nil means the registry knows of no users.
+	Users func(destination string) []string
+}
+
+// ChangeOption tunes Remove and Update.
+type ChangeOption func(*changeOptions)
+
+type changeOptions struct{ force bool }
+
+// Force lets Remove or Update change a destination that backup configs
+// use (see Options.Users): the host takes responsibility for them.
+func Force() ChangeOption { return func(o *changeOptions) { o.force = true } }
+
+func changeOpts(opts []ChangeOption) changeOptions {
+	var o changeOptions
+	for _, fn := range opts {
+		fn(&o)
+	}
+	return o
+}
+
+// inUse returns an *InUseError when configs use the destination name and
+// the change is not forced.
+func (r *Registry) inUse(name, change string, force bool) error {
+	if force || r.opts.Users == nil {
+		return nil
+	}
+	users := r.opts.Users(name)
+	if len(users) == 0 {
+		return nil
+	}
+	users = slices.Clone(users)
+	slices.Sort(users)
+	return &InUseError{Destination: name, Change: change, Users: users}
 }
 
 // Validate checks the options.
@@ -278,7 +319,7 @@ func (r *Registry) Add(ctx context.Context, spec Spec) (*Destination, error) {
 // changed. Update fails with an error matching ErrInvalidSpec,
 // ErrNameImmutable, ErrNotFound, ErrLocationInUse or ErrClosed; a store
 // that cannot be opened makes the destination Unavailable, as for Add.
-func (r *Registry) Update(ctx context.Context, name string, spec Spec) (*Destination, error) {
+func (r *Registry) Update(ctx context.Context, name string, spec Spec, opts ...ChangeOption) (*Destination, error) {
 	r.writeMu.Lock()
 	defer r.writeMu.Unlock()
 	if spec.Name == "" {
@@ -305,6 +346,11 @@ func (r *Registry) Update(ctx context.Context, name string, spec Spec) (*Destina
 	if other := overlap(name, loc, locs); other != "" {
 		return nil, locationInUse(name, loc, other, locs[other])
 	}
+	if loc != d.Location() {
+		if err := r.inUse(name, "move", changeOpts(opts).force); err != nil {
+			return nil, err
+		}
+	}
 	h, openErr := r.open(ctx, spec, loc)
 	r.install(d, spec, loc, h, openErr)
 	d.log.Info("destination updated", "location", loc.String(), "readOnly", spec.ReadOnly)
@@ -324,11 +370,24 @@ func (r *Registry) install(d *Destination, spec Spec, loc Location, h *handle, o
 
 // Remove unregisters the destination called name and forgets its
 // inventory. Nothing is deleted from its store. Backups under way on it
-// finish. It fails with ErrNotFound, or ErrRemoveDefault for the default
-// destination: make another one the default first.
-func (r *Registry) Remove(name string) error {
+// finish. It fails with ErrNotFound; with ErrRemoveDefault for the default
+// destination (make another one the default first) and for the one named
+// DefaultName, whatever holds the default role; and with ErrInUse while
+// backup configs use it (see Options.Users), unless forced.
+func (r *Registry) Remove(name string, opts ...ChangeOption) error {
 	r.writeMu.Lock()
 	defer r.writeMu.Unlock()
+	r.mu.RLock()
+	_, ok := r.dests[name]
+	r.mu.RUnlock()
+	if ok && name == DefaultName {
+		return fmt.Errorf("%w: %s is never removed", ErrRemoveDefault, quote(name))
+	}
+	if ok {
+		if err := r.inUse(name, "remove", changeOpts(opts).force); err != nil {
+			return err
+		}
+	}
 	r.mu.Lock()
 	d, ok := r.dests[name]
 	switch {
