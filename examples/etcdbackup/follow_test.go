@@ -21,9 +21,19 @@ import (
 
 var (
 	binaryOnce sync.Once
+	binaryDir  string
 	binaryPath string
 	binaryErr  error
 )
+
+// TestMain removes the command built for the tests once they ran.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binaryDir != "" {
+		_ = os.RemoveAll(binaryDir)
+	}
+	os.Exit(code)
+}
 
 // binary builds the command once per test run.
 func binary(t *testing.T) string {
@@ -34,7 +44,7 @@ func binary(t *testing.T) string {
 			binaryErr = err
 			return
 		}
-		binaryPath = filepath.Join(dir, "etcdbackup")
+		binaryDir, binaryPath = dir, filepath.Join(dir, "etcdbackup")
 		out, err := exec.Command("go", "build", "-o", binaryPath, ".").CombinedOutput()
 		if err != nil {
 			binaryErr = fmt.Errorf("go build: %v\n%s", err, out)
