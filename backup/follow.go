@@ -43,8 +43,10 @@ const (
 //
 // Run resumes after the last segment committed on the targets, or after
 // the newest full backup, and takes a full backup first when there is
-// none. When etcd compacted the revisions it needs, it takes a new full
-// backup and starts a new chain, reporting the gap (ChainGap).
+// none. When etcd compacted the revisions it needs, it starts a new chain,
+// reporting the gap (ChainGap): after the newest full backup that every
+// catalog holds and that etcd has not compacted past, or else after a new
+// full backup it takes.
 //
 // Run one follower per cluster and destination (a host holds a lock, as
 // the scheduler does for backups): two followers of one cluster would
@@ -239,7 +241,7 @@ func (f *Follower) Run(ctx context.Context) error {
 		case errors.Is(err, rpctypes.ErrCompacted):
 			f.event(FollowEvent{Kind: ChainGap, Chain: st.chain, Revision: st.next, Err: err})
 			f.logger().Warn("follower fell behind compaction: starting a new chain", "cluster", f.Cluster, "revision", st.next)
-			next, chain, ferr := f.takeFull(ctx)
+			next, chain, ferr := f.newChain(ctx, st.compacted)
 			if ferr != nil {
 				if ctx.Err() != nil {
 					return nil
@@ -257,6 +259,32 @@ func (f *Follower) Run(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// newChain returns where a new chain starts once etcd compacted up to
+// compacted: after the newest full backup on every catalog whose revision
+// etcd still has the events after, or else after a new full backup.
+func (f *Follower) newChain(ctx context.Context, compacted int64) (next int64, chain string, err error) {
+	var candidate *Manifest
+	held := map[string]int{}
+	for _, c := range f.Catalogs {
+		entries, err := ListBackups(ctx, c, f.Cluster)
+		if err != nil {
+			return 0, "", fmt.Errorf("find a full backup to start a chain: %w", err)
+		}
+		for _, e := range entries {
+			if e.Kind == KindBackup && e.Manifest.Etcd.Revision.Low >= compacted && compacted > 0 {
+				held[e.ID]++
+				if candidate == nil || e.Manifest.Etcd.Revision.Low > candidate.Etcd.Revision.Low {
+					candidate = e.Manifest
+				}
+			}
+		}
+	}
+	if candidate != nil && held[candidate.ID] == len(f.Catalogs) {
+		return candidate.Etcd.Revision.Low + 1, candidate.ID, nil
+	}
+	return f.takeFull(ctx)
 }
 
 // takeFull takes a full backup and returns the revision to watch from. A
@@ -349,6 +377,7 @@ type followState struct {
 	head            int64
 	chain           string
 	chainLength     int64
+	compacted       int64     // etcd's compaction revision, when the watch met it
 	firstReceived   time.Time // of the segment's first revision
 	leases          map[int64]bool
 	// stopWatch cancels the running watch: called when a store fails, so
@@ -409,6 +438,7 @@ func (st *followState) receive(ctx context.Context, wr clientv3.WatchResponse) e
 		if _, err := st.flush(ctx); err != nil {
 			return err
 		}
+		st.compacted = wr.CompactRevision
 		return fmt.Errorf("%w: revision %d, compacted up to %d", rpctypes.ErrCompacted, st.next, wr.CompactRevision)
 	}
 	if err := wr.Err(); err != nil {

@@ -276,3 +276,54 @@ func TestPointInTimeCluster(t *testing.T) {
 		requireSameAt(t, cli, restoretest.Client(t, m.ClientURL), rev)
 	}
 }
+
+// TestFollowerCompactionUsesNewerFull compacts past a stopped follower's
+// position after a scheduled full backup was taken: the restarted follower
+// reports the gap and starts its new chain after that full backup instead
+// of taking another.
+func TestFollowerCompactionUsesNewerFull(t *testing.T) {
+	ctx := t.Context()
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	srv := miniotest.Start(t)
+	bucket := newS3(t, srv, srv.NewBucket(t, miniotest.BucketOptions{}))
+	rec := &followEvents{}
+	stop := startFollower(t, cli, etcd.Endpoints(), bucket, "prod-a", rec)
+	require.Eventually(t, func() bool { return rec.count(backup.ChainStarted) == 1 }, 30*time.Second, 10*time.Millisecond)
+	first := workload(t, cli, "/one", 12)
+	waitCommitted(t, rec, first[len(first)-1])
+	require.NoError(t, stop())
+
+	gap := workload(t, cli, "/gap", 12)
+	_, err := cli.Compact(ctx, gap[len(gap)-1])
+	require.NoError(t, err)
+	snapshotter, err := backup.NewEtcdSnapshotter(backup.EtcdConfig{Endpoints: etcd.Endpoints()})
+	require.NoError(t, err)
+	scheduled := runBackup(t, snapshotter, bucket, "prod-a", "hourly", backup.Zstd)
+
+	rec2 := &followEvents{}
+	stop = startFollower(t, cli, etcd.Endpoints(), bucket, "prod-a", rec2)
+	require.Eventually(t, func() bool { return rec2.count(backup.ChainStarted) == 1 }, 30*time.Second, 10*time.Millisecond)
+	require.Equal(t, 1, rec2.count(backup.ChainGap))
+	second := workload(t, cli, "/two", 12)
+	waitCommitted(t, rec2, second[len(second)-1])
+	require.NoError(t, stop())
+
+	entries, err := backup.ListBackups(ctx, bucket, "prod-a")
+	require.NoError(t, err)
+	fulls := 0
+	for _, e := range entries {
+		if e.Kind == backup.KindBackup {
+			fulls++
+		}
+	}
+	require.Equal(t, 2, fulls, "no full backup taken for the new chain")
+	c := chains(t, bucket, "prod-a")
+	require.Len(t, c, 2)
+	require.Equal(t, scheduled.Etcd.Revision.Low+1, c[scheduled.ID][0][0], "the new chain starts after the scheduled full backup")
+	rev := second[len(second)-1]
+	restored, res, srv2 := restorePoint(t, bucket, restore.Point{Cluster: "prod-a", Revision: rev})
+	defer srv2.Stop()
+	require.Equal(t, rev, res.Revision)
+	requireSameAt(t, cli, restored, rev)
+}

@@ -21,9 +21,19 @@ import (
 
 var (
 	binaryOnce sync.Once
+	binaryDir  string
 	binaryPath string
 	binaryErr  error
 )
+
+// TestMain removes the command built for the tests once they ran.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binaryDir != "" {
+		_ = os.RemoveAll(binaryDir)
+	}
+	os.Exit(code)
+}
 
 // binary builds the command once per test run.
 func binary(t *testing.T) string {
@@ -34,7 +44,7 @@ func binary(t *testing.T) string {
 			binaryErr = err
 			return
 		}
-		binaryPath = filepath.Join(dir, "etcdbackup")
+		binaryDir, binaryPath = dir, filepath.Join(dir, "etcdbackup")
 		out, err := exec.Command("go", "build", "-o", binaryPath, ".").CombinedOutput()
 		if err != nil {
 			binaryErr = fmt.Errorf("go build: %v\n%s", err, out)
@@ -222,14 +232,18 @@ func TestFollowCLI(t *testing.T) {
 	require.Equal(t, mid, reached, "everything the follower held at SIGTERM was committed")
 	require.Equal(t, 1, n)
 
-	// SIGKILL while a segment is open, then a restart: the chain goes on
-	// without a gap or a double.
-	args := append(base, "--flush-interval=300ms")
-	f = startFollow(t, args...)
+	// SIGKILL while a segment is open (a flush interval of a minute holds
+	// the writes in memory), then a restart: the chain goes on from the
+	// last committed revision, without a gap or a double.
+	f = startFollow(t, append(base, "--flush-interval=1m")...)
 	require.Eventually(t, func() bool { return strings.Contains(f.output(), "resumed at revision") }, 30*time.Second, 20*time.Millisecond)
-	writeSome(t, cli, "/c", 30)
-	time.Sleep(150 * time.Millisecond) // inside a 300 ms segment
+	held := writeSome(t, cli, "/c", 30)
+	time.Sleep(time.Second) // the watch delivers them into the open segment
 	require.Error(t, f.stop(t, syscall.SIGKILL))
+	require.NotContains(t, f.output(), "  segment ", "nothing was committed before the kill")
+	_, reached, _ = segments(t, tr, dest, "--cluster=prod")
+	require.Equal(t, mid, reached, "the held revisions up to %d died with the process", held)
+	args := append(base, "--flush-interval=300ms")
 	after := writeSome(t, cli, "/d", 30)
 	f = startFollow(t, args...)
 	waitSegments(t, tr, after, dest, "--cluster=prod")
