@@ -53,6 +53,9 @@ var (
 	// since its earlier backups live on the old one; delete the config and
 	// create a new one.
 	ErrDestinationChanged = errors.New("backup config destination cannot change")
+	// ErrNotConfigured: the destination has no URL yet. It is kept and
+	// reported Unavailable with ReasonNotConfigured until it gets one.
+	ErrNotConfigured = errors.New("destination has no URL")
 	// ErrInUse: backup configs use the destination, so it may not be
 	// removed or moved to another location (see Options.Users and Force).
 	ErrInUse = errors.New("destination is used by backup configs")

@@ -84,6 +84,8 @@ func (r *Registry) open(ctx context.Context, spec Spec, loc Location) (*handle, 
 		closer       func()
 	)
 	switch {
+	case loc.Scheme == "":
+		return nil, fmt.Errorf("destination %s: %w: give it a URL to make it available", quote(spec.Name), ErrNotConfigured)
 	case loc.Scheme == SchemeS3:
 		creds, err := spec.Credentials.resolve(ctx, spec.Name, r.opts.Secrets)
 		if err != nil {

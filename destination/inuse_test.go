@@ -95,3 +95,26 @@ func TestDestinationInUse(t *testing.T) {
 	require.ErrorIs(t, err, destination.ErrRemoveDefault)
 	require.False(t, strings.Contains(err.Error(), secretKey))
 }
+
+// TestTargetWithoutURL: a target whose URL is not filled in is kept and
+// reported Unavailable with a reason, and becomes available once given one.
+func TestTargetWithoutURL(t *testing.T) {
+	ctx := testCtx(t)
+	r := newRegistry(t, destination.Options{})
+	_, err := r.Add(ctx, destination.Spec{Name: "default", URL: "mem://main"})
+	require.NoError(t, err)
+	for _, name := range []string{"later", "also-later"} {
+		d, err := r.Add(ctx, destination.Spec{Name: name})
+		require.NoError(t, err, "two targets without a URL do not overlap")
+		st, err := r.Check(ctx, d.Name())
+		require.NoError(t, err, "the failure is the status's")
+		require.Equal(t, destination.StateUnavailable, st.State)
+		require.Equal(t, destination.ReasonNotConfigured, st.Reason)
+		require.Contains(t, st.Message, "no URL")
+	}
+	_, err = r.Update(ctx, "later", destination.Spec{Name: "later", URL: "mem://later"})
+	require.NoError(t, err)
+	st, err := r.Check(ctx, "later")
+	require.NoError(t, err)
+	require.True(t, st.Available())
+}

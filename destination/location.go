@@ -392,13 +392,18 @@ func (l Location) Validate() error {
 		o := s3.Options{Bucket: l.Bucket, Endpoint: l.Endpoint}
 		if err := o.Validate(); err != nil {
 			add("%v", err)
+		} else if err := checkBucketName(l.Bucket, 3, 63, "abcdefghijklmnopqrstuvwxyz0123456789-."); err != nil {
+			// S3's naming rules since 2018, which MinIO and the other
+			// stores follow: an upper-case name is refused by the store
+			// later, or reaches another bucket through DNS.
+			add("bucket: %v (S3 bucket names are 3 to 63 lowercase letters, digits, '-' and '.')", err)
 		}
 		if l.Endpoint == "" && l.Insecure {
 			add("insecure needs an endpoint")
 		}
 	case SchemeGCS:
 		if err := checkBucketName(l.Bucket, 3, 222, "abcdefghijklmnopqrstuvwxyz0123456789-_."); err != nil {
-			add("bucket: %v", err)
+			add("bucket: %v (S3 bucket names are 3 to 63 lowercase letters, digits, '-' and '.')", err)
 		}
 		if l.Endpoint != "" || l.Insecure {
 			add("gs locations take no endpoint")
@@ -511,7 +516,7 @@ func (l Location) within() string {
 // same prefix, or one prefix nested in the other. Two destinations that
 // overlap would each list, and could delete, the other's backups.
 func (l Location) Overlaps(o Location) bool {
-	if l.store() != o.store() {
+	if l.Scheme == "" || o.Scheme == "" || l.store() != o.store() {
 		return false
 	}
 	a, b := l.within(), o.within()

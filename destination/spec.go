@@ -114,7 +114,9 @@ func (l ObjectLock) Validate() error {
 }
 
 // Location returns where the spec points, from its URL or its S3 fields.
-// The error is a *SpecError.
+// A spec with neither points nowhere yet: the zero Location, which a
+// registry keeps as an Unavailable destination (ReasonNotConfigured). The
+// error is a *SpecError.
 func (s Spec) Location() (Location, error) {
 	fields := s.Endpoint != "" || s.Bucket != "" || s.Prefix != "" || s.Region != ""
 	specErr := func(field string, err error) error { return &SpecError{Name: s.Name, Field: field, Err: err} }
@@ -127,6 +129,11 @@ func (s Spec) Location() (Location, error) {
 			return Location{}, specErr("url", err)
 		}
 		return loc, nil
+	}
+	if !fields {
+		// A target whose URL is not filled in yet: kept, and reported
+		// Unavailable (ReasonNotConfigured) until it is.
+		return Location{}, nil
 	}
 	if s.Bucket == "" {
 		return Location{}, specErr("bucket", errors.New("give a URL or an S3 bucket"))
@@ -180,7 +187,7 @@ func (s Spec) validate() (Location, error) {
 		case loc.Scheme == SchemeS3:
 		case loc.Scheme == SchemeAzure && !azureKeySource(s.Credentials):
 			return Location{}, specErr("credentials", errors.New("azblob:// destinations take a shared key from a secret, files or named environment variables: the storage account's name as the access key, its key as the secret key"))
-		case loc.Scheme != SchemeAzure:
+		case loc.Scheme != SchemeAzure && loc.Scheme != "":
 			return Location{}, specErr("credentials", fmt.Errorf("%s:// destinations take their credentials from the environment or the registry's URL mux", loc.Scheme))
 		}
 	}

@@ -42,6 +42,8 @@ const (
 	ReasonUnreachable Reason = "unreachable"
 	// ReasonTimeout: the store did not answer within the check timeout.
 	ReasonTimeout Reason = "timeout"
+	// ReasonNotConfigured: the destination has no URL yet.
+	ReasonNotConfigured Reason = "not-configured"
 	// ReasonError: any other failure; Status.Message says what.
 	ReasonError Reason = "error"
 )
@@ -102,6 +104,8 @@ func Classify(err error) Reason {
 	switch {
 	case err == nil:
 		return ""
+	case errors.Is(err, ErrNotConfigured):
+		return ReasonNotConfigured
 	case errors.Is(err, storage.ErrPermission), errors.Is(err, ErrCredentials), errors.Is(err, fs.ErrPermission):
 		return ReasonAuth
 	case errors.Is(err, storage.ErrBucketNotFound), errors.Is(err, fs.ErrNotExist):
