@@ -86,6 +86,15 @@ func (r *Registry) open(ctx context.Context, spec Spec, loc Location) (*handle, 
 	switch {
 	case loc.Scheme == "":
 		return nil, fmt.Errorf("destination %s: %w: give it a URL to make it available", quote(spec.Name), ErrNotConfigured)
+	case r.opts.Schemes[loc.Scheme] != nil:
+		b, err := r.opts.Schemes[loc.Scheme](ctx, loc)
+		if err != nil {
+			return nil, fmt.Errorf("open %s: %w", loc.Scheme, err)
+		}
+		inner, probe = b, b
+		if c, ok := b.(io.Closer); ok {
+			closer = func() { _ = c.Close() }
+		}
 	case loc.Scheme == SchemeS3:
 		creds, err := spec.Credentials.resolve(ctx, spec.Name, r.opts.Secrets)
 		if err != nil {

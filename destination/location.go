@@ -56,6 +56,9 @@ type Location struct {
 	// host name. False means the client's choice: path style for hosts
 	// other than the big clouds'.
 	PathStyle bool
+	// Params is the query of the URL of a host's own scheme (see
+	// Options.Schemes), for its opener; empty for the built-in schemes.
+	Params string
 }
 
 // ParseURL parses a destination URL in one of these forms:
@@ -74,7 +77,12 @@ type Location struct {
 // parameter named like a credential (secret, password, token, key,
 // signature, ...), fails with an error matching ErrCredentialsInURL that
 // does not repeat them. Every error is a *URLError matching ErrInvalidURL.
-func ParseURL(raw string) (Location, error) {
+func ParseURL(raw string) (Location, error) { return parseURL(raw, nil) }
+
+// parseURL is ParseURL that also takes the schemes custom accepts (a
+// registry's Options.Schemes): their URLs are "<scheme>://<bucket>/<prefix>",
+// with any query parameters kept for the opener.
+func parseURL(raw string, custom func(scheme string) bool) (Location, error) {
 	if len(raw) > MaxURLLen {
 		return Location{}, &URLError{Reason: fmt.Sprintf("longer than %d bytes", MaxURLLen), Err: ErrInvalidURL}
 	}
@@ -87,7 +95,7 @@ func ParseURL(raw string) (Location, error) {
 		}
 		return Location{}, &URLError{Reason: "not a URL", Err: ErrInvalidURL}
 	}
-	p := urlParser{u: u, safe: redact(u), hash: strings.Contains(raw, "#")}
+	p := urlParser{u: u, safe: redact(u), hash: strings.Contains(raw, "#"), custom: custom}
 	return p.parse()
 }
 
@@ -111,9 +119,10 @@ func redact(u *url.URL) string {
 }
 
 type urlParser struct {
-	u    *url.URL
-	safe string
-	hash bool // the raw URL has a fragment, maybe empty
+	u      *url.URL
+	safe   string
+	hash   bool // the raw URL has a fragment, maybe empty
+	custom func(scheme string) bool
 }
 
 func (p urlParser) fail(format string, args ...any) error {
@@ -160,7 +169,10 @@ func (p urlParser) parse() (Location, error) {
 		allowed = map[string]bool{"endpoint": true, "account": true, "insecure": true}
 	case SchemeGCS, SchemeFile, SchemeMem:
 	default:
-		return Location{}, p.fail("unknown scheme %s (want s3, gs, azblob, file or mem)", paramName(u.Scheme))
+		if p.custom != nil && p.custom(loc.Scheme) {
+			return p.parseCustom(loc)
+		}
+		return Location{}, p.fail("unknown scheme %s (want s3, gs, azblob, file or mem, or a scheme the registry's Options.Schemes names)", paramName(u.Scheme))
 	}
 	for name := range query {
 		if !allowed[name] {
@@ -224,6 +236,21 @@ func (p urlParser) parse() (Location, error) {
 	}
 	if err := loc.Validate(); err != nil {
 		return Location{}, p.fail("%v", err)
+	}
+	return loc, nil
+}
+
+// parseCustom reads the URL of a host's own scheme: the host is the
+// bucket, the path the prefix, the query is the opener's.
+func (p urlParser) parseCustom(loc Location) (Location, error) {
+	loc.Bucket, loc.Params = p.u.Host, p.u.RawQuery
+	prefix, err := cleanPrefix(p.u.Path)
+	if err != nil {
+		return Location{}, p.fail("prefix: %v", err)
+	}
+	loc.Prefix = prefix
+	if loc.Bucket == "" {
+		return Location{}, p.fail("no bucket: want %s://BUCKET/PREFIX", loc.Scheme)
 	}
 	return loc, nil
 }
@@ -428,7 +455,10 @@ func (l Location) Validate() error {
 			add("mem locations take no endpoint")
 		}
 	default:
-		add("unknown scheme %s", paramName(l.Scheme))
+		// A host's own scheme: its opener judges the rest.
+		if l.Bucket == "" {
+			add("no bucket")
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -476,6 +506,9 @@ func (l Location) String() string {
 	}
 	// ':' is fine in a query and keeps host:port endpoints readable.
 	u.RawQuery = strings.ReplaceAll(q.Encode(), "%3A", ":")
+	if l.Params != "" {
+		u.RawQuery = l.Params
+	}
 	return u.String()
 }
 

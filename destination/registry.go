@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -74,6 +75,14 @@ type Options struct {
 	PartSize      int64
 	PartsInFlight int
 
+	// Schemes registers a host's own backends by URL scheme: a
+	// destination whose URL is "<scheme>://<bucket>/<prefix>[?params]"
+	// is opened by Schemes[scheme], and the registry confines the bucket
+	// to the prefix and checks, syncs and validates it as any other. The
+	// built-in schemes (s3, gs, azblob, file, mem) cannot be replaced.
+	// Such destinations take no Credentials: the opener brings its own.
+	Schemes map[string]Opener
+
 	// Users, when set, names the backup configs that use a destination,
 	// as the host knows its configs. Remove, and an Update or Apply that
 	// moves a destination to another location, refuse a destination that
@@ -82,6 +91,18 @@ type Options struct {
 	// strand their earlier backups. Rotating credentials and every other
 	// change stay allowed. Nil means the registry knows of no users.
 	Users func(destination string) []string
+}
+
+// Opener opens the bucket of a host's own scheme (see Options.Schemes)
+// at loc: loc.Bucket is the URL's host, loc.Params its query. The bucket
+// is confined to loc.Prefix by the registry. If the bucket is an
+// io.Closer, the registry closes it when it is replaced or removed.
+type Opener func(ctx context.Context, loc Location) (storage.Bucket, error)
+
+// customScheme reports whether the host registered scheme.
+func (r *Registry) customScheme(scheme string) bool {
+	_, ok := r.opts.Schemes[scheme]
+	return ok
 }
 
 // ChangeOption tunes Remove and Update.
@@ -125,6 +146,14 @@ func (o Options) Validate() error {
 		return fmt.Errorf("poll interval %v is negative", o.PollInterval)
 	case o.CheckTimeout < 0:
 		return fmt.Errorf("check timeout %v is negative", o.CheckTimeout)
+	}
+	for scheme, open := range o.Schemes {
+		switch {
+		case scheme == SchemeS3, scheme == SchemeGCS, scheme == SchemeAzure, scheme == SchemeFile, scheme == SchemeMem:
+			return fmt.Errorf("scheme %s is built in and cannot be replaced", paramName(scheme))
+		case scheme == "" || strings.ToLower(scheme) != scheme || open == nil:
+			return fmt.Errorf("scheme %s: want a lowercase scheme and an opener", paramName(scheme))
+		}
 	}
 	if err := (s3.Options{Bucket: "any-bucket", PartSize: o.PartSize, PartsInFlight: o.PartsInFlight}).Validate(); err != nil {
 		return err
@@ -210,7 +239,7 @@ func (r *Registry) observe(e Event) {
 
 // validate checks spec against the registry's abilities too.
 func (r *Registry) validate(spec Spec) (Location, error) {
-	loc, err := spec.validate()
+	loc, err := spec.validate(r.customScheme)
 	if err != nil {
 		return Location{}, err
 	}

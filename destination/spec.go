@@ -117,14 +117,16 @@ func (l ObjectLock) Validate() error {
 // A spec with neither points nowhere yet: the zero Location, which a
 // registry keeps as an Unavailable destination (ReasonNotConfigured). The
 // error is a *SpecError.
-func (s Spec) Location() (Location, error) {
+func (s Spec) Location() (Location, error) { return s.location(nil) }
+
+func (s Spec) location(custom func(scheme string) bool) (Location, error) {
 	fields := s.Endpoint != "" || s.Bucket != "" || s.Prefix != "" || s.Region != ""
 	specErr := func(field string, err error) error { return &SpecError{Name: s.Name, Field: field, Err: err} }
 	if s.URL != "" {
 		if fields {
 			return Location{}, specErr("url", errors.New("give a URL or the S3 fields (endpoint, bucket, prefix, region), not both"))
 		}
-		loc, err := ParseURL(s.URL)
+		loc, err := parseURL(s.URL, custom)
 		if err != nil {
 			return Location{}, specErr("url", err)
 		}
@@ -165,17 +167,17 @@ func (s Spec) Location() (Location, error) {
 // matches backup.ErrInvalidName, a bad URL ErrInvalidURL, a URL carrying a
 // credential ErrCredentialsInURL.
 func (s Spec) Validate() error {
-	_, err := s.validate()
+	_, err := s.validate(nil)
 	return err
 }
 
 // validate checks the spec and returns its location.
-func (s Spec) validate() (Location, error) {
+func (s Spec) validate(custom func(scheme string) bool) (Location, error) {
 	specErr := func(field string, err error) error { return &SpecError{Name: s.Name, Field: field, Err: err} }
 	if err := backup.ValidateName("destination", s.Name); err != nil {
 		return Location{}, specErr("name", err)
 	}
-	loc, err := s.Location()
+	loc, err := s.location(custom)
 	if err != nil {
 		return Location{}, err
 	}
