@@ -84,6 +84,10 @@ type Entry struct {
 	Compression Compression
 	// Problem says what is wrong with a KindInvalid entry.
 	Problem error
+	// Attribution says, for a legacy object found at the top of a
+	// destination rather than in the cluster's folder, how it was
+	// attributed to the cluster (see LegacyNames); empty otherwise.
+	Attribution string
 }
 
 // Restorable reports whether the entry can be restored: a backup or a

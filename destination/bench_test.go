@@ -37,7 +37,7 @@ func BenchmarkInventorySync(b *testing.B) {
 	}
 	b.Run("cold", func(b *testing.B) {
 		for b.Loop() {
-			entries, _, err := listInventory(ctx, "d", bucket, nil)
+			entries, _, err := listInventory(ctx, "d", bucket, nil, nil)
 			if err != nil || len(entries) != clusters*perCluster {
 				b.Fatalf("%d entries, %v", len(entries), err)
 			}
@@ -45,12 +45,12 @@ func BenchmarkInventorySync(b *testing.B) {
 		b.ReportMetric(float64(clusters*perCluster), "backups")
 	})
 	b.Run("warm", func(b *testing.B) {
-		_, cache, err := listInventory(ctx, "d", bucket, nil)
+		_, cache, err := listInventory(ctx, "d", bucket, nil, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
 		for b.Loop() {
-			entries, next, err := listInventory(ctx, "d", bucket, cache)
+			entries, next, err := listInventory(ctx, "d", bucket, cache, nil)
 			if err != nil || len(entries) != clusters*perCluster {
 				b.Fatalf("%d entries, %v", len(entries), err)
 			}

@@ -198,7 +198,11 @@ func (r *Registry) sync(ctx context.Context, d *Destination) (Inventory, error) 
 		err = h.precheck()
 	}
 	if err == nil {
-		entries, manifests, err = listInventory(ctx, d.name, h.bucket, cache)
+		var legacy backup.LegacyNames
+		if r.opts.LegacyNames != nil {
+			legacy = r.opts.LegacyNames()
+		}
+		entries, manifests, err = listInventory(ctx, d.name, h.bucket, cache, legacy)
 	}
 	if err != nil {
 		if ctx.Err() == nil {
@@ -227,15 +231,22 @@ func (r *Registry) sync(ctx context.Context, d *Destination) (Inventory, error) 
 // path segment, when it is a valid cluster name) and classifies each
 // folder with backup.ListBackups. Manifests unchanged since cache was
 // filled are not read again.
-func listInventory(ctx context.Context, name string, b storage.Bucket, cache map[string]cachedManifest) ([]Entry, map[string]cachedManifest, error) {
+func listInventory(ctx context.Context, name string, b storage.Bucket, cache map[string]cachedManifest, legacy backup.LegacyNames) ([]Entry, map[string]cachedManifest, error) {
 	byCluster := map[string][]storage.ObjectInfo{}
 	var clusters []string
+	var root []Entry
 	for info, err := range b.List(ctx, "") {
 		if err != nil {
 			return nil, nil, err
 		}
 		cluster, _, ok := strings.Cut(info.Key, "/")
-		if !ok || backup.ValidateName("cluster", cluster) != nil {
+		if !ok {
+			if e, ok := legacyRootEntry(info, legacy); ok {
+				root = append(root, Entry{Destination: name, Entry: e})
+			}
+			continue
+		}
+		if backup.ValidateName("cluster", cluster) != nil {
 			continue // not in a cluster folder: not ours to classify
 		}
 		if _, seen := byCluster[cluster]; !seen {
@@ -257,7 +268,26 @@ func listInventory(ctx context.Context, name string, b storage.Bucket, cache map
 			entries = append(entries, Entry{Destination: name, Entry: e})
 		}
 	}
+	if len(root) > 0 {
+		entries = append(entries, root...)
+		slices.SortStableFunc(entries, func(a, b Entry) int { return strings.Compare(a.Cluster, b.Cluster) })
+	}
 	return entries, fresh, nil
+}
+
+// legacyRootEntry attributes an object at the top of the destination to
+// a cluster, as a legacy backup of the single-bucket world (see
+// Options.LegacyNames).
+func legacyRootEntry(info storage.ObjectInfo, names backup.LegacyNames) (backup.Entry, bool) {
+	if names == nil || strings.HasSuffix(info.Key, backup.ManifestSuffix) {
+		return backup.Entry{}, false
+	}
+	cluster, how, ok := names.Attribute(info.Key)
+	if !ok {
+		return backup.Entry{}, false
+	}
+	return backup.Entry{Kind: backup.KindLegacy, Cluster: cluster, ID: info.Key, Key: info.Key, Created: info.ModTime,
+		Size: info.Size, Attribution: how}, true
 }
 
 // listedCatalog serves ListBackups from a listing already made, and reads

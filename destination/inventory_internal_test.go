@@ -48,13 +48,13 @@ func TestInventoryReadsChangedManifestsOnly(t *testing.T) {
 	}
 
 	b.gets.Store(0)
-	entries, cache, err := listInventory(ctx, "d", b, nil)
+	entries, cache, err := listInventory(ctx, "d", b, nil, nil)
 	require.NoError(t, err)
 	require.Len(t, entries, 3)
 	assert.EqualValues(t, 3, b.gets.Load(), "first sync reads every manifest")
 
 	b.gets.Store(0)
-	entries, cache, err = listInventory(ctx, "d", b, cache)
+	entries, cache, err = listInventory(ctx, "d", b, cache, nil)
 	require.NoError(t, err)
 	require.Len(t, entries, 3)
 	assert.EqualValues(t, 0, b.gets.Load(), "nothing changed: nothing read")
@@ -72,7 +72,7 @@ func TestInventoryReadsChangedManifestsOnly(t *testing.T) {
 	require.NoError(t, b.Put(ctx, key, strings.NewReader(string(data)+"\n"), nil))
 
 	b.gets.Store(0)
-	entries, _, err = listInventory(ctx, "d", b, cache)
+	entries, _, err = listInventory(ctx, "d", b, cache, nil)
 	require.NoError(t, err)
 	assert.EqualValues(t, 1, b.gets.Load())
 	assert.Equal(t, "renamed", entries[1].Manifest.Library)

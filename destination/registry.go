@@ -13,6 +13,7 @@ import (
 
 	gcblob "gocloud.dev/blob"
 
+	"github.com/etcdbackup/etcdbackup/backup"
 	"github.com/etcdbackup/etcdbackup/storage"
 	"github.com/etcdbackup/etcdbackup/storage/blob/drivers"
 	"github.com/etcdbackup/etcdbackup/storage/s3"
@@ -82,6 +83,13 @@ type Options struct {
 	// built-in schemes (s3, gs, azblob, file, mem) cannot be replaced.
 	// Such destinations take no Credentials: the opener brings its own.
 	Schemes map[string]Opener
+
+	// LegacyNames, when set, returns the clusters and backup config names
+	// the host knows, by which inventory syncs attribute the backups of
+	// the single-bucket world, stored at the top of a destination, to
+	// their clusters (see backup.LegacyNames). Nil leaves such objects
+	// out of the inventory.
+	LegacyNames func() backup.LegacyNames
 
 	// Users, when set, names the backup configs that use a destination,
 	// as the host knows its configs. Remove, and an Update or Apply that

@@ -21,6 +21,10 @@ type Source struct {
 	Name string
 	// Catalog reads the source; storage.Bucket has what it needs.
 	Catalog backup.Catalog
+	// Legacy, when set, also finds the backups of the single-bucket world
+	// at the top of the source, attributed to clusters by the names the
+	// host knows (see backup.LegacyNames).
+	Legacy backup.LegacyNames
 }
 
 // Backup is an entry of a cluster's folder together with the source it was
@@ -101,6 +105,11 @@ func list(ctx context.Context, sources []Source, cluster string) ([]Backup, []er
 			continue
 		}
 		entries, err := backup.ListBackups(ctx, src.Catalog, cluster)
+		if err == nil && src.Legacy != nil {
+			var root []backup.Entry
+			root, err = backup.ListLegacyRoot(ctx, src.Catalog, cluster, src.Legacy)
+			entries = append(entries, root...)
+		}
 		if err != nil {
 			errs = append(errs, &SourceError{Source: src.Name, Err: err})
 			continue
