@@ -33,6 +33,7 @@ type controller struct {
 	registry  *destination.Registry
 	scheduler *schedule.Scheduler
 	pins      retention.PinSet // the backups drills read: retention leaves them alone
+	state     *state           // the destinations configs are bound to, across restarts
 	log       *slog.Logger
 
 	// Only the reconcile loop touches these.
@@ -40,6 +41,7 @@ type controller struct {
 	applied map[string]destination.BackupConfig // by job ID: the config each job was set from
 
 	mu      sync.Mutex
+	configs map[string]string            // job ID -> destination named in the file, of the configs being applied
 	etcd    map[string]backup.EtcdConfig // by cluster, for the snapshotters
 	drilled []drillTarget                // what the drills prove restorable
 	lastErr error                        // of the last reconcile
@@ -48,9 +50,24 @@ type controller struct {
 // drillTarget is a cluster's folder on a destination.
 type drillTarget struct{ cluster, destination string }
 
-func newController(path string, registry *destination.Registry, log *slog.Logger) *controller {
-	return &controller{path: path, registry: registry, log: log,
+func newController(path string, registry *destination.Registry, st *state, log *slog.Logger) *controller {
+	return &controller{path: path, registry: registry, state: st, log: log,
 		applied: map[string]destination.BackupConfig{}, etcd: map[string]backup.EtcdConfig{}}
+}
+
+// users names the backup configs of the file being applied that use the
+// destination dest: bound to it, or naming it. The registry refuses to
+// remove or move such a destination (destination.Options.Users).
+func (c *controller) users(dest string) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for id, named := range c.configs {
+		if bound := c.state.binding(id); bound == dest || bound == "" && named == dest {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // watch reconciles whenever the file's content changes, until ctx ends.
@@ -110,6 +127,13 @@ func (c *controller) apply(ctx context.Context, raw []byte) error {
 	if err != nil {
 		return fmt.Errorf("destinations: %w", err)
 	}
+	configs := map[string]string{}
+	for _, bc := range cfg.BackupConfigs {
+		configs[bc.id()] = bc.Destination
+	}
+	c.mu.Lock()
+	c.configs = configs
+	c.mu.Unlock()
 	changes, err := c.registry.Apply(ctx, desired)
 	if err != nil {
 		return fmt.Errorf("destinations: %w", err)
@@ -128,7 +152,7 @@ func (c *controller) apply(ctx context.Context, raw []byte) error {
 	for _, bc := range cfg.BackupConfigs {
 		id := bc.id()
 		seen[id] = true
-		if err := c.setJob(bc, nextEtcd); err != nil {
+		if err := c.setJob(ctx, bc, nextEtcd); err != nil {
 			errs = append(errs, fmt.Errorf("backup config %s: %w", id, err))
 			if _, ok := c.applied[id]; ok {
 				nextEtcd[bc.Cluster] = etcd[bc.Cluster] // its job keeps running as it was
@@ -150,6 +174,9 @@ func (c *controller) apply(ctx context.Context, raw []byte) error {
 			continue
 		}
 		delete(c.applied, id)
+		if err := c.state.forget(id); err != nil {
+			errs = append(errs, err)
+		}
 		c.log.Info("backup config removed", "id", id)
 	}
 
@@ -166,15 +193,25 @@ func (c *controller) apply(ctx context.Context, raw []byte) error {
 }
 
 // setJob validates one backup config against the registry and the config
-// it replaces, and sets its job.
-func (c *controller) setJob(bc backupConfig, etcd map[string]backup.EtcdConfig) error {
+// it replaces, binds it to its destination for good, and sets its job.
+func (c *controller) setJob(ctx context.Context, bc backupConfig, etcd map[string]backup.EtcdConfig) error {
+	cfg := bc.libraryConfig()
 	var existing *destination.BackupConfig
 	if prev, ok := c.applied[bc.id()]; ok {
 		existing = &prev
+	} else if bound := c.state.binding(bc.id()); bound != "" {
+		// Accepted before a restart: bound to the destination of then,
+		// whatever the default is now.
+		prev := cfg
+		prev.Destination = bound
+		existing = &prev
+	}
+	if cfg.Destination == "" && existing != nil {
+		cfg.Destination = existing.Destination
 	}
 	// The destination of an existing config may not change: its backups
 	// live on the old one (destination.ErrDestinationChanged).
-	valid, err := c.registry.ValidateBackupConfig(bc.libraryConfig(), existing)
+	valid, err := c.registry.ValidateBackupConfig(cfg, existing)
 	if err != nil {
 		return err
 	}
@@ -185,15 +222,44 @@ func (c *controller) setJob(bc backupConfig, etcd map[string]backup.EtcdConfig) 
 	if other, ok := etcd[bc.Cluster]; ok && strings.Join(other.Endpoints, ",") != strings.Join(ec.Endpoints, ",") {
 		return fmt.Errorf("cluster %s has other endpoints in another backup config", bc.Cluster)
 	}
-	if err := c.scheduler.Set(bc.job(valid)); err != nil {
+	if err := c.state.bind(bc.id(), valid.Destination); err != nil {
 		return err
 	}
 	etcd[bc.Cluster] = ec
+	if done, err := c.oneShotTaken(ctx, valid); err != nil || done {
+		if err == nil {
+			c.applied[bc.id()] = valid
+		}
+		return err
+	}
+	if err := c.scheduler.Set(bc.job(valid)); err != nil {
+		return err
+	}
 	if existing == nil || *existing != valid {
 		c.log.Info("backup config set", "id", bc.id(), "destination", valid.Destination, "schedule", valid.Schedule, "keep", valid.Keep)
 	}
 	c.applied[bc.id()] = valid
 	return nil
+}
+
+// oneShotTaken reports whether valid is a one-shot config whose backup
+// exists already, taken before a restart: it is done, and not run again.
+func (c *controller) oneShotTaken(ctx context.Context, valid destination.BackupConfig) (bool, error) {
+	if valid.Schedule != "" {
+		return false, nil
+	}
+	if _, ok := c.applied[valid.Cluster+"/"+valid.Name]; ok {
+		return false, nil // set in this run: the scheduler knows it ran
+	}
+	d, err := c.registry.Get(valid.Destination)
+	if err != nil {
+		return false, err
+	}
+	done, err := oneShotDone(ctx, d, valid.Cluster, valid.Name)
+	if done {
+		c.log.Info("one-shot backup taken before, not run again", "id", valid.Cluster+"/"+valid.Name, "destination", valid.Destination)
+	}
+	return done, err
 }
 
 // snapshotter returns the snapshotter of a cluster's etcd, for the

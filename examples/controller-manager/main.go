@@ -100,7 +100,18 @@ func run(ctx context.Context, o options) error {
 	log := o.logger
 
 	// The destinations. The registry is the host's value: nothing global.
-	registry, err := destination.NewRegistry(destination.Options{Secrets: mountedSecrets(o.secretsDir), Logger: log})
+	st, err := loadState(o.config + ".state.json")
+	if err != nil {
+		return err
+	}
+	var c *controller
+	registry, err := destination.NewRegistry(destination.Options{
+		Secrets: mountedSecrets(o.secretsDir),
+		Logger:  log,
+		// The registry refuses to remove or move a destination that
+		// backup configs use.
+		Users: func(dest string) []string { return c.users(dest) },
+	})
 	if err != nil {
 		return err
 	}
@@ -110,7 +121,7 @@ func run(ctx context.Context, o options) error {
 	// retention, on the registry's destinations; the inventory lets a
 	// restarted controller catch up on ticks it missed.
 	metrics := backup.NewMetrics()
-	c := newController(o.config, registry, log)
+	c = newController(o.config, registry, st, log)
 	c.scheduler, err = schedule.New(schedule.Config{
 		Runner: &schedule.PipelineRunner{
 			Snapshotter: c.snapshotter,
