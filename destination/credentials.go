@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/minio/minio-go/v7/pkg/credentials"
+	"gopkg.in/ini.v1"
 
 	"github.com/etcdbackup/etcdbackup/storage/s3"
 )
@@ -42,6 +43,12 @@ const (
 	SourceIAM CredentialsSource = "iam"
 	// SourceAnonymous sends unsigned requests, for public buckets.
 	SourceAnonymous CredentialsSource = "anonymous"
+	// SourceAWSFiles reads an AWS shared credentials file and config file
+	// pair, as the AWS CLI writes them (~/.aws/credentials and
+	// ~/.aws/config), for the profile Profile ("default" when empty): the
+	// keys from the credentials file, or else from the config file, and
+	// the region from the config file when the destination names none.
+	SourceAWSFiles CredentialsSource = "aws-files"
 )
 
 // FileRefresh is how long keys read by SourceFiles are used before the
@@ -73,6 +80,10 @@ type Credentials struct {
 	// IAMEndpoint overrides the metadata endpoint for SourceIAM. Empty
 	// means the standard ones.
 	IAMEndpoint string
+	// AWSCredentialsFile and AWSConfigFile name the shared files for
+	// SourceAWSFiles, at least one of them; Profile picks the profile in
+	// them, "default" when empty.
+	AWSCredentialsFile, AWSConfigFile, Profile string
 
 	// Revision is an opaque version of the credentials' content, such as
 	// the resourceVersion of the Secret. It is not used to find them; a
@@ -92,29 +103,36 @@ func (c Credentials) Validate() error {
 	files := c.AccessKeyFile != "" || c.SecretKeyFile != "" || c.SessionTokenFile != ""
 	env := c.AccessKeyEnv != "" || c.SecretKeyEnv != "" || c.SessionTokenEnv != ""
 	switch c.Source {
-	case SourceDefault, SourceAnonymous, SourceIAM, SourceSecret, SourceFiles, SourceEnv:
+	case SourceDefault, SourceAnonymous, SourceIAM, SourceSecret, SourceFiles, SourceEnv, SourceAWSFiles:
 	default:
-		return fmt.Errorf("unknown source %q (want secret, files, env, iam, anonymous or empty for the default chain)", c.Source)
+		return fmt.Errorf("unknown source %q (want secret, files, env, iam, aws-files, anonymous or empty for the default chain)", c.Source)
 	}
 	check(c.Source != SourceSecret && c.Secret != "", "secret")
 	check(c.Source != SourceFiles && files, "key files")
 	check(c.Source != SourceEnv && env, "environment variable names")
 	check(c.Source != SourceIAM && c.IAMEndpoint != "", "IAM endpoint")
+	check(c.Source != SourceAWSFiles && (c.AWSCredentialsFile != "" || c.AWSConfigFile != "" || c.Profile != ""), "AWS shared files")
 	if len(unexpected) > 0 {
 		return fmt.Errorf("source %q takes no %s", sourceName(c.Source), strings.Join(unexpected, ", "))
 	}
 	switch c.Source {
+	case SourceAWSFiles:
+		if c.AWSCredentialsFile == "" && c.AWSConfigFile == "" {
+			return errors.New("source aws-files needs a shared credentials file, a config file or both")
+		}
 	case SourceSecret:
 		if c.Secret == "" {
 			return errors.New("source secret needs the secret's name")
 		}
 	case SourceFiles:
-		if c.AccessKeyFile == "" || c.SecretKeyFile == "" {
-			return errors.New("source files needs an access key file and a secret key file")
+		// gs:// destinations take the secret key file alone (a service
+		// account's JSON key); Spec.Validate asks the others for both.
+		if c.SecretKeyFile == "" {
+			return errors.New("source files needs a secret key file")
 		}
 	case SourceEnv:
-		if (c.AccessKeyEnv == "") != (c.SecretKeyEnv == "") {
-			return errors.New("source env needs both variable names or neither")
+		if c.AccessKeyEnv != "" && c.SecretKeyEnv == "" {
+			return errors.New("source env needs the secret key variable with the access key variable")
 		}
 		if c.SessionTokenEnv != "" && c.AccessKeyEnv == "" {
 			return errors.New("source env with a session token variable needs the key variables too")
@@ -207,12 +225,20 @@ func (c Credentials) resolve(ctx context.Context, destination string, secrets Se
 	case SourceFiles:
 		return credentials.New(&fileProvider{access: c.AccessKeyFile, secret: c.SecretKeyFile, token: c.SessionTokenFile}), nil
 	case SourceEnv:
-		if c.AccessKeyEnv == "" {
+		if c.SecretKeyEnv == "" {
 			return s3.EnvCredentials(), nil
 		}
 		return credentials.New(&envProvider{access: c.AccessKeyEnv, secret: c.SecretKeyEnv, token: c.SessionTokenEnv}), nil
 	case SourceIAM:
 		return s3.IAMCredentials(c.IAMEndpoint), nil
+	case SourceAWSFiles:
+		var chain []credentials.Provider
+		for _, f := range []string{c.AWSCredentialsFile, c.AWSConfigFile} {
+			if f != "" {
+				chain = append(chain, &credentials.FileAWSCredentials{Filename: f, Profile: c.profile()})
+			}
+		}
+		return credentials.NewChainCredentials(chain), nil
 	case SourceAnonymous:
 		return credentials.New(&credentials.Static{Value: credentials.Value{SignerType: credentials.SignatureAnonymous}}), nil
 	default:
@@ -231,8 +257,10 @@ type fileProvider struct {
 func (p *fileProvider) RetrieveWithCredContext(*credentials.CredContext) (credentials.Value, error) {
 	v := credentials.Value{SignerType: credentials.SignatureV4}
 	var err error
-	if v.AccessKeyID, err = readKeyFile("access key", p.access); err != nil {
-		return credentials.Value{}, err
+	if p.access != "" {
+		if v.AccessKeyID, err = readKeyFile("access key", p.access); err != nil {
+			return credentials.Value{}, err
+		}
 	}
 	if v.SecretAccessKey, err = readKeyFile("secret key", p.secret); err != nil {
 		return credentials.Value{}, err
@@ -281,15 +309,17 @@ type envProvider struct {
 
 func (p *envProvider) RetrieveWithCredContext(*credentials.CredContext) (credentials.Value, error) {
 	v := credentials.Value{
-		AccessKeyID:     os.Getenv(p.access),
 		SecretAccessKey: os.Getenv(p.secret),
 		SignerType:      credentials.SignatureV4,
+	}
+	if p.access != "" {
+		v.AccessKeyID = os.Getenv(p.access)
 	}
 	if p.token != "" {
 		v.SessionToken = os.Getenv(p.token)
 	}
 	switch {
-	case v.AccessKeyID == "":
+	case p.access != "" && v.AccessKeyID == "":
 		return credentials.Value{}, fmt.Errorf("%w: environment variable %s is empty", ErrCredentials, p.access)
 	case v.SecretAccessKey == "":
 		return credentials.Value{}, fmt.Errorf("%w: environment variable %s is empty", ErrCredentials, p.secret)
@@ -302,3 +332,52 @@ func (p *envProvider) Retrieve() (credentials.Value, error) { return p.RetrieveW
 // IsExpired is always true: reading the environment costs nothing, and so
 // a changed variable is used at once.
 func (p *envProvider) IsExpired() bool { return true }
+
+// validateFor checks what only a kind of destination asks of its
+// credentials: S3 and Azure keys come in pairs, a gs:// destination's
+// service-account key comes alone.
+func (c Credentials) validateFor(scheme string) error {
+	switch scheme {
+	case SchemeS3, SchemeAzure:
+		if c.Source == SourceFiles && c.AccessKeyFile == "" {
+			return errors.New("source files needs an access key file and a secret key file")
+		}
+		if c.Source == SourceEnv && c.SecretKeyEnv != "" && c.AccessKeyEnv == "" {
+			return errors.New("source env needs both variable names or neither")
+		}
+	case SchemeGCS:
+		if c.AccessKeyFile != "" || c.AccessKeyEnv != "" || c.SessionTokenFile != "" || c.SessionTokenEnv != "" {
+			return errors.New("a gs:// destination takes a service account's JSON key alone: the secret key file, the secret key variable, or a secret's secret key")
+		}
+		if c.Source == SourceEnv && c.SecretKeyEnv == "" {
+			return errors.New("source env of a gs:// destination needs the name of the variable holding the JSON key")
+		}
+	}
+	return nil
+}
+
+func (c Credentials) profile() string {
+	if c.Profile == "" {
+		return "default"
+	}
+	return c.Profile
+}
+
+// awsRegion returns the region of the profile in the AWS config file of
+// SourceAWSFiles credentials, or "".
+func (c Credentials) awsRegion() (string, error) {
+	if c.Source != SourceAWSFiles || c.AWSConfigFile == "" {
+		return "", nil
+	}
+	f, err := ini.Load(c.AWSConfigFile)
+	if err != nil {
+		// ini's errors may quote a line of the file: a key.
+		return "", fmt.Errorf("%w: aws config file %s cannot be read", ErrCredentials, c.AWSConfigFile)
+	}
+	for _, name := range []string{"profile " + c.profile(), c.profile()} {
+		if sec, err := f.GetSection(name); err == nil {
+			return sec.Key("region").String(), nil
+		}
+	}
+	return "", nil
+}

@@ -122,6 +122,11 @@ func (r *Registry) open(ctx context.Context, spec Spec, loc Location) (*handle, 
 		if loc.PathStyle {
 			o.BucketLookup = s3.LookupPath
 		}
+		if o.Region == "" {
+			if o.Region, err = spec.Credentials.awsRegion(); err != nil {
+				return nil, err
+			}
+		}
 		b, err := s3.New(o)
 		if err != nil {
 			return nil, err
@@ -132,6 +137,12 @@ func (r *Registry) open(ctx context.Context, spec Spec, loc Location) (*handle, 
 			return nil, err
 		}
 		inner, probe, closer = b, p, tr.CloseIdleConnections
+	case loc.Scheme == SchemeGCS && spec.Credentials != (Credentials{}):
+		b, closeGCS, err := r.openGCS(ctx, spec, loc)
+		if err != nil {
+			return nil, err
+		}
+		inner, probe, closer = b, b, closeGCS
 	case loc.Scheme == SchemeAzure && spec.Credentials != (Credentials{}):
 		b, closeAzure, err := r.openAzure(ctx, spec, loc)
 		if err != nil {

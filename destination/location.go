@@ -167,7 +167,11 @@ func (p urlParser) parse() (Location, error) {
 		allowed = map[string]bool{"endpoint": true, "region": true, "insecure": true, "pathStyle": true}
 	case SchemeAzure:
 		allowed = map[string]bool{"endpoint": true, "account": true, "insecure": true}
-	case SchemeGCS, SchemeFile, SchemeMem:
+	case SchemeGCS:
+		// A Cloud Storage API other than Google's: a private endpoint or
+		// an emulator.
+		allowed = map[string]bool{"endpoint": true, "insecure": true}
+	case SchemeFile, SchemeMem:
 	default:
 		if p.custom != nil && p.custom(loc.Scheme) {
 			return p.parseCustom(loc)
@@ -430,10 +434,10 @@ func (l Location) Validate() error {
 		}
 	case SchemeGCS:
 		if err := checkBucketName(l.Bucket, 3, 222, "abcdefghijklmnopqrstuvwxyz0123456789-_."); err != nil {
-			add("bucket: %v (S3 bucket names are 3 to 63 lowercase letters, digits, '-' and '.')", err)
+			add("bucket: %v", err)
 		}
-		if l.Endpoint != "" || l.Insecure {
-			add("gs locations take no endpoint")
+		if l.Insecure && l.Endpoint == "" {
+			add("insecure needs an endpoint")
 		}
 	case SchemeAzure:
 		if err := checkBucketName(l.Bucket, 3, 63, "abcdefghijklmnopqrstuvwxyz0123456789-"); err != nil {

@@ -184,13 +184,17 @@ func (s Spec) validate(custom func(scheme string) bool) (Location, error) {
 	if err := s.Credentials.Validate(); err != nil {
 		return Location{}, specErr("credentials", err)
 	}
+	if err := s.Credentials.validateFor(loc.Scheme); err != nil {
+		return Location{}, specErr("credentials", err)
+	}
 	if s.Credentials != (Credentials{}) {
 		switch {
+		case loc.Scheme == SchemeGCS && gcsKeySource(s.Credentials):
 		case loc.Scheme == SchemeS3:
 		case loc.Scheme == SchemeAzure && !azureKeySource(s.Credentials):
 			return Location{}, specErr("credentials", errors.New("azblob:// destinations take a shared key from a secret, files or named environment variables: the storage account's name as the access key, its key as the secret key"))
 		case loc.Scheme != SchemeAzure && loc.Scheme != "":
-			return Location{}, specErr("credentials", fmt.Errorf("%s:// destinations take their credentials from the environment or the registry's URL mux", loc.Scheme))
+			return Location{}, specErr("credentials", fmt.Errorf("%s:// destinations take no credentials of their own: the environment's, or their opener's", loc.Scheme))
 		}
 	}
 	if s.CheckInterval < 0 {

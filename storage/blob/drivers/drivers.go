@@ -43,6 +43,8 @@ import (
 	"gocloud.dev/blob/memblob"
 	"gocloud.dev/blob/s3blob"
 	"gocloud.dev/gcp"
+
+	"github.com/etcdbackup/etcdbackup/storage"
 )
 
 // Options replaces the opener of a scheme. A nil *Options, and each nil
@@ -129,7 +131,8 @@ func (gcsDefault) OpenBucketURL(ctx context.Context, u *url.URL) (*gcblob.Bucket
 	}
 	creds, err := gcp.DefaultCredentials(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("gs://%s: no Google Application Default Credentials: %w", u.Host, err)
+		// Missing credentials are an auth failure: hosts classify it so.
+		return nil, fmt.Errorf("gs://%s: %w: no Google Application Default Credentials: %w", u.Host, storage.ErrPermission, err)
 	}
 	client, err := gcp.NewHTTPClient(gcp.DefaultTransport(), creds.TokenSource)
 	if err != nil {
