@@ -38,6 +38,10 @@ func startManager(t *testing.T, cfg *rest.Config, opts manager.Options, o contro
 	opts.Scheme = scheme(t)
 	opts.Metrics = metricsserver.Options{BindAddress: "0"}
 	opts.HealthProbeBindAddress = "0"
+	// Two replicas in one process register their controllers' metrics
+	// twice on controller-runtime's registry.
+	skip := true
+	opts.Controller.SkipNameValidation = &skip
 	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
 		t.Fatal(err)

@@ -38,7 +38,7 @@ type EtcdBackupConfigSpec struct {
 	// destination. Zero means the library's default (20).
 	// +kubebuilder:validation:Minimum=0
 	// +optional
-	Keep int32 `json:"keep,omitempty"`
+	Keep     int32 `json:"keep,omitempty"`
 	Encoding `json:",inline"`
 }
 

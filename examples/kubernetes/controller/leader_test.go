@@ -1,0 +1,84 @@
+package controller_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/etcdbackup/etcdbackup/examples/kubernetes/controller"
+)
+
+// successes reads the successful backups a replica ran from its own
+// metrics registry.
+func successes(t *testing.T, reg *prometheus.Registry) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != "etcdbackup_backup_success_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			n += m.GetCounter().GetValue()
+		}
+	}
+	return n
+}
+
+// TestLeaderElection runs two replicas against one API server: only the
+// elected leader runs backups; when it stops, the other takes over, and
+// no tick is backed up twice.
+func TestLeaderElection(t *testing.T) {
+	cfg, c := startAPIServer(t)
+	s3 := startMinIO(t)
+	data := startEtcd(t, "data", t.TempDir(), nil)
+	endpoint := data.Clients[0].Addr().String()
+	fillEtcd(t, "http://"+endpoint, 10)
+	create(t, c,
+		secret("default", "minio", s3.access, s3.secret),
+		dest("default", s3.bucket(t, "main"), "minio"),
+		cluster("prod", []string{"http://" + endpoint}),
+		config("frequent", "prod", "default", "@every 1s", 0),
+	)
+	lease, renew, retry := 4*time.Second, 3*time.Second, 250*time.Millisecond
+	opts := func() manager.Options {
+		return manager.Options{LeaderElection: true, LeaderElectionID: "etcdbackup-test", LeaderElectionNamespace: "default",
+			LeaderElectionReleaseOnCancel: true, LeaseDuration: &lease, RenewDeadline: &renew, RetryPeriod: &retry,
+			GracefulShutdownTimeout: &lease}
+	}
+	regA, regB := prometheus.NewRegistry(), prometheus.NewRegistry()
+	_, stopA, stoppedA := startManager(t, cfg, opts(), controller.Options{Registerer: regA})
+	eventually(t, "replica a backs up", func() bool { return successes(t, regA) >= 1 })
+	_, _, _ = startManager(t, cfg, opts(), controller.Options{Registerer: regB})
+	eventually(t, "replica a backs up three more times", func() bool { return successes(t, regA) >= 4 })
+	if n := successes(t, regB); n != 0 {
+		t.Fatalf("replica b ran %v backups while a led", n)
+	}
+
+	stopA()
+	<-stoppedA
+	ranA := successes(t, regA)
+	eventually(t, "replica b takes over", func() bool { return successes(t, regB) >= 3 })
+	if n := successes(t, regA); n != ranA {
+		t.Fatalf("replica a ran backups after it stopped: %v, then %v", ranA, n)
+	}
+	// Every run of either replica is one backup on MinIO, each with its
+	// own tick: no tick was backed up twice.
+	total := successes(t, regA) + successes(t, regB)
+	ids := map[string]bool{}
+	for _, k := range s3.keys(t, "main", "prod/") {
+		if id, ok := strings.CutSuffix(k[len("prod/"):], ".manifest.json"); ok {
+			ids[id] = true
+		}
+	}
+	// Replica b may have finished one more run since it was counted.
+	if got := float64(len(ids)); got < total || got > total+1 {
+		t.Fatalf("%v backups on MinIO, %v runs reported", got, total)
+	}
+}
