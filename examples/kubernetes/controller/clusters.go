@@ -87,9 +87,13 @@ func (c *clusters) snapshotter(ctx context.Context, name string) (backup.Snapsho
 func (c *clusters) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	var cl v1alpha1.EtcdCluster
 	if err := c.client.Get(ctx, req.NamespacedName, &cl); err != nil {
+		if apierrors.IsNotFound(err) {
+			c.forget(req.Name) // torn down and gone: a new cluster may take the name
+		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if cl.DeletionTimestamp.IsZero() {
+		c.forget(cl.Name) // a new cluster of the name of one torn down before
 		if controllerutil.AddFinalizer(&cl, Finalizer) {
 			return reconcile.Result{}, c.client.Update(ctx, &cl)
 		}
@@ -112,6 +116,12 @@ func (c *clusters) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 	}
 	controllerutil.RemoveFinalizer(&cl, Finalizer)
 	return reconcile.Result{}, client.IgnoreNotFound(c.client.Update(ctx, &cl))
+}
+
+func (c *clusters) forget(name string) {
+	c.mu.Lock()
+	delete(c.tornDown, name)
+	c.mu.Unlock()
 }
 
 // teardown stops the cluster's jobs, then deletes its backups from every

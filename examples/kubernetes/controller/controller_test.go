@@ -22,9 +22,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/etcdbackup/etcdbackup/examples/kubernetes/api/v1alpha1"
 	"github.com/etcdbackup/etcdbackup/examples/kubernetes/controller"
@@ -45,9 +44,6 @@ func startManager(t *testing.T, cfg *rest.Config, opts manager.Options, o contro
 	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
-	}
-	if o.Registerer == nil {
-		o.Registerer = prometheus.NewRegistry()
 	}
 	o.Destinations.CheckInterval = 500 * time.Millisecond
 	o.Destinations.PollInterval = 500 * time.Millisecond
@@ -184,7 +180,9 @@ func TestSeedController(t *testing.T) {
 	endpoint := data.Clients[0].Addr().String()
 	want := fillEtcd(t, "http://"+endpoint, 100)
 	restoreDir := t.TempDir()
-	startManager(t, cfg, manager.Options{}, controller.Options{RestoreDir: restoreDir})
+	// The library's collectors go to controller-runtime's registry, which
+	// the manager serves.
+	controllers, _, _ := startManager(t, cfg, manager.Options{}, controller.Options{RestoreDir: restoreDir})
 	ctx := t.Context()
 
 	mainURL := s3.bucket(t, "main")
@@ -226,6 +224,19 @@ func TestSeedController(t *testing.T) {
 				d.Status.Backups >= 2 && d.Status.LastSync != nil
 		})
 		eventually(t, "retention keeps three", func() bool { return manifests(t, s3, "main", "prod-a") == 3 })
+		mfs, err := ctrlmetrics.Registry.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		names := map[string]bool{}
+		for _, mf := range mfs {
+			names[mf.GetName()] = true
+		}
+		for _, n := range []string{"etcdbackup_backup_success_total", "etcdbackup_destination_available", "etcdbackup_schedule_jobs"} {
+			if !names[n] {
+				t.Errorf("%s is not on controller-runtime's metrics registry", n)
+			}
+		}
 	})
 
 	t.Run("a closed port makes a destination unavailable", func(t *testing.T) {
@@ -393,6 +404,26 @@ func TestSeedController(t *testing.T) {
 	})
 
 	t.Run("deleting a cluster deletes its backups only", func(t *testing.T) {
+		// An archive holds a backup of prod-a, then becomes read-only: the
+		// teardown leaves it there.
+		create(t, c, dest("archive", s3.bucket(t, "archive"), "minio"),
+			&v1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "archived"},
+				Spec: v1alpha1.EtcdBackupSpec{Cluster: "prod-a", Destination: "archive"}})
+		eventually(t, "the archived backup", func() bool { return manifests(t, s3, "archive", "prod-a") == 1 })
+		var archive v1alpha1.BackupDestination
+		if err := c.Get(ctx, types.NamespacedName{Name: "archive"}, &archive); err != nil {
+			t.Fatal(err)
+		}
+		archive.Spec.ReadOnly = true
+		if err := c.Update(ctx, &archive); err != nil {
+			t.Fatal(err)
+		}
+		cs := controllers
+		eventually(t, "the archive read-only", func() bool {
+			d, err := cs.Registry.Get("archive")
+			return err == nil && d.ReadOnly()
+		})
+
 		before := manifests(t, s3, "offsite", "prod-b")
 		if err := c.Delete(ctx, &v1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "prod-a"}}); err != nil {
 			t.Fatal(err)
@@ -406,6 +437,13 @@ func TestSeedController(t *testing.T) {
 		}
 		if manifests(t, s3, "offsite", "prod-b") < before || manifests(t, s3, "main", "prod-b") != 1 {
 			t.Error("prod-b's backups were touched")
+		}
+		if manifests(t, s3, "archive", "prod-a") != 1 {
+			t.Error("the read-only archive's backup of prod-a was deleted")
+		}
+		evs := events(t, c, "EtcdCluster", "prod-a")
+		if !hasEvent(evs, "BackupsDeleted") || !hasEvent(evs, "BackupsKept") {
+			t.Errorf("teardown events: %q", evs)
 		}
 		time.Sleep(2 * time.Second) // the old schedule would have run twice
 		if keys := s3.keys(t, "main", "prod-a/"); len(keys) != 0 {
