@@ -1,13 +1,17 @@
 package controller_test
 
 import (
+	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/minio/minio-go/v7"
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/etcdbackup/etcdbackup/backup"
 	"github.com/etcdbackup/etcdbackup/examples/kubernetes/controller"
 )
 
@@ -49,8 +53,7 @@ func TestLeaderElection(t *testing.T) {
 	lease, renew, retry := 4*time.Second, 3*time.Second, 250*time.Millisecond
 	opts := func() manager.Options {
 		return manager.Options{LeaderElection: true, LeaderElectionID: "etcdbackup-test", LeaderElectionNamespace: "default",
-			LeaderElectionReleaseOnCancel: true, LeaseDuration: &lease, RenewDeadline: &renew, RetryPeriod: &retry,
-			GracefulShutdownTimeout: &lease}
+			LeaderElectionReleaseOnCancel: true, LeaseDuration: &lease, RenewDeadline: &renew, RetryPeriod: &retry}
 	}
 	regA, regB := prometheus.NewRegistry(), prometheus.NewRegistry()
 	_, stopA, stoppedA := startManager(t, cfg, opts(), controller.Options{Registerer: regA})
@@ -68,17 +71,42 @@ func TestLeaderElection(t *testing.T) {
 	if n := successes(t, regA); n != ranA {
 		t.Fatalf("replica a ran backups after it stopped: %v, then %v", ranA, n)
 	}
-	// Every run of either replica is one backup on MinIO, each with its
-	// own tick: no tick was backed up twice.
+	// Every run of either replica is one backup on MinIO: the first ranA,
+	// by creation, are replica a's, the others b's, and b's first started
+	// after a's last was committed: no two runs overlapped.
 	total := successes(t, regA) + successes(t, regB)
-	ids := map[string]bool{}
-	for _, k := range s3.keys(t, "main", "prod/") {
-		if id, ok := strings.CutSuffix(k[len("prod/"):], ".manifest.json"); ok {
-			ids[id] = true
-		}
-	}
+	ms := backupTimes(t, s3, "main", "prod")
 	// Replica b may have finished one more run since it was counted.
-	if got := float64(len(ids)); got < total || got > total+1 {
+	if got := float64(len(ms)); got < total || got > total+1 {
 		t.Fatalf("%v backups on MinIO, %v runs reported", got, total)
 	}
+	lastA, firstB := ms[int(ranA)-1], ms[int(ranA)]
+	if !firstB.Created.After(lastA.Completed) {
+		t.Fatalf("replica b's first backup started at %v, before replica a's last was committed at %v", firstB.Created, lastA.Completed)
+	}
+}
+
+// backupTimes reads the manifests of a cluster's backups, ordered by
+// creation.
+func backupTimes(t *testing.T, s *minioServer, bucket, cluster string) []backup.Manifest {
+	t.Helper()
+	var ms []backup.Manifest
+	for _, k := range s.keys(t, bucket, cluster+"/") {
+		if !strings.HasSuffix(k, backup.ManifestSuffix) {
+			continue
+		}
+		obj, err := s.client.GetObject(t.Context(), bucket, k, minio.GetObjectOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m backup.Manifest
+		err = json.NewDecoder(obj).Decode(&m)
+		obj.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms = append(ms, m)
+	}
+	slices.SortFunc(ms, func(a, b backup.Manifest) int { return a.Created.Compare(b.Created) })
+	return ms
 }

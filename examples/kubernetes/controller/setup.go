@@ -33,6 +33,12 @@ type Options struct {
 	// MaxJitter spreads the ticks of jobs on the same schedule (see
 	// schedule.Config).
 	MaxJitter time.Duration
+	// StopTimeout is how long a stopping scheduler lets its backups in
+	// flight run before it cancels them; zero means
+	// schedule.DefaultStopTimeout. Keep it below the manager's
+	// GracefulShutdownTimeout: the manager releases its lease only after
+	// the scheduler returned, so the next leader never overlaps a backup.
+	StopTimeout time.Duration
 	// Identities decrypt encrypted backups for restores.
 	Identities []age.Identity
 	// RestoreDir is the directory restores create members' data
@@ -113,10 +119,11 @@ func Setup(mgr manager.Manager, o Options) (*Controllers, error) {
 		metrics: metrics, configs: configs, events: rec,
 	}
 	scheduler, err := schedule.New(schedule.Config{
-		Runner:    run,
-		Inventory: &schedule.CatalogInventory{Catalog: byName[backup.Catalog](registry)},
-		MaxJitter: o.MaxJitter,
-		Logger:    o.Logger,
+		Runner:      run,
+		Inventory:   &schedule.CatalogInventory{Catalog: byName[backup.Catalog](registry)},
+		MaxJitter:   o.MaxJitter,
+		StopTimeout: o.StopTimeout,
+		Logger:      o.Logger,
 	})
 	if err != nil {
 		registry.Close()
