@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/minio/minio-go/v7/pkg/credentials"
@@ -70,6 +71,9 @@ type destinations struct {
 	// changed carries the registry's events into the controller: a
 	// destination's availability or inventory changed.
 	changed chan event.GenericEvent
+	// resync is how often the statuses are written even without an event,
+	// so that lastSync follows syncs that found nothing new.
+	resync time.Duration
 }
 
 // registryKey is the one request the destinations controller handles.
@@ -178,7 +182,7 @@ func (d *destinations) Reconcile(ctx context.Context, _ reconcile.Request) (reco
 			errs = append(errs, err)
 		}
 	}
-	return reconcile.Result{}, errors.Join(append(errs, applyErr)...)
+	return reconcile.Result{RequeueAfter: d.resync}, errors.Join(append(errs, applyErr)...)
 }
 
 // spec maps an object onto the registry's spec. The Secret's

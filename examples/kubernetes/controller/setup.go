@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -92,8 +93,9 @@ func Setup(mgr manager.Manager, o Options) (*Controllers, error) {
 		now = time.Now
 	}
 	pins := &retention.PinSet{}
-	dests := &destinations{client: c, events: rec, changed: make(chan event.GenericEvent, 1)}
 	do := o.Destinations
+	dests := &destinations{client: c, events: rec, changed: make(chan event.GenericEvent, 1),
+		resync: cmp.Or(do.PollInterval, destination.DefaultPollInterval)}
 	do.Secrets = &secretResolver{client: c}
 	do.Observer = destination.ObserverFunc(dests.observe)
 	do.Logger = o.Logger
