@@ -42,6 +42,9 @@ func (o *oneShots) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 	if !b.DeletionTimestamp.IsZero() || b.Status.Phase == v1alpha1.PhaseCompleted || b.Status.Phase == v1alpha1.PhaseFailed {
 		return reconcile.Result{}, nil
 	}
+	// Update, not Patch: a cache that has not seen the end of the last
+	// run yet holds an old resourceVersion, and the conflict stops a
+	// second run.
 	b.Status.Phase, b.Status.StartTime = v1alpha1.PhaseRunning, now(o.now)
 	if err := o.client.Status().Update(ctx, &b); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)

@@ -48,6 +48,9 @@ func (r *restores) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 	if !rs.DeletionTimestamp.IsZero() || rs.Status.Phase == v1alpha1.PhaseCompleted || rs.Status.Phase == v1alpha1.PhaseFailed {
 		return reconcile.Result{}, nil
 	}
+	// Update, not Patch: a cache that has not seen the end of the last
+	// run yet holds an old resourceVersion, and the conflict stops a
+	// second run.
 	rs.Status.Phase, rs.Status.StartTime = v1alpha1.PhaseRunning, now(r.now)
 	if err := r.client.Status().Update(ctx, &rs); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
