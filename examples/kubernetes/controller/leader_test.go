@@ -5,11 +5,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/prometheus/client_golang/prometheus"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/etcdbackup/etcdbackup/backup"
 	"github.com/etcdbackup/etcdbackup/examples/kubernetes/controller"
@@ -50,11 +48,7 @@ func TestLeaderElection(t *testing.T) {
 		cluster("prod", []string{"http://" + endpoint}),
 		config("frequent", "prod", "default", "@every 1s", 0),
 	)
-	lease, renew, retry := 4*time.Second, 3*time.Second, 250*time.Millisecond
-	opts := func() manager.Options {
-		return manager.Options{LeaderElection: true, LeaderElectionID: "etcdbackup-test", LeaderElectionNamespace: "default",
-			LeaderElectionReleaseOnCancel: true, LeaseDuration: &lease, RenewDeadline: &renew, RetryPeriod: &retry}
-	}
+	opts := leaderOptions
 	regA, regB := prometheus.NewRegistry(), prometheus.NewRegistry()
 	_, stopA, stoppedA := startManager(t, cfg, opts(), controller.Options{Registerer: regA})
 	eventually(t, "replica a backs up", func() bool { return successes(t, regA) >= 1 })

@@ -35,9 +35,17 @@ import (
 // embedded etcd whose data is backed up. A missing binary fails the test.
 
 func scheme(t *testing.T) *runtime.Scheme {
+	s := newScheme()
+	if s == nil {
+		t.Fatal("scheme")
+	}
+	return s
+}
+
+func newScheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	if err := controller.AddToScheme(s); err != nil {
-		t.Fatal(err)
+		return nil
 	}
 	return s
 }
