@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -181,8 +182,9 @@ func TestSeedController(t *testing.T) {
 	want := fillEtcd(t, "http://"+endpoint, 100)
 	restoreDir := t.TempDir()
 	// The library's collectors go to controller-runtime's registry, which
-	// the manager serves.
-	controllers, _, _ := startManager(t, cfg, manager.Options{}, controller.Options{RestoreDir: restoreDir})
+	// the manager serves (labelled by run, so that -count=2 registers anew).
+	reg := prometheus.WrapRegistererWith(prometheus.Labels{"test_run": randomHex(t, 4)}, ctrlmetrics.Registry)
+	controllers, _, _ := startManager(t, cfg, manager.Options{}, controller.Options{RestoreDir: restoreDir, Registerer: reg})
 	ctx := t.Context()
 
 	mainURL := s3.bucket(t, "main")

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -25,6 +26,7 @@ import (
 const replicaEnv = "ETCDBACKUP_TEST_REPLICA_KUBECONFIG"
 
 func TestMain(m *testing.M) {
+	ctrl.SetLogger(logr.Discard())
 	if path := os.Getenv(replicaEnv); path != "" {
 		os.Exit(runReplica(path))
 	}
