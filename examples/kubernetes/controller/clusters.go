@@ -118,6 +118,14 @@ func (c *clusters) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 	return reconcile.Result{}, client.IgnoreNotFound(c.client.Update(ctx, &cl))
 }
 
+// destinationObject is the BackupDestination of a name, for Events.
+func destinationObject(name string) *v1alpha1.BackupDestination {
+	return &v1alpha1.BackupDestination{
+		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "BackupDestination"},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+	}
+}
+
 func (c *clusters) forget(name string) {
 	c.mu.Lock()
 	delete(c.tornDown, name)
@@ -144,8 +152,11 @@ func (c *clusters) teardown(ctx context.Context, cl *v1alpha1.EtcdCluster) error
 	}
 	var errs []error
 	for _, d := range c.registry.List() {
+		// The destination is the Events' related object: Events of one
+		// reason about one cluster would otherwise merge into one series.
+		related := destinationObject(d.Name())
 		if d.ReadOnly() {
-			c.events.Eventf(cl, nil, corev1.EventTypeNormal, "BackupsKept", "Teardown",
+			c.events.Eventf(cl, related, corev1.EventTypeNormal, "BackupsKept", "Teardown",
 				"destination %s is read-only: its backups of cluster %s stay", d.Name(), cl.Name)
 			continue
 		}
@@ -164,7 +175,7 @@ func (c *clusters) teardown(ctx context.Context, cl *v1alpha1.EtcdCluster) error
 				kept++
 			}
 		}
-		c.events.Eventf(cl, nil, corev1.EventTypeNormal, "BackupsDeleted", "Teardown",
+		c.events.Eventf(cl, related, corev1.EventTypeNormal, "BackupsDeleted", "Teardown",
 			"destination %s: %d objects of cluster %s deleted, %d kept (object locks, pins or foreign objects)", d.Name(), deleted, cl.Name, kept)
 	}
 	return errors.Join(errs...)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -426,6 +427,14 @@ func TestSeedController(t *testing.T) {
 			return err == nil && d.ReadOnly()
 		})
 
+		// A backup of prod-a under an object lock stays until the lock
+		// expires.
+		locked := dest("locked", s3.newBucket(t, "locked", true), "minio")
+		locked.Spec.ObjectLock = &v1alpha1.ObjectLock{Mode: "GOVERNANCE", RetainFor: metav1.Duration{Duration: time.Hour}}
+		create(t, c, locked, &v1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "locked"},
+			Spec: v1alpha1.EtcdBackupSpec{Cluster: "prod-a", Destination: "locked"}})
+		eventually(t, "the locked backup", func() bool { return manifests(t, s3, "locked", "prod-a") == 1 })
+
 		before := manifests(t, s3, "offsite", "prod-b")
 		if err := c.Delete(ctx, &v1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "prod-a"}}); err != nil {
 			t.Fatal(err)
@@ -443,10 +452,17 @@ func TestSeedController(t *testing.T) {
 		if manifests(t, s3, "archive", "prod-a") != 1 {
 			t.Error("the read-only archive's backup of prod-a was deleted")
 		}
-		evs := events(t, c, "EtcdCluster", "prod-a")
-		if !hasEvent(evs, "BackupsDeleted") || !hasEvent(evs, "BackupsKept") {
-			t.Errorf("teardown events: %q", evs)
+		if manifests(t, s3, "locked", "prod-a") != 1 {
+			t.Error("the object-locked backup of prod-a was deleted")
 		}
+		eventually(t, "teardown events for each destination", func() bool {
+			evs := events(t, c, "EtcdCluster", "prod-a")
+			return hasEvent(evs, "BackupsKept") && slices.ContainsFunc(evs, func(e string) bool {
+				return strings.Contains(e, "destination locked: 0 objects of cluster prod-a deleted, 1 kept")
+			}) && slices.ContainsFunc(evs, func(e string) bool {
+				return strings.Contains(e, "destination default: ") && strings.Contains(e, "of cluster prod-a deleted, 0 kept")
+			})
+		})
 		time.Sleep(2 * time.Second) // the old schedule would have run twice
 		if keys := s3.keys(t, "main", "prod-a/"); len(keys) != 0 {
 			t.Errorf("prod-a backed up after its deletion: %q", keys)

@@ -25,6 +25,7 @@ import (
 
 	"github.com/etcdbackup/etcdbackup/destination"
 	"github.com/etcdbackup/etcdbackup/examples/kubernetes/api/v1alpha1"
+	"github.com/etcdbackup/etcdbackup/storage"
 )
 
 // Secret keys of a destination's credentials.
@@ -106,7 +107,7 @@ func (d *destinations) secretChanged(ctx context.Context, o client.Object) []rec
 // updates.
 func (d *destinations) observe(e destination.Event) {
 	if e.Kind == destination.StatusChanged {
-		obj := &v1alpha1.BackupDestination{ObjectMeta: metav1.ObjectMeta{Name: e.Destination}}
+		obj := destinationObject(e.Destination)
 		if e.Status.Available() {
 			d.events.Eventf(obj, nil, corev1.EventTypeNormal, "Available", "Check", "destination is available")
 		} else if e.Status.State == destination.StateUnavailable {
@@ -195,6 +196,9 @@ func (d *destinations) spec(ctx context.Context, o *v1alpha1.BackupDestination) 
 	}
 	if o.Spec.CheckInterval != nil {
 		s.CheckInterval = o.Spec.CheckInterval.Duration
+	}
+	if l := o.Spec.ObjectLock; l != nil {
+		s.ObjectLock = destination.ObjectLock{Mode: storage.RetentionMode(l.Mode), RetainFor: l.RetainFor.Duration}
 	}
 	if ref := o.Spec.CredentialsSecretRef; ref != nil {
 		s.Credentials = destination.Credentials{Source: destination.SourceSecret, Secret: ref.Namespace + "/" + ref.Name}

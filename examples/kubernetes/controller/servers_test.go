@@ -152,7 +152,14 @@ func startMinIO(t *testing.T) *minioServer {
 
 func (s *minioServer) bucket(t *testing.T, name string) string {
 	t.Helper()
-	if err := s.client.MakeBucket(t.Context(), name, minio.MakeBucketOptions{}); err != nil {
+	return s.newBucket(t, name, false)
+}
+
+// newBucket makes a bucket, with object lock enabled when locking is set,
+// and returns its destination URL.
+func (s *minioServer) newBucket(t *testing.T, name string, locking bool) string {
+	t.Helper()
+	if err := s.client.MakeBucket(t.Context(), name, minio.MakeBucketOptions{ObjectLocking: locking}); err != nil {
 		t.Fatal(err)
 	}
 	return fmt.Sprintf("s3://%s?endpoint=%s&insecure=true", name, s.addr)

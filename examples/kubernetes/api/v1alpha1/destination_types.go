@@ -58,6 +58,21 @@ type BackupDestinationSpec struct {
 	// alone; restores still read it.
 	// +optional
 	ReadOnly bool `json:"readOnly,omitempty"`
+	// ObjectLock locks every backup written to the destination for a
+	// while: nobody deletes it before, not retention, not a cluster's
+	// teardown. The bucket must have object lock enabled (s3 only).
+	// +optional
+	ObjectLock *ObjectLock `json:"objectLock,omitempty"`
+}
+
+// ObjectLock is the S3 object lock put on every backup written.
+type ObjectLock struct {
+	// Mode is GOVERNANCE (users with a special permission may still
+	// delete) or COMPLIANCE (nobody may).
+	// +kubebuilder:validation:Enum=GOVERNANCE;COMPLIANCE
+	Mode string `json:"mode"`
+	// RetainFor is how long after writing a backup stays locked.
+	RetainFor metav1.Duration `json:"retainFor"`
 }
 
 // BackupDestinationStatus is what the controller knows of a destination.
