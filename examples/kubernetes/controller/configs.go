@@ -36,7 +36,8 @@ type configs struct {
 	scheduler *schedule.Scheduler
 	clusters  *clusters
 	// ran carries the end of each run into the controller, which then
-	// writes the config's status.
+	// writes the config's status, and the configs whose destination the
+	// registry changed.
 	ran chan event.GenericEvent
 
 	mu      sync.Mutex
@@ -65,6 +66,23 @@ func (c *configs) byField(field string) handler.MapFunc {
 			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&bc)})
 		}
 		return reqs
+	}
+}
+
+// revalidate enqueues the configs that name one of the destinations.
+func (c *configs) revalidate(ctx context.Context, destinations []string) {
+	for _, name := range destinations {
+		var list v1alpha1.EtcdBackupConfigList
+		if err := c.client.List(ctx, &list, client.MatchingFields{indexDestination: name}); err != nil {
+			continue
+		}
+		for i := range list.Items {
+			select {
+			case c.ran <- event.GenericEvent{Object: &list.Items[i]}:
+			case <-ctx.Done():
+				return
+			}
+		}
 	}
 }
 

@@ -271,8 +271,16 @@ func TestSeedController(t *testing.T) {
 	})
 
 	t.Run("a rotated secret is used by the next backup", func(t *testing.T) {
-		create(t, c, dest("offsite", offsiteURL, "rotating"), config("offsite", "prod-b", "offsite", "@every 1s", 0))
+		// The config comes first: refused until its destination exists.
+		create(t, c, config("offsite", "prod-b", "offsite", "@every 1s", 0))
 		var bc v1alpha1.EtcdBackupConfig
+		eventually(t, "the config refused", func() bool {
+			if err := c.Get(ctx, types.NamespacedName{Namespace: "default", Name: "offsite"}, &bc); err != nil {
+				t.Fatal(err)
+			}
+			return condition(bc.Status.Conditions, v1alpha1.ConditionAccepted).Reason == "DestinationNotFound"
+		})
+		create(t, c, dest("offsite", offsiteURL, "rotating"))
 		eventually(t, "backups with the wrong key fail", func() bool {
 			if err := c.Get(ctx, types.NamespacedName{Namespace: "default", Name: "offsite"}, &bc); err != nil {
 				t.Fatal(err)

@@ -69,6 +69,7 @@ type destinations struct {
 	client   client.Client
 	events   recorder
 	registry *destination.Registry
+	configs  *configs
 	// changed carries the registry's events into the controller: a
 	// destination's availability or inventory changed.
 	changed chan event.GenericEvent
@@ -171,7 +172,12 @@ func (d *destinations) Reconcile(ctx context.Context, _ reconcile.Request) (reco
 	if desired.Default == "" && len(desired.Destinations) > 0 {
 		desired.Default = desired.Destinations[0].Name
 	}
-	_, applyErr := d.registry.Apply(ctx, desired)
+	changes, applyErr := d.registry.Apply(ctx, desired)
+	if applyErr == nil {
+		// The configs that name a changed destination are checked again
+		// against the registry as it is now.
+		d.configs.revalidate(ctx, slices.Concat(changes.Added, changes.Updated, changes.Removed))
+	}
 	var errs []error
 	for i := range objs {
 		o := &objs[i]

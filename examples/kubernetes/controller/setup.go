@@ -107,6 +107,7 @@ func Setup(mgr manager.Manager, o Options) (*Controllers, error) {
 
 	metrics := backup.NewMetrics()
 	configs := &configs{client: c, events: rec, registry: registry, ran: make(chan event.GenericEvent, 64)}
+	dests.configs = configs
 	clusters := &clusters{client: c, events: rec, registry: registry, pins: pins, configs: configs}
 	configs.clusters = clusters
 	run := &runner{
