@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -81,7 +82,16 @@ func (c *clusters) snapshotter(ctx context.Context, name string) (backup.Snapsho
 	if !cl.DeletionTimestamp.IsZero() {
 		return nil, fmt.Errorf("%w: cluster %s", errTornDown, name)
 	}
-	return backup.NewEtcdSnapshotter(backup.EtcdConfig{Endpoints: cl.Spec.Endpoints})
+	return backup.NewEtcdSnapshotter(etcdConfig(&cl.Spec))
+}
+
+// etcdConfig is the snapshotter configuration of a cluster.
+func etcdConfig(s *v1alpha1.EtcdClusterSpec) backup.EtcdConfig {
+	cfg := backup.EtcdConfig{Endpoints: s.Endpoints}
+	if t := s.TLS; t != nil {
+		cfg.TLS = &transport.TLSInfo{TrustedCAFile: t.CAFile, CertFile: t.CertFile, KeyFile: t.KeyFile, ServerName: t.ServerName}
+	}
+	return cfg
 }
 
 func (c *clusters) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/etcdbackup/etcdbackup/destination"
+	"github.com/etcdbackup/etcdbackup/examples/kubernetes/api/v1alpha1"
 	"github.com/etcdbackup/etcdbackup/schedule"
 )
 
@@ -40,5 +41,18 @@ func TestRefusalReasons(t *testing.T) {
 		if got := configRefusal(tc.err); got != tc.conf {
 			t.Errorf("configRefusal(%v) = %s, want %s", tc.err, got, tc.conf)
 		}
+	}
+}
+
+func TestEtcdConfig(t *testing.T) {
+	plain := etcdConfig(&v1alpha1.EtcdClusterSpec{Endpoints: []string{"http://a:2379"}})
+	if plain.TLS != nil || len(plain.Endpoints) != 1 {
+		t.Errorf("plain: %v", plain)
+	}
+	tls := etcdConfig(&v1alpha1.EtcdClusterSpec{Endpoints: []string{"https://a:2379"},
+		TLS: &v1alpha1.EtcdTLS{CAFile: "/certs/ca.crt", CertFile: "/certs/tls.crt", KeyFile: "/certs/tls.key", ServerName: "etcd"}})
+	if tls.TLS == nil || tls.TLS.TrustedCAFile != "/certs/ca.crt" || tls.TLS.CertFile != "/certs/tls.crt" ||
+		tls.TLS.KeyFile != "/certs/tls.key" || tls.TLS.ServerName != "etcd" {
+		t.Errorf("tls: %+v", tls.TLS)
 	}
 }

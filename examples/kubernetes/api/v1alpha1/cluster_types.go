@@ -9,6 +9,30 @@ type EtcdClusterSpec struct {
 	// Endpoints are the etcd client URLs.
 	// +kubebuilder:validation:MinItems=1
 	Endpoints []string `json:"endpoints"`
+	// TLS configures client TLS, with files the controller's pod mounts
+	// (the cluster's etcd client certificate Secret). Nil means plain
+	// connections, or the system's roots for https endpoints.
+	// +optional
+	TLS *EtcdTLS `json:"tls,omitempty"`
+}
+
+// EtcdTLS names the files of an etcd client's TLS, as the controller's
+// pod mounts them. They are read at each backup, so rotated certificates
+// are picked up.
+type EtcdTLS struct {
+	// CAFile holds the PEM certificates of the authorities that sign the
+	// members' certificates.
+	// +optional
+	CAFile string `json:"caFile,omitempty"`
+	// CertFile and KeyFile hold the client certificate and its key.
+	// +optional
+	CertFile string `json:"certFile,omitempty"`
+	// +optional
+	KeyFile string `json:"keyFile,omitempty"`
+	// ServerName verifies the members' certificates for another name than
+	// the endpoints' host.
+	// +optional
+	ServerName string `json:"serverName,omitempty"`
 }
 
 // EtcdClusterStatus is what the controller knows of a cluster.
