@@ -4,6 +4,7 @@
 #                integration tests required: a skipped test fails the run)
 #   make lint    gofmt check, go vet, staticcheck
 #   make tools   install the pinned tools into .tools/bin (reused when present)
+#   make generate  regenerate examples/kubernetes' deepcopy code, CRDs and RBAC
 
 SHELL := /bin/bash
 .SHELLFLAGS := -o pipefail -ec
@@ -22,6 +23,20 @@ export ETCDBACKUP_MINIO_BIN := $(TOOLS)/minio
 export ETCDBACKUP_FAKE_GCS_BIN := $(TOOLS)/fake-gcs-server
 export ETCDBACKUP_AZURITE_BIN := $(AZURITE)
 
+# examples/kubernetes is a Go module of its own (the library's go.mod has
+# no Kubernetes module). Its envtest integration tests run a real
+# kube-apiserver and etcd, built from the Go module proxy by its tools
+# module (examples/kubernetes/tools/go.mod pins k8s.io/kubernetes and its
+# staging modules) into a directory named after the pinned versions, once.
+KUBE_DIR := examples/kubernetes
+KUBERNETES_VERSION := v1.37.2
+KUBE_ETCD_VERSION := v3.7.0
+CONTROLLER_GEN_VERSION := v0.23.0
+KUBE_ASSETS := $(CURDIR)/.tools/kubebuilder/k8s-$(KUBERNETES_VERSION)-etcd-$(KUBE_ETCD_VERSION)
+KUBE_TOOLS := $(KUBE_ASSETS)/kube-apiserver $(KUBE_ASSETS)/etcd $(TOOLS)/controller-gen
+export KUBEBUILDER_ASSETS := $(KUBE_ASSETS)
+export CONTROLLER_GEN := $(TOOLS)/controller-gen
+
 GO_TEST_FLAGS ?= -race -count=1 -timeout 60m
 
 .PHONY: all tools test lint fmt
@@ -30,7 +45,7 @@ all: lint test
 
 SERVERS := $(TOOLS)/minio $(TOOLS)/fake-gcs-server $(AZURITE)
 
-tools: $(SERVERS) $(TOOLS)/staticcheck
+tools: $(SERVERS) $(TOOLS)/staticcheck $(KUBE_TOOLS)
 
 $(TOOLS)/minio:
 	@echo "installing minio $(MINIO_VERSION) into $(TOOLS) (a few minutes, once)"
@@ -53,17 +68,43 @@ $(AZURITE): internal/azuritetest/package.json internal/azuritetest/package-lock.
 $(TOOLS)/staticcheck:
 	GOBIN=$(TOOLS) go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
-test: $(SERVERS)
+test: $(SERVERS) $(KUBE_TOOLS)
 	go test $(GO_TEST_FLAGS) -json ./... | go run ./internal/testreport
+	cd $(KUBE_DIR) && go test $(GO_TEST_FLAGS) -json ./... | (cd $(CURDIR) && go run ./internal/testreport)
 
 lint: $(TOOLS)/staticcheck
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	go vet ./...
 	$(TOOLS)/staticcheck ./...
+	cd $(KUBE_DIR) && go vet ./... && $(TOOLS)/staticcheck ./...
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
+
+# The control plane of examples/kubernetes' envtest: the versions in the
+# directory name must be those its tools module pins.
+$(KUBE_ASSETS)/kube-apiserver: | $(KUBE_DIR)/tools/go.mod
+	@grep -qE 'k8s.io/kubernetes $(KUBERNETES_VERSION)( |$$)' $(KUBE_DIR)/tools/go.mod || \
+		{ echo "$(KUBE_DIR)/tools/go.mod does not pin k8s.io/kubernetes $(KUBERNETES_VERSION)"; exit 1; }
+	@echo "building kube-apiserver $(KUBERNETES_VERSION) into $(KUBE_ASSETS) (several minutes, once)"
+	cd $(KUBE_DIR)/tools && go build -trimpath -o $@ k8s.io/kubernetes/cmd/kube-apiserver
+
+$(KUBE_ASSETS)/etcd: | $(KUBE_DIR)/tools/go.mod
+	@grep -qE 'go.etcd.io/etcd/server/v3 $(KUBE_ETCD_VERSION)( |$$)' $(KUBE_DIR)/tools/go.mod || \
+		{ echo "$(KUBE_DIR)/tools/go.mod does not pin go.etcd.io/etcd/server/v3 $(KUBE_ETCD_VERSION)"; exit 1; }
+	cd $(KUBE_DIR)/tools && go build -trimpath -o $@ go.etcd.io/etcd/server/v3
+
+$(TOOLS)/controller-gen:
+	GOBIN=$(TOOLS) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
+
+# generate: examples/kubernetes' deepcopy code, CRDs and RBAC, from its
+# Go types and markers; TestGeneratedManifestsAreCurrent checks them.
+.PHONY: generate
+generate: $(TOOLS)/controller-gen
+	cd $(KUBE_DIR) && $(CONTROLLER_GEN) object paths=./api/... \
+		crd paths=./api/... output:crd:dir=config/crd \
+		rbac:roleName=etcdbackup-controller paths=./controller/... output:rbac:dir=config/rbac
 
 # fuzz: run every fuzz target for FUZZTIME each: CI runs a count of
 # executions (a duration can end while the fuzzer minimizes a new input,

@@ -1,0 +1,106 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// RestoreMember is the etcd member whose data directory is restored, with
+// the flags of `etcdutl snapshot restore`.
+type RestoreMember struct {
+	// Name is the member's name (--name).
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name"`
+	// DataDir is the data directory to create, relative to the
+	// controller's restore directory (the volume it restores onto). It
+	// must not exist yet.
+	// +kubebuilder:validation:MinLength=1
+	DataDir string `json:"dataDir"`
+	// PeerURLs are the member's initial advertise peer URLs.
+	// +kubebuilder:validation:MinItems=1
+	// +listType=atomic
+	PeerURLs []string `json:"peerURLs"`
+	// InitialCluster lists every member as name=peerURL,... Empty means
+	// this member alone.
+	// +optional
+	InitialCluster string `json:"initialCluster,omitempty"`
+	// ClusterToken is the initial cluster token. Empty means etcd-cluster.
+	// +optional
+	ClusterToken string `json:"clusterToken,omitempty"`
+	// RevisionBump raises the restored store's revision by that much and
+	// marks it compacted, so that watchers relist.
+	// +optional
+	RevisionBump int64 `json:"revisionBump,omitempty"`
+}
+
+// EtcdRestoreSpec is one restore of a member's data directory from a
+// cluster's backup.
+//
+// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="an EtcdRestore's spec is immutable"
+type EtcdRestoreSpec struct {
+	// Cluster names the cluster whose backup is restored.
+	// +kubebuilder:validation:MinLength=1
+	Cluster string `json:"cluster"`
+	// Destination names the BackupDestination to restore from. Empty
+	// means every destination: the newest backup wins.
+	// +optional
+	Destination string `json:"destination,omitempty"`
+	// BackupID selects a backup by ID. Empty means the newest restorable.
+	// +optional
+	BackupID string `json:"backupID,omitempty"`
+	// Before restricts the search to backups created strictly before it.
+	// +optional
+	Before *metav1.Time `json:"before,omitempty"`
+	// Member is the data directory to restore.
+	Member RestoreMember `json:"member"`
+}
+
+// EtcdRestoreStatus is the outcome of a restore.
+type EtcdRestoreStatus struct {
+	// Phase is Pending, Running, Completed or Failed.
+	// +optional
+	Phase Phase `json:"phase,omitempty"`
+	// BackupID and Destination say which backup was restored.
+	// +optional
+	BackupID string `json:"backupID,omitempty"`
+	// +optional
+	Destination string `json:"destination,omitempty"`
+	// MemberID and ClusterID are the IDs the member has when it starts,
+	// in hexadecimal.
+	// +optional
+	MemberID string `json:"memberID,omitempty"`
+	// +optional
+	ClusterID string `json:"clusterID,omitempty"`
+	// Message says why the restore failed.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// StartTime and CompletionTime bound the restore.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+}
+
+// EtcdRestore restores one member's data directory from a backup. The
+// member's etcd is then started on it.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.spec.cluster`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Backup",type=string,JSONPath=`.status.backupID`
+type EtcdRestore struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   EtcdRestoreSpec   `json:"spec"`
+	Status EtcdRestoreStatus `json:"status,omitempty"`
+}
+
+// EtcdRestoreList is a list of EtcdRestores.
+//
+// +kubebuilder:object:root=true
+type EtcdRestoreList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []EtcdRestore `json:"items"`
+}

@@ -1,0 +1,279 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/etcdbackup/etcdbackup/backup"
+	"github.com/etcdbackup/etcdbackup/destination"
+	"github.com/etcdbackup/etcdbackup/examples/kubernetes/api/v1alpha1"
+	"github.com/etcdbackup/etcdbackup/retention"
+	"github.com/etcdbackup/etcdbackup/schedule"
+)
+
+// configs reconciles the scheduler's jobs to the EtcdBackupConfigs: one
+// job per config, its ID "namespace/name".
+type configs struct {
+	client    client.Client
+	events    recorder
+	registry  *destination.Registry
+	scheduler *schedule.Scheduler
+	clusters  *clusters
+	// ran carries the end of each run into the controller, which then
+	// writes the config's status, and the configs whose destination the
+	// registry changed.
+	ran chan event.GenericEvent
+
+	mu      sync.Mutex
+	applied map[string]destination.BackupConfig // by job ID: what each job was set from
+}
+
+func (c *configs) setup(mgr ctrl.Manager) error {
+	c.applied = map[string]destination.BackupConfig{}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1alpha1.EtcdBackupConfig{}).
+		Watches(&v1alpha1.BackupDestination{}, handler.EnqueueRequestsFromMapFunc(c.byField(indexDestination))).
+		Watches(&v1alpha1.EtcdCluster{}, handler.EnqueueRequestsFromMapFunc(c.byField(indexCluster))).
+		WatchesRawSource(source.Channel(c.ran, &handler.EnqueueRequestForObject{})).
+		Complete(c)
+}
+
+// byField enqueues the configs that name an object in a field.
+func (c *configs) byField(field string) handler.MapFunc {
+	return func(ctx context.Context, o client.Object) []reconcile.Request {
+		var list v1alpha1.EtcdBackupConfigList
+		if err := c.client.List(ctx, &list, client.MatchingFields{field: o.GetName()}); err != nil {
+			return nil
+		}
+		reqs := make([]reconcile.Request, 0, len(list.Items))
+		for _, bc := range list.Items {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&bc)})
+		}
+		return reqs
+	}
+}
+
+// revalidate enqueues the configs that name one of the destinations.
+func (c *configs) revalidate(ctx context.Context, destinations []string) {
+	for _, name := range destinations {
+		var list v1alpha1.EtcdBackupConfigList
+		if err := c.client.List(ctx, &list, client.MatchingFields{indexDestination: name}); err != nil {
+			continue
+		}
+		for i := range list.Items {
+			select {
+			case c.ran <- event.GenericEvent{Object: &list.Items[i]}:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
+}
+
+func jobID(key types.NamespacedName) string { return key.Namespace + "/" + key.Name }
+
+func (c *configs) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	var bc v1alpha1.EtcdBackupConfig
+	if err := c.client.Get(ctx, req.NamespacedName, &bc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return reconcile.Result{}, c.remove(ctx, jobID(req.NamespacedName))
+		}
+		return reconcile.Result{}, err
+	}
+	if !bc.DeletionTimestamp.IsZero() {
+		return reconcile.Result{}, c.remove(ctx, jobID(req.NamespacedName))
+	}
+	before := bc.Status.DeepCopy()
+	err := c.set(ctx, &bc)
+	accepted := metav1.Condition{Type: v1alpha1.ConditionAccepted, Status: metav1.ConditionTrue, Reason: "Scheduled",
+		Message: "the backup job is scheduled", ObservedGeneration: bc.Generation}
+	if err != nil {
+		accepted.Status, accepted.Reason, accepted.Message = metav1.ConditionFalse, configRefusal(err), err.Error()
+		// A refused config runs no more: its old job would back up what
+		// the object no longer says.
+		if rerr := c.remove(ctx, jobID(req.NamespacedName)); rerr != nil {
+			return reconcile.Result{}, rerr
+		}
+	}
+	if meta.SetStatusCondition(&bc.Status.Conditions, accepted) && err != nil {
+		c.events.Eventf(&bc, nil, corev1.EventTypeWarning, "Refused", "Schedule", "%s", err.Error())
+	}
+	bc.Status.ObservedGeneration = bc.Generation
+	if js, ok := c.scheduler.Get(jobID(req.NamespacedName)); ok && err == nil {
+		jobStatus(&bc.Status, js.Status, bc.Generation)
+	}
+	if !equalStatus(before, &bc.Status) {
+		if err := c.client.Status().Update(ctx, &bc); err != nil {
+			return reconcile.Result{}, client.IgnoreNotFound(err)
+		}
+	}
+	return reconcile.Result{}, nil
+}
+
+// set validates a config against the registry and its cluster and sets
+// its job.
+func (c *configs) set(ctx context.Context, bc *v1alpha1.EtcdBackupConfig) error {
+	id := jobID(client.ObjectKeyFromObject(bc))
+	var cl v1alpha1.EtcdCluster
+	if err := c.client.Get(ctx, types.NamespacedName{Name: bc.Spec.Cluster}, &cl); err != nil {
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("%w: cluster %s not found", errNoCluster, bc.Spec.Cluster)
+		}
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var existing *destination.BackupConfig
+	if prev, ok := c.applied[id]; ok {
+		existing = &prev
+	}
+	valid, err := c.registry.ValidateBackupConfig(destination.BackupConfig{
+		Name: bc.Name, Cluster: bc.Spec.Cluster, Destination: bc.Spec.Destination,
+		Schedule: bc.Spec.Schedule, Keep: int(bc.Spec.Keep)}, existing)
+	if err != nil {
+		return err
+	}
+	job := schedule.Job{
+		ID: id, Schedule: valid.Schedule, Cluster: valid.Cluster, Name: valid.Name,
+		Destinations: []string{valid.Destination},
+		Compression:  backup.Compression(bc.Spec.Compression),
+		Encryption:   backup.Encryption{Recipients: bc.Spec.Recipients},
+	}
+	if valid.Keep > 0 {
+		job.Retention = retention.KeepLast(valid.Keep)
+	}
+	// A cluster being torn down gets no new job: its backups are being
+	// deleted. The check and Set hold the clusters' lock, which the
+	// teardown takes before it removes the cluster's jobs.
+	return c.clusters.unlessTornDown(&cl, func() error {
+		if err := c.scheduler.Set(job); err != nil {
+			return err
+		}
+		c.applied[id] = valid
+		return nil
+	})
+}
+
+func (c *configs) remove(ctx context.Context, id string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.applied[id]; !ok {
+		return nil
+	}
+	// Remove waits until a run in flight has been cancelled.
+	if err := c.scheduler.Remove(ctx, id); err != nil {
+		return err
+	}
+	delete(c.applied, id)
+	return nil
+}
+
+// jobStatus copies what the scheduler knows of a job into a config's
+// status.
+func jobStatus(st *v1alpha1.EtcdBackupConfigStatus, s schedule.Status, gen int64) {
+	st.LastBackup = optTime(s.LastRun)
+	st.LastSuccess = optTime(s.LastSuccess)
+	st.NextBackup = optTime(s.NextRun)
+	switch {
+	case s.LastError != nil:
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.ConditionBackupSucceeded, Status: metav1.ConditionFalse,
+			Reason: "BackupFailed", Message: s.LastError.Error(), ObservedGeneration: gen})
+	case !s.LastSuccess.IsZero():
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.ConditionBackupSucceeded, Status: metav1.ConditionTrue,
+			Reason: "BackupCompleted", Message: fmt.Sprintf("%d backups succeeded since the job was set", s.Successes), ObservedGeneration: gen})
+	}
+}
+
+var errNoCluster = errors.New("no such cluster")
+
+func configRefusal(err error) string {
+	for _, s := range []struct {
+		err    error
+		reason string
+	}{
+		{errNoCluster, "ClusterNotFound"},
+		{errTornDown, "ClusterDeleted"},
+		{destination.ErrNotFound, "DestinationNotFound"},
+		{destination.ErrReadOnly, "DestinationReadOnly"},
+		{destination.ErrDestinationChanged, "DestinationChanged"},
+		{schedule.ErrInvalidJob, "InvalidJob"},
+		{destination.ErrInvalidBackupConfig, "InvalidConfig"},
+	} {
+		if errors.Is(err, s.err) {
+			return s.reason
+		}
+	}
+	return "Error"
+}
+
+func optTime(t time.Time) *metav1.Time {
+	if t.IsZero() {
+		return nil
+	}
+	mt := metav1.NewTime(t)
+	return &mt
+}
+
+// equalStatus compares statuses as the API server stores them: times to
+// the second.
+func equalStatus(a, b any) bool { return equality.Semantic.DeepEqual(a, b) }
+
+// runner runs each job through the library's PipelineRunner, with the
+// job's config as the object of its events, and tells the configs
+// controller when a run ended.
+type runner struct {
+	base    schedule.PipelineRunner
+	metrics *backup.Metrics
+	configs *configs
+	events  recorder
+}
+
+func (r *runner) Backup(ctx context.Context, job schedule.Job, tick time.Time) error {
+	obj := configObject(job.ID)
+	p := r.base
+	p.Observer = backup.Observers{r.metrics, &backupEvents{events: r.events, obj: obj}}
+	err := p.Backup(ctx, job, tick)
+	select {
+	case r.configs.ran <- event.GenericEvent{Object: obj}:
+	default: // the controller is behind; the config's next event catches up
+	}
+	return err
+}
+
+func (r *runner) Prune(ctx context.Context, job schedule.Job) error {
+	return r.base.Prune(ctx, job)
+}
+
+// configObject is the config of a job ID, for events and requests.
+func configObject(id string) *v1alpha1.EtcdBackupConfig {
+	ns, name, _ := cutLast(id)
+	return &v1alpha1.EtcdBackupConfig{
+		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "EtcdBackupConfig"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+	}
+}
+
+func cutLast(id string) (string, string, bool) {
+	for i := len(id) - 1; i >= 0; i-- {
+		if id[i] == '/' {
+			return id[:i], id[i+1:], true
+		}
+	}
+	return "", id, false
+}

@@ -1,0 +1,328 @@
+package controller
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/minio/minio-go/v7/pkg/credentials"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/etcdbackup/etcdbackup/destination"
+	"github.com/etcdbackup/etcdbackup/examples/kubernetes/api/v1alpha1"
+	"github.com/etcdbackup/etcdbackup/storage"
+)
+
+// Secret keys of a destination's credentials.
+const (
+	SecretAccessKey    = "accessKeyID"
+	SecretSecretKey    = "secretAccessKey"
+	SecretSessionToken = "sessionToken"
+)
+
+// secretResolver reads a destination's keys from the Secret
+// "namespace/name" through the manager's client.
+type secretResolver struct{ client client.Reader }
+
+func (s *secretResolver) ResolveSecret(ctx context.Context, _, ref string) (*credentials.Credentials, error) {
+	ns, name, ok := strings.Cut(ref, "/")
+	if !ok {
+		return nil, fmt.Errorf("secret reference %q is not namespace/name", ref)
+	}
+	var sec corev1.Secret
+	if err := s.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &sec); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("secret %s not found", ref)
+		}
+		return nil, fmt.Errorf("secret %s: %w", ref, err)
+	}
+	keys := destination.Keys{
+		AccessKey:    string(sec.Data[SecretAccessKey]),
+		SecretKey:    string(sec.Data[SecretSecretKey]),
+		SessionToken: string(sec.Data[SecretSessionToken]),
+	}
+	if keys.AccessKey == "" || keys.SecretKey == "" {
+		return nil, fmt.Errorf("secret %s lacks %s or %s", ref, SecretAccessKey, SecretSecretKey)
+	}
+	return keys.Credentials(), nil
+}
+
+// destinations reconciles the registry to every BackupDestination at
+// once, as Registry.Apply wants the whole set, and writes each object's
+// status from the registry.
+type destinations struct {
+	client   client.Client
+	events   recorder
+	registry *destination.Registry
+	configs  *configs
+	// changed carries the registry's events into the controller: a
+	// destination's availability or inventory changed.
+	changed chan event.GenericEvent
+	// resync is how often the statuses are written even without an event,
+	// so that lastSync follows syncs that found nothing new.
+	resync time.Duration
+}
+
+// registryKey is the one request the destinations controller handles.
+var registryKey = reconcile.Request{NamespacedName: types.NamespacedName{Name: "registry"}}
+
+func (d *destinations) setup(mgr ctrl.Manager) error {
+	all := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
+		return []reconcile.Request{registryKey}
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("backupdestination").
+		Watches(&v1alpha1.BackupDestination{}, all).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(d.secretChanged)).
+		WatchesRawSource(source.Channel(d.changed, all)).
+		Complete(d)
+}
+
+// secretChanged enqueues the registry when a Secret a destination uses
+// changes: the new resourceVersion becomes the credentials' revision, and
+// Apply reopens the destination with the new keys.
+func (d *destinations) secretChanged(ctx context.Context, o client.Object) []reconcile.Request {
+	var list v1alpha1.BackupDestinationList
+	if err := d.client.List(ctx, &list, client.MatchingFields{indexSecret: o.GetNamespace() + "/" + o.GetName()}); err != nil || len(list.Items) == 0 {
+		return nil
+	}
+	return []reconcile.Request{registryKey}
+}
+
+// observe turns the registry's events into Kubernetes Events and status
+// updates.
+func (d *destinations) observe(e destination.Event) {
+	if e.Kind == destination.StatusChanged {
+		obj := destinationObject(e.Destination)
+		if e.Status.Available() {
+			d.events.Eventf(obj, nil, corev1.EventTypeNormal, "Available", "Check", "destination is available")
+		} else if e.Status.State == destination.StateUnavailable {
+			d.events.Eventf(obj, nil, corev1.EventTypeWarning, "Unavailable", "Check", "%s: %s", e.Status.Reason, e.Status.Message)
+		}
+	}
+	select {
+	case d.changed <- event.GenericEvent{Object: &v1alpha1.BackupDestination{}}:
+	default: // a reconcile is pending already; it reads the newest state
+	}
+}
+
+func (d *destinations) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
+	var list v1alpha1.BackupDestinationList
+	if err := d.client.List(ctx, &list); err != nil {
+		return reconcile.Result{}, err
+	}
+	// The default first, then by age: of two destinations that claim the
+	// same location, the older keeps it.
+	objs := slices.DeleteFunc(list.Items, func(o v1alpha1.BackupDestination) bool { return !o.DeletionTimestamp.IsZero() })
+	slices.SortFunc(objs, func(a, b v1alpha1.BackupDestination) int {
+		return cmp.Or(
+			-cmp.Compare(boolInt(a.Name == v1alpha1.DefaultDestination), boolInt(b.Name == v1alpha1.DefaultDestination)),
+			a.CreationTimestamp.Compare(b.CreationTimestamp.Time),
+			cmp.Compare(a.Name, b.Name))
+	})
+	refused := map[string]error{}
+	var desired destination.Desired
+	var locs []struct {
+		name string
+		loc  destination.Location
+	}
+	for i := range objs {
+		o := &objs[i]
+		spec, err := d.spec(ctx, o)
+		var loc destination.Location
+		if err == nil {
+			loc, err = spec.Location()
+		}
+		if err == nil {
+			for _, l := range locs {
+				if l.loc.Overlaps(loc) {
+					err = fmt.Errorf("%w: %s is the location of destination %s", destination.ErrLocationInUse, loc, l.name)
+					break
+				}
+			}
+		}
+		if err != nil {
+			refused[o.Name] = err
+			continue
+		}
+		locs = append(locs, struct {
+			name string
+			loc  destination.Location
+		}{o.Name, loc})
+		desired.Destinations = append(desired.Destinations, spec)
+		if o.Name == v1alpha1.DefaultDestination {
+			desired.Default = o.Name
+		}
+	}
+	if desired.Default == "" && len(desired.Destinations) > 0 {
+		desired.Default = desired.Destinations[0].Name
+	}
+	changes, applyErr := d.registry.Apply(ctx, desired)
+	if applyErr == nil {
+		// The configs that name a changed destination are checked again
+		// against the registry as it is now.
+		d.configs.revalidate(ctx, slices.Concat(changes.Added, changes.Updated, changes.Removed))
+	}
+	var errs []error
+	for i := range objs {
+		o := &objs[i]
+		err := refused[o.Name]
+		if err == nil {
+			err = applyErr
+		}
+		if err := d.writeStatus(ctx, o, err); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return reconcile.Result{RequeueAfter: d.resync}, errors.Join(append(errs, applyErr)...)
+}
+
+// spec maps an object onto the registry's spec. The Secret's
+// resourceVersion is the credentials' revision: a rotated Secret reopens
+// the destination with its new keys.
+func (d *destinations) spec(ctx context.Context, o *v1alpha1.BackupDestination) (destination.Spec, error) {
+	s := destination.Spec{Name: o.Name, URL: o.Spec.URL, ReadOnly: o.Spec.ReadOnly}
+	if o.Spec.PollInterval != nil {
+		s.PollInterval = o.Spec.PollInterval.Duration
+	}
+	if o.Spec.CheckInterval != nil {
+		s.CheckInterval = o.Spec.CheckInterval.Duration
+	}
+	if l := o.Spec.ObjectLock; l != nil {
+		s.ObjectLock = destination.ObjectLock{Mode: storage.RetentionMode(l.Mode), RetainFor: l.RetainFor.Duration}
+	}
+	if ref := o.Spec.CredentialsSecretRef; ref != nil {
+		s.Credentials = destination.Credentials{Source: destination.SourceSecret, Secret: ref.Namespace + "/" + ref.Name}
+		var sec corev1.Secret
+		err := d.client.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, &sec)
+		switch {
+		case err == nil:
+			s.Credentials.Revision = sec.ResourceVersion
+		case !apierrors.IsNotFound(err):
+			return s, err
+		}
+		// A missing Secret leaves the destination unavailable until it
+		// appears; its checks say so.
+	}
+	return s, s.Validate()
+}
+
+// writeStatus sets an object's Accepted condition from refused, and its
+// Available condition and inventory from the registry.
+func (d *destinations) writeStatus(ctx context.Context, o *v1alpha1.BackupDestination, refused error) error {
+	before := o.Status.DeepCopy()
+	st := &o.Status
+	st.ObservedGeneration = o.Generation
+	if refused != nil {
+		if meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.ConditionAccepted, Status: metav1.ConditionFalse,
+			Reason: refusalReason(refused), Message: refused.Error(), ObservedGeneration: o.Generation}) {
+			d.events.Eventf(o, nil, corev1.EventTypeWarning, "Refused", "Apply", "%s", refused.Error())
+		}
+		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionAvailable)
+	} else {
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.ConditionAccepted, Status: metav1.ConditionTrue,
+			Reason: "Applied", Message: "the destination is in the registry", ObservedGeneration: o.Generation})
+		if dst, err := d.registry.Get(o.Name); err == nil {
+			setAvailable(st, dst.Status(), o.Generation)
+			inv := dst.Inventory()
+			if !inv.Synced.IsZero() {
+				t := metav1.NewTime(inv.Synced)
+				st.LastSync = &t
+			}
+			st.Backups = int32(countBackups(inv))
+		}
+	}
+	if equalStatus(before, st) {
+		return nil
+	}
+	return client.IgnoreNotFound(d.client.Status().Update(ctx, o))
+}
+
+func setAvailable(st *v1alpha1.BackupDestinationStatus, s destination.Status, gen int64) {
+	c := metav1.Condition{Type: v1alpha1.ConditionAvailable, ObservedGeneration: gen}
+	switch s.State {
+	case destination.StateAvailable:
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, "Available", "the last check reached the destination"
+	case destination.StateUnavailable:
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, camel(string(s.Reason)), s.Message
+	default:
+		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, "NotChecked", "the destination was not checked yet"
+	}
+	meta.SetStatusCondition(&st.Conditions, c)
+}
+
+// countBackups counts the backups of an inventory: one manifest per backup.
+func countBackups(inv destination.Inventory) int {
+	n := 0
+	for _, e := range inv.Entries {
+		if e.Restorable() {
+			n++
+		}
+	}
+	return n
+}
+
+// refusalReason names the library's sentinel an error wraps, as a
+// condition reason.
+func refusalReason(err error) string {
+	for _, s := range []struct {
+		err    error
+		reason string
+	}{
+		{destination.ErrLocationInUse, "LocationInUse"},
+		{destination.ErrCredentialsInURL, "CredentialsInURL"},
+		{destination.ErrInvalidURL, "InvalidURL"},
+		{destination.ErrInvalidSpec, "InvalidSpec"},
+		{destination.ErrRemoveDefault, "RemoveDefault"},
+		{destination.ErrNoDefault, "NoDefault"},
+	} {
+		if errors.Is(err, s.err) {
+			return s.reason
+		}
+	}
+	return "Error"
+}
+
+// camel turns a library reason such as "missing-bucket" into a condition
+// reason, "MissingBucket".
+func camel(s string) string {
+	var b strings.Builder
+	up := true
+	for _, r := range s {
+		if r == '-' || r == '_' || r == ' ' {
+			up = true
+			continue
+		}
+		if up {
+			r = unicode.ToUpper(r)
+		}
+		b.WriteRune(r)
+		up = false
+	}
+	if b.Len() == 0 {
+		return "Unknown"
+	}
+	return b.String()
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,112 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"filippo.io/age"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/etcdbackup/etcdbackup/destination"
+	"github.com/etcdbackup/etcdbackup/examples/kubernetes/api/v1alpha1"
+	"github.com/etcdbackup/etcdbackup/restore"
+	"github.com/etcdbackup/etcdbackup/retention"
+)
+
+// restores runs each EtcdRestore once through a restore.Restorer, into a
+// data directory under dir.
+type restores struct {
+	client     client.Client
+	events     recorder
+	registry   *destination.Registry
+	pins       *retention.PinSet
+	dir        string
+	identities []age.Identity
+	now        func() time.Time
+	log        *slog.Logger
+}
+
+func (r *restores) setup(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).For(&v1alpha1.EtcdRestore{}).Complete(r)
+}
+
+// Reconcile runs a restore that has not ended. A restore writes its data
+// directory aside and renames it into place at the end, so one
+// interrupted by a restart runs again from the start; one that had
+// finished finds its directory there and fails with ErrTargetExists.
+func (r *restores) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	var rs v1alpha1.EtcdRestore
+	if err := r.client.Get(ctx, req.NamespacedName, &rs); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if !rs.DeletionTimestamp.IsZero() || rs.Status.Phase == v1alpha1.PhaseCompleted || rs.Status.Phase == v1alpha1.PhaseFailed {
+		return reconcile.Result{}, nil
+	}
+	// Update, not Patch: a cache that has not seen the end of the last
+	// run yet holds an old resourceVersion, and the conflict stops a
+	// second run.
+	rs.Status.Phase, rs.Status.StartTime = v1alpha1.PhaseRunning, now(r.now)
+	if err := r.client.Status().Update(ctx, &rs); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	err := r.run(ctx, &rs)
+	rs.Status.CompletionTime = now(r.now)
+	if err != nil {
+		if ctx.Err() != nil {
+			return reconcile.Result{}, ctx.Err()
+		}
+		rs.Status.Phase, rs.Status.Message = v1alpha1.PhaseFailed, err.Error()
+	} else {
+		rs.Status.Phase, rs.Status.Message = v1alpha1.PhaseCompleted, ""
+	}
+	return reconcile.Result{}, client.IgnoreNotFound(r.client.Status().Update(ctx, &rs))
+}
+
+func (r *restores) run(ctx context.Context, rs *v1alpha1.EtcdRestore) error {
+	if r.dir == "" {
+		return fmt.Errorf("restores are disabled: the controller has no restore directory")
+	}
+	m := rs.Spec.Member
+	if !filepath.IsLocal(m.DataDir) {
+		return fmt.Errorf("member data directory %q is not a relative path inside the restore directory", m.DataDir)
+	}
+	var sources []restore.Source
+	if rs.Spec.Destination != "" {
+		d, err := r.registry.Get(rs.Spec.Destination)
+		if err != nil {
+			return err
+		}
+		sources = append(sources, restore.Source{Name: d.Name(), Catalog: d})
+	} else {
+		for _, d := range r.registry.List() {
+			sources = append(sources, restore.Source{Name: d.Name(), Catalog: d})
+		}
+	}
+	q := restore.Query{Cluster: rs.Spec.Cluster, ID: rs.Spec.BackupID}
+	if rs.Spec.Before != nil {
+		q.Before = rs.Spec.Before.Time
+	}
+	b, err := restore.Find(ctx, sources, q)
+	if err != nil {
+		return err
+	}
+	rs.Status.BackupID, rs.Status.Destination = b.ID, b.Source
+	restorer := &restore.Restorer{Identities: r.identities, Observer: &restoreEvents{events: r.events, obj: rs},
+		Logger: r.log, Now: r.now, Pins: r.pins}
+	rm, err := restorer.Restore(ctx, b, restore.Member{
+		Name: m.Name, DataDir: filepath.Join(r.dir, m.DataDir), PeerURLs: m.PeerURLs,
+		InitialCluster: m.InitialCluster, ClusterToken: m.ClusterToken, RevisionBump: uint64(max(m.RevisionBump, 0)),
+	})
+	if err != nil {
+		return err
+	}
+	rs.Status.MemberID = strconv.FormatUint(rm.MemberID, 16)
+	rs.Status.ClusterID = strconv.FormatUint(rm.ClusterID, 16)
+	return nil
+}

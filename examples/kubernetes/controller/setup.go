@@ -1,0 +1,211 @@
+package controller
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"filippo.io/age"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/etcdbackup/etcdbackup/backup"
+	"github.com/etcdbackup/etcdbackup/destination"
+	"github.com/etcdbackup/etcdbackup/examples/kubernetes/api/v1alpha1"
+	"github.com/etcdbackup/etcdbackup/retention"
+	"github.com/etcdbackup/etcdbackup/schedule"
+)
+
+// Options configures Setup. The zero value works: the library's defaults,
+// metrics on controller-runtime's registry, restores refused.
+type Options struct {
+	// Destinations configures the registry (check and poll intervals,
+	// timeouts, part sizes). Its Secrets and Observer are Setup's own.
+	Destinations destination.Options
+	// MaxJitter spreads the ticks of jobs on the same schedule (see
+	// schedule.Config).
+	MaxJitter time.Duration
+	// StopTimeout is how long a stopping scheduler lets its backups in
+	// flight run before it cancels them; zero means
+	// schedule.DefaultStopTimeout. Keep it below the manager's
+	// GracefulShutdownTimeout: the manager releases its lease only after
+	// the scheduler returned, so the next leader never overlaps a backup.
+	StopTimeout time.Duration
+	// Identities decrypt encrypted backups for restores.
+	Identities []age.Identity
+	// RestoreDir is the directory restores create members' data
+	// directories in (the volume they share with the etcd members). Empty
+	// refuses every EtcdRestore.
+	RestoreDir string
+	// Registerer receives the library's collectors. Nil means
+	// controller-runtime's metrics registry, served by the manager.
+	Registerer prometheus.Registerer
+	// Logger receives the library's logs; nil is silent.
+	Logger *slog.Logger
+	// Now returns the current time; nil means time.Now.
+	Now func() time.Time
+}
+
+// Controllers are the library's parts Setup created, for a host that wants
+// to look at them (its own health checks, a drill).
+type Controllers struct {
+	Registry  *destination.Registry
+	Scheduler *schedule.Scheduler
+	// Pins holds the backups restores are reading: retention and
+	// teardowns leave them alone.
+	Pins *retention.PinSet
+}
+
+// Close closes the registry. Call it once the manager has stopped.
+func (c *Controllers) Close() error { return c.Registry.Close() }
+
+// AddToScheme adds the types the controllers use to a scheme: the
+// backup.etcdbackup.io resources and the core Kubernetes ones.
+func AddToScheme(s *runtime.Scheme) error {
+	return errors.Join(clientgoscheme.AddToScheme(s), v1alpha1.AddToScheme(s))
+}
+
+// The RBAC the controllers need, generated into config/rbac by make generate.
+//
+// +kubebuilder:rbac:groups=backup.etcdbackup.io,resources=backupdestinations;etcdclusters;etcdbackupconfigs;etcdbackups;etcdrestores,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=backup.etcdbackup.io,resources=backupdestinations/status;etcdclusters/status;etcdbackupconfigs/status;etcdbackups/status;etcdrestores/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch
+
+// Setup creates the registry and the scheduler and adds the controllers,
+// the scheduler and the registry's checks to mgr. Everything runs on the
+// elected leader only. The manager's scheme must hold AddToScheme's types.
+func Setup(mgr manager.Manager, o Options) (*Controllers, error) {
+	c := mgr.GetClient()
+	rec := mgr.GetEventRecorder("etcdbackup")
+	now := o.Now
+	if now == nil {
+		now = time.Now
+	}
+	pins := &retention.PinSet{}
+	do := o.Destinations
+	dests := &destinations{client: c, events: rec, changed: make(chan event.GenericEvent, 1),
+		resync: cmp.Or(do.PollInterval, destination.DefaultPollInterval)}
+	do.Secrets = &secretResolver{client: c}
+	do.Observer = destination.ObserverFunc(dests.observe)
+	do.Logger = o.Logger
+	registry, err := destination.NewRegistry(do)
+	if err != nil {
+		return nil, err
+	}
+	dests.registry = registry
+
+	metrics := backup.NewMetrics()
+	configs := &configs{client: c, events: rec, registry: registry, ran: make(chan event.GenericEvent, 64)}
+	dests.configs = configs
+	clusters := &clusters{client: c, events: rec, registry: registry, pins: pins, configs: configs}
+	configs.clusters = clusters
+	run := &runner{
+		base: schedule.PipelineRunner{
+			Snapshotter: clusters.snapshotter,
+			Uploader:    byName[backup.Uploader](registry),
+			Store:       byName[retention.Store](registry),
+			Pins:        pins,
+			Now:         now,
+			Logger:      o.Logger,
+		},
+		metrics: metrics, configs: configs, events: rec,
+	}
+	scheduler, err := schedule.New(schedule.Config{
+		Runner:      run,
+		Inventory:   &schedule.CatalogInventory{Catalog: byName[backup.Catalog](registry)},
+		MaxJitter:   o.MaxJitter,
+		StopTimeout: o.StopTimeout,
+		Logger:      o.Logger,
+	})
+	if err != nil {
+		registry.Close()
+		return nil, err
+	}
+	configs.scheduler = scheduler
+	clusters.scheduler = scheduler
+
+	reg := o.Registerer
+	if reg == nil {
+		reg = ctrlmetrics.Registry
+	}
+	for _, col := range []prometheus.Collector{metrics, registry.Collector(), scheduler.Collector()} {
+		if err := reg.Register(col); err != nil {
+			registry.Close()
+			return nil, fmt.Errorf("register metrics: %w", err)
+		}
+	}
+
+	oneShots := &oneShots{client: c, events: rec, registry: registry, clusters: clusters, metrics: metrics, now: now, log: o.Logger}
+	restores := &restores{client: c, events: rec, registry: registry, pins: pins, dir: o.RestoreDir,
+		identities: o.Identities, now: now, log: o.Logger}
+	err = errors.Join(
+		indexFields(context.Background(), mgr.GetFieldIndexer()),
+		dests.setup(mgr),
+		configs.setup(mgr),
+		clusters.setup(mgr),
+		oneShots.setup(mgr),
+		restores.setup(mgr),
+		// Runnables without NeedLeaderElection run on the leader only:
+		// the registry's checks and syncs, and the scheduler.
+		mgr.Add(manager.RunnableFunc(registry.Run)),
+		mgr.Add(scheduler),
+	)
+	if err != nil {
+		registry.Close()
+		return nil, err
+	}
+	return &Controllers{Registry: registry, Scheduler: scheduler, Pins: pins}, nil
+}
+
+// Field indexes of the objects the controllers look up by reference.
+const (
+	indexCluster     = "spec.cluster"
+	indexDestination = "spec.destination"
+	indexSecret      = "spec.credentialsSecretRef"
+)
+
+func indexFields(ctx context.Context, fi client.FieldIndexer) error {
+	return errors.Join(
+		fi.IndexField(ctx, &v1alpha1.EtcdBackupConfig{}, indexCluster, func(o client.Object) []string {
+			return []string{o.(*v1alpha1.EtcdBackupConfig).Spec.Cluster}
+		}),
+		fi.IndexField(ctx, &v1alpha1.EtcdBackupConfig{}, indexDestination, func(o client.Object) []string {
+			return []string{o.(*v1alpha1.EtcdBackupConfig).Spec.Destination}
+		}),
+		fi.IndexField(ctx, &v1alpha1.BackupDestination{}, indexSecret, func(o client.Object) []string {
+			if ref := o.(*v1alpha1.BackupDestination).Spec.CredentialsSecretRef; ref != nil {
+				return []string{ref.Namespace + "/" + ref.Name}
+			}
+			return nil
+		}),
+	)
+}
+
+// byName adapts Registry.Get to the lookups of the scheduler's runner and
+// inventory, each of which wants an interface *destination.Destination
+// implements.
+func byName[T any](r *destination.Registry) func(context.Context, string) (T, error) {
+	return func(_ context.Context, name string) (T, error) {
+		d, err := r.Get(name)
+		if err != nil {
+			var zero T
+			return zero, err
+		}
+		return any(d).(T), nil
+	}
+}
+
+// recorder is the part of the manager's event recorder the controllers
+// use.
+type recorder = events.EventRecorder
