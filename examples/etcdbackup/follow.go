@@ -7,36 +7,24 @@ import (
 	"sync"
 	"time"
 
-	"go.etcd.io/etcd/client/pkg/v3/transport"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
-
 	"github.com/etcdbackup/etcdbackup/backup"
 )
 
 func runFollow(ctx context.Context, s *streams, args []string) error {
 	fs := newFlagSet("follow", "--endpoints=HOST:PORT[,...] --destination=URL|NAME --cluster=NAME [--flush-interval=1s] [--compression=zstd|gzip|none] [--recipient=KEY]")
 	var (
-		dest                  destinationFlags
-		endpoints, recipients stringList
-		cacert, cert, key     string
-		compression           string
-		recipientFile         string
-		dialTimeout, flush    time.Duration
-		maxBytes              int
-		quiet                 bool
+		dest     destinationFlags
+		etcd     etcdFlags
+		encoding encodingFlags
+		flush    time.Duration
+		maxBytes int
+		quiet    bool
 	)
 	dest.register(fs)
-	fs.Var(&endpoints, "endpoints", "etcd client `URLs` (HOST:PORT or https://HOST:PORT), comma-separated (required)")
-	fs.StringVar(&cacert, "cacert", "", "CA certificate `file` of the etcd server certificates")
-	fs.StringVar(&cert, "cert", "", "client certificate `file` for etcd")
-	fs.StringVar(&key, "key", "", "client key `file` for etcd")
-	fs.DurationVar(&dialTimeout, "dial-timeout", backup.DefaultDialTimeout, "bound on connecting to etcd")
+	etcd.register(fs)
 	fs.DurationVar(&flush, "flush-interval", backup.DefaultFlushInterval, "longest time a revision waits before its segment is stored")
 	fs.IntVar(&maxBytes, "max-segment-bytes", backup.DefaultMaxSegmentBytes, "segment size that triggers a store before the interval")
-	fs.StringVar(&compression, "compression", string(backup.Zstd), "zstd, gzip or none")
-	fs.Var(&recipients, "recipient", "age public `key` to encrypt to; repeatable")
-	fs.StringVar(&recipientFile, "recipient-file", "", "`file` of age public keys, one a line (- for stdin)")
+	encoding.register(fs)
 	fs.BoolVar(&quiet, "quiet", false, "print no progress")
 	if err := fs.parse(s, args); err != nil {
 		return err
@@ -44,47 +32,23 @@ func runFollow(ctx context.Context, s *streams, args []string) error {
 	if err := dest.validate(); err != nil {
 		return err
 	}
-	if len(endpoints) == 0 {
-		return usagef("--endpoints is required")
+	if err := etcd.validate(); err != nil {
+		return err
 	}
 	if flush <= 0 || maxBytes <= 0 {
 		return usagef("--flush-interval and --max-segment-bytes must be positive")
 	}
-	comp := backup.Compression(compression)
-	if err := comp.Validate(); err != nil || comp == "" {
-		return usagef("--compression %q: want zstd, gzip or none", compression)
+	comp, enc, err := encoding.parse(s)
+	if err != nil {
+		return err
 	}
-	if (cert == "") != (key == "") {
-		return usagef("--cert and --key go together")
-	}
-	if recipientFile != "" {
-		more, err := readRecipients(s, recipientFile)
-		if err != nil {
-			return err
-		}
-		recipients = append(recipients, more...)
-	}
-	enc := backup.Encryption{Recipients: recipients}
-	if err := enc.Validate(); err != nil {
-		return invalidInput(err)
-	}
-	etcd := backup.EtcdConfig{Endpoints: endpoints, DialTimeout: dialTimeout, Logger: fs.logger(s)}
-	cliCfg := clientv3.Config{Endpoints: endpoints, DialTimeout: dialTimeout, Logger: zap.NewNop()}
-	if cacert != "" || cert != "" {
-		etcd.TLS = &transport.TLSInfo{TrustedCAFile: cacert, CertFile: cert, KeyFile: key}
-		tc, err := etcd.TLS.ClientConfig()
-		if err != nil {
-			return invalidInput(fmt.Errorf("etcd tls: %w", err))
-		}
-		cliCfg.TLS = tc
-	}
-	snapshotter, err := backup.NewEtcdSnapshotter(etcd)
+	snapshotter, err := backup.NewEtcdSnapshotter(etcd.config(fs.logger(s)))
 	if err != nil {
 		return invalidInput(err)
 	}
-	cli, err := clientv3.New(cliCfg)
+	cli, err := etcd.client()
 	if err != nil {
-		return fmt.Errorf("etcd client: %w", err)
+		return err
 	}
 	defer cli.Close()
 

@@ -7,58 +7,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"time"
-
-	"go.etcd.io/etcd/client/pkg/v3/transport"
-	etcdclient "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/etcdbackup/etcdbackup/backup"
 	"github.com/etcdbackup/etcdbackup/restore"
 )
-
-// etcdFlags connect to a live etcd.
-type etcdFlags struct {
-	endpoints         stringList
-	cacert, cert, key string
-	dialTimeout       time.Duration
-}
-
-func (f *etcdFlags) register(fs *flagSet) {
-	fs.Var(&f.endpoints, "endpoints", "etcd client `URLs` (HOST:PORT or https://HOST:PORT), comma-separated (required)")
-	fs.StringVar(&f.cacert, "cacert", "", "CA certificate `file` of the etcd server certificates")
-	fs.StringVar(&f.cert, "cert", "", "client certificate `file` for etcd")
-	fs.StringVar(&f.key, "key", "", "client key `file` for etcd")
-	fs.DurationVar(&f.dialTimeout, "dial-timeout", backup.DefaultDialTimeout, "bound on connecting to etcd")
-}
-
-func (f *etcdFlags) validate() error {
-	if len(f.endpoints) == 0 {
-		return usagef("--endpoints is required")
-	}
-	if (f.cert == "") != (f.key == "") {
-		return usagef("--cert and --key go together")
-	}
-	return nil
-}
-
-// client connects to the endpoints; the caller closes it.
-func (f *etcdFlags) client() (*etcdclient.Client, error) {
-	cfg := etcdclient.Config{Endpoints: f.endpoints, DialTimeout: f.dialTimeout, Logger: zap.NewNop()}
-	if f.cacert != "" || f.cert != "" {
-		info := transport.TLSInfo{TrustedCAFile: f.cacert, CertFile: f.cert, KeyFile: f.key}
-		tc, err := info.ClientConfig()
-		if err != nil {
-			return nil, invalidInput(fmt.Errorf("etcd tls: %w", err))
-		}
-		cfg.TLS = tc
-	}
-	cli, err := etcdclient.New(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("etcd client: %w", err)
-	}
-	return cli, nil
-}
 
 // streamDestination is --destination=-: the stored bytes go to stdout.
 const streamDestination = "-"
@@ -66,25 +18,21 @@ const streamDestination = "-"
 func runExport(ctx context.Context, s *streams, args []string) error {
 	fs := newFlagSet("export", "(--endpoints=HOST:PORT[,...] | --from-backup=ID) --destination=URL|NAME|- --cluster=NAME [--prefix=P]... [flags]")
 	var (
-		dest              destinationFlags
-		etcd              etcdFlags
-		prefixes          fileList
-		recipients        stringList
-		name, compression string
-		recipientFile     string
-		fromBackup        string
-		identities        fileList
-		quiet             bool
+		dest             destinationFlags
+		etcd             etcdFlags
+		encoding         encodingFlags
+		prefixes         fileList
+		name, fromBackup string
+		identities       fileList
+		quiet            bool
 	)
 	dest.register(fs)
 	etcd.register(fs)
+	encoding.register(fs)
 	fs.StringVar(&fromBackup, "from-backup", "", "turn this snapshot backup `ID` (or latest) of the destination into keys-json, offline, instead of reading a live etcd")
 	fs.Var(&identities, "identity", "age identity `file` to decrypt the --from-backup snapshot with; repeatable")
 	fs.Var(&prefixes, "prefix", "export only the keys under this `prefix`; repeatable (default: every key)")
 	fs.StringVar(&name, "name", "export", "backup `name`: the ID is CLUSTER-NAME-TIMESTAMP")
-	fs.StringVar(&compression, "compression", string(backup.Zstd), "zstd, gzip or none")
-	fs.Var(&recipients, "recipient", "age public `key` to encrypt to; repeatable")
-	fs.StringVar(&recipientFile, "recipient-file", "", "`file` of age public keys, one a line (- for stdin)")
 	fs.BoolVar(&quiet, "quiet", false, "print no progress")
 	if err := fs.parse(s, args); err != nil {
 		return err
@@ -102,20 +50,9 @@ func runExport(ctx context.Context, s *streams, args []string) error {
 	if err := backup.ValidateName("backup", name); err != nil {
 		return invalidInput(err)
 	}
-	comp := backup.Compression(compression)
-	if err := comp.Validate(); err != nil || comp == "" {
-		return usagef("--compression %q: want zstd, gzip or none", compression)
-	}
-	if recipientFile != "" {
-		more, err := readRecipients(s, recipientFile)
-		if err != nil {
-			return err
-		}
-		recipients = append(recipients, more...)
-	}
-	enc := backup.Encryption{Recipients: recipients}
-	if err := enc.Validate(); err != nil {
-		return invalidInput(err)
+	comp, enc, err := encoding.parse(s)
+	if err != nil {
+		return err
 	}
 	pipeline := &backup.Pipeline{Compression: comp, Encryption: enc, Logger: fs.logger(s)}
 	if fromBackup == "" {

@@ -9,33 +9,22 @@ import (
 	"sync"
 	"time"
 
-	"go.etcd.io/etcd/client/pkg/v3/transport"
-
 	"github.com/etcdbackup/etcdbackup/backup"
 )
 
 func runSave(ctx context.Context, s *streams, args []string) error {
 	fs := newFlagSet("save", "--endpoints=HOST:PORT[,...] --destination=URL|NAME|- --cluster=NAME [flags]")
 	var (
-		dest                    destinationFlags
-		endpoints, recipients   stringList
-		cacert, cert, key       string
-		serverName, compression string
-		name, recipientFile     string
-		dialTimeout             time.Duration
-		quiet                   bool
+		dest     destinationFlags
+		etcd     etcdFlags
+		encoding encodingFlags
+		name     string
+		quiet    bool
 	)
 	dest.register(fs)
-	fs.Var(&endpoints, "endpoints", "etcd client `URLs` (HOST:PORT or https://HOST:PORT), comma-separated (required)")
-	fs.StringVar(&cacert, "cacert", "", "CA certificate `file` of the etcd server certificates")
-	fs.StringVar(&cert, "cert", "", "client certificate `file` for etcd")
-	fs.StringVar(&key, "key", "", "client key `file` for etcd")
-	fs.StringVar(&serverName, "server-name", "", "`name` to verify the etcd server certificate against, when not the endpoint's host")
-	fs.DurationVar(&dialTimeout, "dial-timeout", backup.DefaultDialTimeout, "bound on connecting to each etcd member")
+	etcd.register(fs)
 	fs.StringVar(&name, "name", "manual", "backup `name`: the ID is CLUSTER-NAME-TIMESTAMP")
-	fs.StringVar(&compression, "compression", string(backup.Zstd), "zstd, gzip or none")
-	fs.Var(&recipients, "recipient", "age public `key` to encrypt to; repeatable")
-	fs.StringVar(&recipientFile, "recipient-file", "", "`file` of age public keys, one a line (- for stdin)")
+	encoding.register(fs)
 	fs.BoolVar(&quiet, "quiet", false, "print no progress")
 	if err := fs.parse(s, args); err != nil {
 		return err
@@ -44,36 +33,17 @@ func runSave(ctx context.Context, s *streams, args []string) error {
 	if err := dest.validate(); err != nil {
 		return err
 	}
-	if len(endpoints) == 0 {
-		return usagef("--endpoints is required")
+	if err := etcd.validate(); err != nil {
+		return err
 	}
 	if err := backup.ValidateName("backup", name); err != nil {
 		return invalidInput(err)
 	}
-	comp := backup.Compression(compression)
-	if err := comp.Validate(); err != nil || comp == "" {
-		return usagef("--compression %q: want zstd, gzip or none", compression)
+	comp, enc, err := encoding.parse(s)
+	if err != nil {
+		return err
 	}
-	if (cert == "") != (key == "") {
-		return usagef("--cert and --key go together")
-	}
-	if recipientFile != "" {
-		more, err := readRecipients(s, recipientFile)
-		if err != nil {
-			return err
-		}
-		recipients = append(recipients, more...)
-	}
-	enc := backup.Encryption{Recipients: recipients}
-	if err := enc.Validate(); err != nil {
-		return invalidInput(err)
-	}
-
-	etcd := backup.EtcdConfig{Endpoints: endpoints, DialTimeout: dialTimeout, Logger: fs.logger(s)}
-	if cacert != "" || cert != "" || serverName != "" {
-		etcd.TLS = &transport.TLSInfo{TrustedCAFile: cacert, CertFile: cert, KeyFile: key, ServerName: serverName}
-	}
-	snapshotter, err := backup.NewEtcdSnapshotter(etcd)
+	snapshotter, err := backup.NewEtcdSnapshotter(etcd.config(fs.logger(s)))
 	if err != nil {
 		return invalidInput(err)
 	}
