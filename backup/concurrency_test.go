@@ -68,10 +68,10 @@ func requireCommittedIntact(t *testing.T, b storage.Bucket, results []*backup.Re
 	return committed
 }
 
-// TestSameIDRaceKeepsTheWinner is the failure of two runs that computed
-// the same ID on one destination: exactly one commits, the other fails
-// with ErrBackupExists, and the committed backup keeps its data.
-func TestSameIDRaceKeepsTheWinner(t *testing.T) {
+// TestSameIDRace: runs that compute the same ID on one destination all
+// commit: exactly one under the ID, each other one, finding it taken, under
+// the ID with its run token; every backup keeps its own data.
+func TestSameIDRace(t *testing.T) {
 	srv := miniotest.Start(t)
 	file, _ := newFile(t)
 	for name, b := range map[string]storage.Bucket{
@@ -81,12 +81,20 @@ func TestSameIDRaceKeepsTheWinner(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			require.True(t, storage.CanPutIfAbsent(b))
 			results, errs := raceBackups(t, b, 4)
-			for _, err := range errs {
-				if err != nil {
-					require.ErrorIs(t, err, backup.ErrBackupExists)
+			require.NoError(t, errors.Join(errs...))
+			require.Equal(t, 4, requireCommittedIntact(t, b, results, errs))
+			plain := 0
+			for _, res := range results {
+				m := res.Outcomes[0].Manifest
+				switch res.ID {
+				case "prod-a-hourly-20261124T190000.000Z":
+					plain++
+				case "prod-a-hourly-20261124T190000.000Z-" + m.Run:
+				default:
+					t.Fatalf("unexpected ID %s", res.ID)
 				}
 			}
-			require.Equal(t, 1, requireCommittedIntact(t, b, results, errs), "exactly one run commits an ID")
+			require.Equal(t, 1, plain, "exactly one run takes the ID itself")
 		})
 	}
 }

@@ -94,8 +94,10 @@
 //
 // Several processes may back up one cluster to one destination at once.
 // Every object is created exclusively (storage.PutIfAbsent) on destinations
-// that can do so atomically, and a run that finds its ID taken fails with
-// ErrBackupExists, leaving the other run's backup whole. On a destination
+// that can do so atomically: of two runs that compute one ID (a config run
+// twice in one millisecond) one takes it, and the other, finding it taken
+// on every target, backs up again under the ID with its run token appended
+// ("-<run>"), leaving the first run's backup whole. On a destination
 // that cannot (storage.CanPutIfAbsent is false), IDs end in the run's
 // random token ("-<run>", see UniqueBackupID), so that no two runs share a
 // key. Either way a run that cannot commit removes its data object only if

@@ -358,10 +358,12 @@ const TimestampLayoutMilli = "20060102T150405.000Z"
 // naming of scheduled backup configs: "<cluster>-<name>", with
 // "-<timestamp>" (TimestampLayoutMilli) appended for a scheduled run.
 //
-// Two runs of one config in the same millisecond get the same ID. On a
-// destination that creates objects exclusively (storage.CanPutIfAbsent)
-// the second to commit then fails with ErrBackupExists and leaves nothing;
-// on any other the pipeline makes every ID unique with UniqueBackupID.
+// Two runs of one config in the same millisecond get the same ID. On
+// destinations that create objects exclusively (storage.CanPutIfAbsent)
+// exactly one of them takes it; the other, finding it taken on every
+// target, takes its backup again under the ID with its run token appended
+// (UniqueBackupID): a suffix only when needed. On any other destination
+// the pipeline gives every ID the suffix from the start.
 func BackupID(cluster, name string, created time.Time, scheduled bool) string {
 	id := cluster + "-" + name
 	if scheduled {

@@ -205,7 +205,8 @@ func (p *Pipeline) Run(ctx context.Context, req Request) (*Result, error) {
 		return nil, err
 	}
 	id := BackupID(req.Cluster, req.Name, created, req.Scheduled)
-	if !allExclusive(req.Targets) {
+	unique := !allExclusive(req.Targets)
+	if unique {
 		id = UniqueBackupID(id, token)
 	}
 	base := Manifest{
@@ -226,19 +227,48 @@ func (p *Pipeline) Run(ctx context.Context, req Request) (*Result, error) {
 	if req.Kind != "" {
 		base.Format = DeltaManifestFormat
 	}
-	run := &run{
+	res, err := p.newRun(ctx, req, base, recipients).do()
+	if err == nil || unique || !takenEverywhere(res) {
+		return res, err
+	}
+	// Another run of the config took this ID in the same millisecond, on
+	// every target, and nothing of this run was kept: take the backup
+	// again under the ID with this run's token, which no other run has.
+	p.logger().Warn("backup ID taken by another run; backing up again under an ID of its own", "backup", id, "cluster", req.Cluster)
+	base.ID = UniqueBackupID(id, token)
+	base.DataKey = DataKey(base.ID, created, compression, len(recipients) > 0)
+	return p.newRun(ctx, req, base, recipients).do()
+}
+
+// newRun prepares one attempt at the backup base describes.
+func (p *Pipeline) newRun(ctx context.Context, req Request, base Manifest, recipients []age.Recipient) *run {
+	r := &run{
 		p:          p,
 		ctx:        ctx,
 		req:        req,
 		base:       base,
 		recipients: recipients,
-		res:        &Result{ID: id, Cluster: req.Cluster, Created: created, Outcomes: make([]Outcome, len(req.Targets))},
-		log:        p.logger().With("backup", id, "cluster", req.Cluster),
+		res:        &Result{ID: base.ID, Cluster: req.Cluster, Created: base.Created, Outcomes: make([]Outcome, len(req.Targets))},
+		log:        p.logger().With("backup", base.ID, "cluster", req.Cluster),
 	}
 	for i, t := range req.Targets {
-		run.res.Outcomes[i].Destination = t.Destination
+		r.res.Outcomes[i].Destination = t.Destination
 	}
-	return run.do()
+	return r
+}
+
+// takenEverywhere reports whether every target failed because the
+// backup's ID was taken (ErrBackupExists).
+func takenEverywhere(res *Result) bool {
+	if res == nil || len(res.Outcomes) == 0 {
+		return false
+	}
+	for _, o := range res.Outcomes {
+		if !errors.Is(o.Err, ErrBackupExists) {
+			return false
+		}
+	}
+	return true
 }
 
 // allExclusive reports whether every target creates objects exclusively,

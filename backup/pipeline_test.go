@@ -31,7 +31,8 @@ func fakeSnapshot(t testing.TB, blocks int, seed uint64) []byte {
 type snapshotter struct {
 	stream []byte
 	calls  int
-	closed chan struct{}
+	closed chan struct{} // closed when the first snapshot is
+	once   sync.Once
 }
 
 func newSnapshotter(stream []byte) *snapshotter {
@@ -41,7 +42,7 @@ func newSnapshotter(stream []byte) *snapshotter {
 func (s *snapshotter) Snapshot(ctx context.Context) (*backup.Snapshot, error) {
 	s.calls++
 	info := backup.SnapshotInfo{Endpoint: "fake", MemberID: 0xabc, ClusterID: 0xdef, EtcdVersion: "3.7.3", RevisionLow: 41}
-	rc := &closeNotifier{Reader: bytes.NewReader(s.stream), closed: s.closed}
+	rc := &closeNotifier{Reader: bytes.NewReader(s.stream), closed: s.closed, once: &s.once}
 	return backup.NewSnapshot(rc, info, func(i backup.SnapshotInfo) (backup.SnapshotInfo, error) {
 		i.RevisionHigh = 42
 		return i, nil
@@ -50,7 +51,7 @@ func (s *snapshotter) Snapshot(ctx context.Context) (*backup.Snapshot, error) {
 
 type closeNotifier struct {
 	io.Reader
-	once   sync.Once
+	once   *sync.Once
 	closed chan struct{}
 }
 
