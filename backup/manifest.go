@@ -362,8 +362,9 @@ const TimestampLayoutMilli = "20060102T150405.000Z"
 // destinations that create objects exclusively (storage.CanPutIfAbsent)
 // exactly one of them takes it; the other, finding it taken on every
 // target, takes its backup again under the ID with its run token appended
-// (UniqueBackupID): a suffix only when needed. On any other destination
-// the pipeline gives every ID the suffix from the start.
+// (UniqueBackupID): a suffix only when needed. A one-shot ID (scheduled
+// false) is taken once: a second run fails with ErrBackupExists. On any
+// other destination the pipeline gives every ID the suffix from the start.
 func BackupID(cluster, name string, created time.Time, scheduled bool) string {
 	id := cluster + "-" + name
 	if scheduled {

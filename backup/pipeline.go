@@ -228,12 +228,14 @@ func (p *Pipeline) Run(ctx context.Context, req Request) (*Result, error) {
 		base.Format = DeltaManifestFormat
 	}
 	res, err := p.newRun(ctx, req, base, recipients).do()
-	if err == nil || unique || !takenEverywhere(res) {
+	if err == nil || unique || !req.Scheduled || !takenEverywhere(res) {
 		return res, err
 	}
-	// Another run of the config took this ID in the same millisecond, on
-	// every target, and nothing of this run was kept: take the backup
-	// again under the ID with this run's token, which no other run has.
+	// Another scheduled run of the config took this ID in the same
+	// millisecond, on every target, and nothing of this run was kept: take
+	// the backup again under the ID with this run's token, which no other
+	// run has. A one-shot ID is meant to be taken once: its second run
+	// fails with ErrBackupExists.
 	p.logger().Warn("backup ID taken by another run; backing up again under an ID of its own", "backup", id, "cluster", req.Cluster)
 	base.ID = UniqueBackupID(id, token)
 	base.DataKey = DataKey(base.ID, created, compression, len(recipients) > 0)
