@@ -139,7 +139,7 @@ fuzz:
 # streaming, zstd, age and spool modes, and restores of a backup against
 # download-then-`etcdutl snapshot restore`; write BENCHMARKS.md with
 # BENCHMARKS.png. Filled etcds are cached in bench-out/etcd (git-ignored).
-# About 20 minutes on 2 cores. BENCH_FLAGS passes flags, e.g.
+# About 35 minutes on 2 cores. BENCH_FLAGS passes flags, e.g.
 # BENCH_FLAGS='-runs 1 -sizes 256MiB,1GiB'.
 .PHONY: bench
 bench: $(TOOLS)/minio

@@ -187,7 +187,12 @@ type applier struct {
 	ops      []clientv3.Op
 	conds    []clientv3.Cmp
 	pending  []pendingChange
+	bytes    int // of the keys and values queued
 }
+
+// maxBatchBytes bounds the keys and values of one transaction, below
+// etcd's default request limit of 1.5 MiB; a larger key goes alone.
+const maxBatchBytes = 1 << 20
 
 type pendingChange struct {
 	kind   *int64
@@ -199,24 +204,28 @@ func (a *applier) add(x, y *backup.KeyValue) error {
 	if x != nil {
 		a.res.Keys++
 	}
+	var err error
 	switch {
 	case x == nil && !a.deleting:
 		return nil
 	case x == nil:
-		a.queue(&a.res.Deleted, KeyChange{Op: "removed", Key: y.Key, Old: y},
+		err = a.queue(&a.res.Deleted, KeyChange{Op: "removed", Key: y.Key, Old: y},
 			clientv3.Compare(clientv3.ModRevision(string(y.Key)), "=", y.ModRevision), clientv3.OpDelete(string(y.Key)))
 	case y == nil:
-		a.queue(&a.res.Created, KeyChange{Op: "added", Key: x.Key, New: x},
+		err = a.queue(&a.res.Created, KeyChange{Op: "added", Key: x.Key, New: x},
 			clientv3.Compare(clientv3.CreateRevision(string(x.Key)), "=", 0), clientv3.OpPut(string(x.Key), string(x.Value)))
 	case bytes.Equal(x.Value, y.Value):
 		a.res.Unchanged++
 	case a.im.Mode == Overwrite:
-		a.queue(&a.res.Overwritten, KeyChange{Op: "changed", Key: x.Key, Old: y, New: x},
+		err = a.queue(&a.res.Overwritten, KeyChange{Op: "changed", Key: x.Key, Old: y, New: x},
 			clientv3.Compare(clientv3.ModRevision(string(y.Key)), "=", y.ModRevision), clientv3.OpPut(string(x.Key), string(x.Value)))
 	default:
 		a.res.Conflicts++
 	}
-	if len(a.ops) >= a.batch() {
+	if err != nil {
+		return err
+	}
+	if len(a.ops) >= a.batch() || a.bytes >= maxBatchBytes {
 		return a.flush(a.ctx)
 	}
 	return nil
@@ -229,10 +238,20 @@ func (a *applier) batch() int {
 	return 64
 }
 
-func (a *applier) queue(count *int64, c KeyChange, cond clientv3.Cmp, op clientv3.Op) {
+func (a *applier) queue(count *int64, c KeyChange, cond clientv3.Cmp, op clientv3.Op) error {
+	if a.bytes > 0 && c.New != nil && a.bytes+len(c.Key)+len(c.New.Value) > maxBatchBytes {
+		if err := a.flush(a.ctx); err != nil {
+			return err
+		}
+	}
+	a.bytes += len(c.Key)
+	if c.New != nil {
+		a.bytes += len(c.New.Value)
+	}
 	a.conds = append(a.conds, cond)
 	a.ops = append(a.ops, op)
 	a.pending = append(a.pending, pendingChange{kind: count, change: c})
+	return nil
 }
 
 // flush commits the queued writes in one transaction, conditional on what
@@ -261,7 +280,7 @@ func (a *applier) flush(ctx context.Context) error {
 			a.res.Changes = append(a.res.Changes, p.change)
 		}
 	}
-	a.ops, a.conds, a.pending = a.ops[:0], a.conds[:0], a.pending[:0]
+	a.ops, a.conds, a.pending, a.bytes = a.ops[:0], a.conds[:0], a.pending[:0], 0
 	return nil
 }
 

@@ -71,11 +71,13 @@ var modes = []mode{
 	{name: "spool-zstd", short: "(e) spool zstd", label: "(e) etcdbackup spool mode, zstd", group: "backup", run: runPipeline(backup.Zstd, false, true)},
 	{name: "snapshot-read", short: "snapshot read only", label: "(ref) snapshot read and trailer check only, to /dev/null", group: "backup", reference: true, run: runSnapshotRead},
 	{name: "idle", short: "idle process", label: "(ref) idle child: the bench binary doing nothing", group: "backup", reference: true, run: runIdle},
+	{name: "export-keys", short: "keys-json export", label: "(ref) etcdbackup keys-json export of every key, zstd: a logical backup, read against (c)", group: "backup", reference: true, run: runExportKeys},
 
 	{name: "download-restore", short: "(f) download, etcdutl restore", label: "(f) download with minio-go `FGetObject` (as `mc cp`), then `etcdutl snapshot restore`", group: "restore", source: "stream", run: runDownloadRestore},
 	{name: "restore", short: "(g) restore", label: "(g) etcdbackup `Restorer.Restore`, the same object as (f)", group: "restore", source: "stream", run: runRestore},
 	{name: "restore-zstd-age", short: "(h) restore zstd+age", label: "(h) etcdbackup `Restorer.Restore` of a zstd + age backup", group: "restore", source: "stream-zstd-age", run: runRestore},
 	{name: "download", short: "download only", label: "(ref) download of (f)'s object to a file only", group: "restore", reference: true, source: "stream", run: runDownload},
+	{name: "import-keys", short: "keys-json import", label: "(ref) etcdbackup `Importer` of the keys-json export into an empty etcd (a process of its own)", group: "restore", reference: true, source: "export-keys", run: runImportKeys},
 }
 
 func findMode(name string) (mode, bool) {
