@@ -85,15 +85,7 @@ func TestFollowerMinIOOutage(t *testing.T) {
 	require.NoError(t, stop())
 	require.Positive(t, rec.count(backup.SegmentFailed), "the outage was noticed")
 
-	c := chains(t, bucket, "prod-a")
-	require.Len(t, c, 1)
-	for _, segs := range c {
-		require.Equal(t, last, segs[len(segs)-1][1])
-	}
-	restored, res, srv2 := restorePoint(t, bucket, restore.Point{Cluster: "prod-a", Revision: last})
-	defer srv2.Stop()
-	require.Equal(t, last, res.Revision)
-	requireSameAt(t, cli, restored, last)
+	requireOneChainTo(t, bucket, cli, last)
 }
 
 // TestFollowerEtcdRestart restarts the etcd member (same data directory
@@ -126,15 +118,7 @@ func TestFollowerEtcdRestart(t *testing.T) {
 	waitCommitted(t, rec, last)
 	require.NoError(t, stop())
 
-	c := chains(t, bucket, "prod-a")
-	require.Len(t, c, 1)
-	for _, segs := range c {
-		require.Equal(t, last, segs[len(segs)-1][1])
-	}
-	restored, res, srv2 := restorePoint(t, bucket, restore.Point{Cluster: "prod-a", Revision: last})
-	defer srv2.Stop()
-	require.Equal(t, last, res.Revision)
-	requireSameAt(t, cli, restored, last)
+	requireOneChainTo(t, bucket, cli, last)
 }
 
 // TestFollowerCompaction compacts etcd past a stopped follower's position:
@@ -326,4 +310,19 @@ func TestFollowerCompactionUsesNewerFull(t *testing.T) {
 	defer srv2.Stop()
 	require.Equal(t, rev, res.Revision)
 	requireSameAt(t, cli, restored, rev)
+}
+
+// requireOneChainTo checks that prod-a has one chain on bucket, ending at
+// last, and that restoring last gives exactly what etcd serves at it.
+func requireOneChainTo(t *testing.T, bucket storage.Bucket, cli *clientv3.Client, last int64) {
+	t.Helper()
+	c := chains(t, bucket, "prod-a")
+	require.Len(t, c, 1)
+	for _, segs := range c {
+		require.Equal(t, last, segs[len(segs)-1][1], "the chain ends at the last revision written")
+	}
+	restored, res, srv := restorePoint(t, bucket, restore.Point{Cluster: "prod-a", Revision: last})
+	defer srv.Stop()
+	require.Equal(t, last, res.Revision)
+	requireSameAt(t, cli, restored, last)
 }

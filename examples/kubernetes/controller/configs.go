@@ -202,11 +202,10 @@ func jobStatus(st *v1alpha1.EtcdBackupConfigStatus, s schedule.Status, gen int64
 
 var errNoCluster = errors.New("no such cluster")
 
+// configRefusal names the sentinel a backup config's refusal wraps, as a
+// condition reason.
 func configRefusal(err error) string {
-	for _, s := range []struct {
-		err    error
-		reason string
-	}{
+	return reasonOf(err, []sentinelReason{
 		{errNoCluster, "ClusterNotFound"},
 		{errTornDown, "ClusterDeleted"},
 		{destination.ErrNotFound, "DestinationNotFound"},
@@ -214,12 +213,7 @@ func configRefusal(err error) string {
 		{destination.ErrDestinationChanged, "DestinationChanged"},
 		{schedule.ErrInvalidJob, "InvalidJob"},
 		{destination.ErrInvalidBackupConfig, "InvalidConfig"},
-	} {
-		if errors.Is(err, s.err) {
-			return s.reason
-		}
-	}
-	return "Error"
+	})
 }
 
 func optTime(t time.Time) *metav1.Time {

@@ -280,17 +280,27 @@ func countBackups(inv destination.Inventory) int {
 // refusalReason names the library's sentinel an error wraps, as a
 // condition reason.
 func refusalReason(err error) string {
-	for _, s := range []struct {
-		err    error
-		reason string
-	}{
+	return reasonOf(err, []sentinelReason{
 		{destination.ErrLocationInUse, "LocationInUse"},
 		{destination.ErrCredentialsInURL, "CredentialsInURL"},
 		{destination.ErrInvalidURL, "InvalidURL"},
 		{destination.ErrInvalidSpec, "InvalidSpec"},
 		{destination.ErrRemoveDefault, "RemoveDefault"},
 		{destination.ErrNoDefault, "NoDefault"},
-	} {
+		{destination.ErrInUse, "InUse"},
+	})
+}
+
+// sentinelReason is the condition reason of errors wrapping a sentinel.
+type sentinelReason struct {
+	err    error
+	reason string
+}
+
+// reasonOf returns the reason of the first sentinel err wraps, in table
+// order, or "Error".
+func reasonOf(err error, table []sentinelReason) string {
+	for _, s := range table {
 		if errors.Is(err, s.err) {
 			return s.reason
 		}
