@@ -331,8 +331,28 @@ func (s *EtcdSnapshotter) probe(ctx context.Context, tlsCfg *tls.Config) []*memb
 // endpoints lets its balancer pick one per request, and the snapshot must
 // come from the member that was chosen.
 func (s *EtcdSnapshotter) connect(ctx context.Context, ep string, tlsCfg *tls.Config) (*clientv3.Client, error) {
+	return s.dial(ctx, []string{ep}, tlsCfg)
+}
+
+// Client returns a client of every endpoint of the cluster, with the
+// snapshotter's TLS and credentials, for what reads the cluster through
+// its API rather than a snapshot: a Follower, a KeysExporter. ctx bounds
+// the client's life; the caller closes it.
+func (s *EtcdSnapshotter) Client(ctx context.Context) (*clientv3.Client, error) {
+	tlsCfg, err := s.tlsConfig()
+	if err != nil {
+		return nil, err
+	}
+	cli, err := s.dial(ctx, s.cfg.Endpoints, tlsCfg)
+	if err != nil {
+		return nil, fmt.Errorf("etcd client: %w", err)
+	}
+	return cli, nil
+}
+
+func (s *EtcdSnapshotter) dial(ctx context.Context, endpoints []string, tlsCfg *tls.Config) (*clientv3.Client, error) {
 	cfg := clientv3.Config{
-		Endpoints:            []string{ep},
+		Endpoints:            endpoints,
 		TLS:                  tlsCfg,
 		Username:             s.cfg.Username,
 		Password:             s.cfg.Password,

@@ -33,6 +33,25 @@
 // wires backup.Pipeline and retention.Pruner to the host's clusters and
 // destinations through three functions, so a host plugs in its registry.
 //
+// A job takes etcd snapshots by default; a job of Kind backup.KindKeysJSON
+// takes logical backups of the keys under its Prefixes instead, and its
+// retention counts them apart from the snapshots.
+//
+// # Continuous backup
+//
+// A scheduled job with Continuous set also backs its cluster up between
+// its full backups: while the job is set and the scheduler runs, a
+// ContinuousRunner (PipelineRunner is one) runs a backup.Follower for it,
+// whose chains start from the job's full backups, and Prune keeps what
+// restores to any point of Continuous.Window need. Its start (finding
+// where to resume, or taking the first full backup) waits for a run slot
+// like a backup run; once it follows etcd it frees the slot. With a Lock,
+// it holds the lock FollowLockID(job.ID) for as long as it runs, so one
+// replica follows a cluster at a time and another takes over when it
+// stops. When the follower ends with an error, it starts again after a
+// pause (Status.FollowError, Status.FollowRestarts); Status.Following
+// says whether it follows etcd now.
+//
 // At most Config.MaxConcurrent runs are in flight, and at most
 // Config.MaxPerDestination write to one destination; due runs wait in
 // order, and a run whose destination is busy lets others pass. A job never

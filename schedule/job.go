@@ -51,8 +51,43 @@ type Job struct {
 	Encryption backup.Encryption
 	// Retention says which of the cluster's backups to keep on each
 	// destination after each successful run of a schedule; the zero
-	// Policy keeps the last 20. One-shot jobs do not prune.
+	// Policy keeps the last 20. One-shot jobs do not prune. It counts
+	// the job's own backups only: those of its Name and Kind.
 	Retention retention.Policy
+
+	// Kind is the kind of backup the job takes: empty or
+	// backup.KindBackup for an etcd snapshot, backup.KindKeysJSON for a
+	// logical backup of the keys under Prefixes (see backup.KeysExporter).
+	Kind backup.Kind
+	// Prefixes are the key prefixes a keys-json job exports; none means
+	// every key. Only for Kind backup.KindKeysJSON.
+	Prefixes []string
+
+	// Continuous, when set on a scheduled snapshot job, also backs the
+	// cluster up continuously between the schedule's full backups: the
+	// scheduler runs a backup.Follower for the job for as long as the job
+	// is set and the scheduler runs (see Scheduler). The job's full
+	// backups start its chains.
+	Continuous *Continuous
+}
+
+// Continuous configures the continuous backup of a job.
+type Continuous struct {
+	// Window is how far back every revision stays restorable: retention
+	// keeps the segments and full backups it needs (retention.PointInTime).
+	// Required, at least a minute.
+	Window time.Duration
+	// FlushInterval bounds how long a revision waits before its segment is
+	// stored; zero means backup.DefaultFlushInterval.
+	FlushInterval time.Duration
+}
+
+// backupKind returns the kind of the job's backups in a catalog.
+func (j *Job) backupKind() backup.Kind {
+	if j.Kind == "" {
+		return backup.KindBackup
+	}
+	return j.Kind
 }
 
 // OneShot reports whether the job runs once, as soon as possible.
@@ -96,6 +131,7 @@ func (j *Job) compile(load func(string) (*time.Location, error)) (*cronSchedule,
 	if err := j.Retention.Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, j.validateKind()...)
 	var sched *cronSchedule
 	if j.Schedule != "" {
 		loc, err := load(j.TimeZone)
@@ -109,6 +145,35 @@ func (j *Job) compile(load func(string) (*time.Location, error)) (*cronSchedule,
 		return nil, &JobError{ID: j.ID, Err: errors.Join(errs...)}
 	}
 	return sched, nil
+}
+
+// validateKind checks Kind, Prefixes and Continuous.
+func (j *Job) validateKind() []error {
+	var errs []error
+	switch j.backupKind() {
+	case backup.KindBackup:
+		if len(j.Prefixes) > 0 {
+			errs = append(errs, errors.New("prefixes are for keys-json jobs only"))
+		}
+	case backup.KindKeysJSON:
+		if j.Continuous != nil {
+			errs = append(errs, errors.New("a keys-json job cannot be continuous"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("kind %q is not %q or %q", j.Kind, backup.KindBackup, backup.KindKeysJSON))
+	}
+	if c := j.Continuous; c != nil {
+		if j.OneShot() {
+			errs = append(errs, errors.New("a one-shot job cannot be continuous"))
+		}
+		if c.Window < time.Minute {
+			errs = append(errs, fmt.Errorf("continuous backup window %v is under a minute", c.Window))
+		}
+		if c.FlushInterval < 0 {
+			errs = append(errs, errors.New("negative flush interval"))
+		}
+	}
+	return errs
 }
 
 // loadLocation loads an IANA time zone; empty means UTC.
@@ -154,6 +219,11 @@ func quoteID(id string) string {
 func (j Job) clone() Job {
 	j.Destinations = slices.Clone(j.Destinations)
 	j.Encryption.Recipients = slices.Clone(j.Encryption.Recipients)
+	j.Prefixes = slices.Clone(j.Prefixes)
+	if j.Continuous != nil {
+		c := *j.Continuous
+		j.Continuous = &c
+	}
 	return j
 }
 
@@ -165,7 +235,16 @@ func (j *Job) equal(o *Job) bool {
 		slices.Equal(j.Destinations, o.Destinations) &&
 		j.Compression == o.Compression &&
 		slices.Equal(j.Encryption.Recipients, o.Encryption.Recipients) &&
-		policyEqual(j.Retention, o.Retention)
+		policyEqual(j.Retention, o.Retention) &&
+		j.backupKind() == o.backupKind() && slices.Equal(j.Prefixes, o.Prefixes) &&
+		continuousEqual(j.Continuous, o.Continuous)
+}
+
+func continuousEqual(a, b *Continuous) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
 }
 
 // policyEqual compares policies, time zones by name: locations loaded
@@ -180,6 +259,17 @@ func policyEqual(a, b retention.Policy) bool {
 	za, zb := zone(a.Location), zone(b.Location)
 	a.Location, b.Location = nil, nil
 	return a == b && za == zb
+}
+
+// followKey identifies what a continuous backup of the job is made of: a
+// change of it starts the backup again. It is empty for a job that is not
+// continuous.
+func (j *Job) followKey() string {
+	if j.Continuous == nil {
+		return ""
+	}
+	return fmt.Sprintf("%s\x00%s\x00%q\x00%v\x00%q\x00%+v", j.Cluster, j.Name, j.Destinations,
+		j.Compression, j.Encryption.Recipients, *j.Continuous)
 }
 
 // timing identifies what decides when a job runs: a change of it

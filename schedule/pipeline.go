@@ -10,6 +10,7 @@ import (
 	"github.com/etcdbackup/etcdbackup/backup"
 	"github.com/etcdbackup/etcdbackup/retention"
 	"github.com/etcdbackup/etcdbackup/storage"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // PipelineRunner is the Runner built on this library's own pieces: each
@@ -36,11 +37,20 @@ type PipelineRunner struct {
 	// Required.
 	Store func(ctx context.Context, destination string) (retention.Store, error)
 
+	// Client returns a client of a cluster's etcd, for keys-json jobs and
+	// continuous backups; the runner closes it when the run ends. Nil
+	// means the Snapshotter's own Client method (backup.EtcdSnapshotter
+	// has one).
+	Client func(ctx context.Context, cluster string) (*clientv3.Client, error)
+
 	// Spool, Observer and ProgressInterval configure each backup.Pipeline
 	// (nil and zero mean its defaults).
 	Spool            *backup.Spool
 	Observer         backup.Observer
 	ProgressInterval time.Duration
+	// FollowObserver receives the events of the continuous backups; nil
+	// means none (see backup.FollowMetrics).
+	FollowObserver backup.FollowObserver
 	// Pins protects the backups a restore is reading from retention; nil
 	// means none.
 	Pins retention.Pins
@@ -68,30 +78,56 @@ func (r *PipelineRunner) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Backup takes one backup of the job's cluster to all its destinations. A
-// scheduled job's backup ID ends with the time of the backup; a one-shot
-// job's is "<cluster>-<name>". It fails if any destination failed (the
-// others keep their backup).
+// Backup takes one backup of the job's cluster to all its destinations:
+// an etcd snapshot, or for a keys-json job the keys under its prefixes at
+// one revision. A scheduled job's backup ID ends with the time of the
+// backup; a one-shot job's is "<cluster>-<name>". It fails if any
+// destination failed (the others keep their backup).
 func (r *PipelineRunner) Backup(ctx context.Context, job Job, _ time.Time) error {
 	if err := r.Validate(); err != nil {
 		return err
 	}
-	targets := make([]backup.Target, 0, len(job.Destinations))
-	for _, name := range job.Destinations {
-		up, err := r.Uploader(ctx, name)
-		if err != nil {
-			return fmt.Errorf("destination %s: %w", name, err)
-		}
-		if ro, ok := up.(interface{ ReadOnly() bool }); ok && ro.ReadOnly() {
-			return fmt.Errorf("destination %s: %w", name, storage.ErrReadOnly)
-		}
-		targets = append(targets, backup.Target{Destination: name, Uploader: up})
+	targets, err := r.targets(ctx, job)
+	if err != nil {
+		return err
 	}
 	snap, err := r.Snapshotter(ctx, job.Cluster)
 	if err != nil {
 		return fmt.Errorf("snapshotter of cluster %s: %w", job.Cluster, err)
 	}
-	p := &backup.Pipeline{
+	req := backup.Request{Cluster: job.Cluster, Name: job.Name, Scheduled: !job.OneShot(), Targets: targets}
+	if job.backupKind() == backup.KindKeysJSON {
+		cli, err := r.client(ctx, job.Cluster, snap)
+		if err != nil {
+			return err
+		}
+		defer cli.Close()
+		snap = &backup.KeysExporter{Client: cli, Prefixes: job.Prefixes, Now: r.Now}
+		req.Kind = backup.ManifestKindKeysJSON
+	}
+	_, err = r.pipeline(snap, job).Run(ctx, req)
+	return err
+}
+
+// targets returns the uploaders of the job's destinations, refusing a
+// read-only one.
+func (r *PipelineRunner) targets(ctx context.Context, job Job) ([]backup.Target, error) {
+	targets := make([]backup.Target, 0, len(job.Destinations))
+	for _, name := range job.Destinations {
+		up, err := r.Uploader(ctx, name)
+		if err != nil {
+			return nil, fmt.Errorf("destination %s: %w", name, err)
+		}
+		if ro, ok := up.(interface{ ReadOnly() bool }); ok && ro.ReadOnly() {
+			return nil, fmt.Errorf("destination %s: %w", name, storage.ErrReadOnly)
+		}
+		targets = append(targets, backup.Target{Destination: name, Uploader: up})
+	}
+	return targets, nil
+}
+
+func (r *PipelineRunner) pipeline(snap backup.Snapshotter, job Job) *backup.Pipeline {
+	return &backup.Pipeline{
 		Snapshotter:      snap,
 		Compression:      job.Compression,
 		Encryption:       job.Encryption,
@@ -101,8 +137,29 @@ func (r *PipelineRunner) Backup(ctx context.Context, job Job, _ time.Time) error
 		Now:              r.Now,
 		ProgressInterval: r.ProgressInterval,
 	}
-	_, err = p.Run(ctx, backup.Request{Cluster: job.Cluster, Name: job.Name, Scheduled: !job.OneShot(), Targets: targets})
-	return err
+}
+
+// client returns a client of the cluster's etcd: from Client, or from the
+// snapshotter.
+func (r *PipelineRunner) client(ctx context.Context, cluster string, snap backup.Snapshotter) (*clientv3.Client, error) {
+	var (
+		cli *clientv3.Client
+		err error
+	)
+	switch src, ok := snap.(interface {
+		Client(context.Context) (*clientv3.Client, error)
+	}); {
+	case r.Client != nil:
+		cli, err = r.Client(ctx, cluster)
+	case ok:
+		cli, err = src.Client(ctx)
+	default:
+		return nil, fmt.Errorf("cluster %s: no etcd client: the runner has no Client and the snapshotter gives none", cluster)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("etcd client of cluster %s: %w", cluster, err)
+	}
+	return cli, nil
 }
 
 // Prune applies the job's retention policy to the cluster's folder on each
@@ -118,7 +175,12 @@ func (r *PipelineRunner) Prune(ctx context.Context, job Job) error {
 			errs = append(errs, fmt.Errorf("destination %s: %w", name, err))
 			continue
 		}
-		p := &retention.Pruner{Store: store, Destination: name, Policy: job.Retention, Name: job.Name, Pins: r.Pins, Now: r.Now, Logger: r.Logger}
+		p := &retention.Pruner{Store: store, Destination: name, Policy: job.Retention, Name: job.Name,
+			Kind: job.backupKind(), Pins: r.Pins, Now: r.Now, Logger: r.Logger}
+		if c := job.Continuous; c != nil {
+			chains := retention.PointInTime(c.Window)
+			p.Chains = &chains
+		}
 		if _, err := p.Prune(ctx, job.Cluster); err != nil {
 			errs = append(errs, err)
 		}
@@ -156,7 +218,7 @@ func (c *CatalogInventory) LastBackup(ctx context.Context, job Job) (time.Time, 
 		}
 		var newest time.Time
 		for _, e := range entries {
-			if e.Kind == backup.KindBackup && e.Manifest != nil && e.Manifest.Name == job.Name && e.Created.After(newest) {
+			if e.Kind == job.backupKind() && e.Manifest != nil && e.Manifest.Name == job.Name && e.Created.After(newest) {
 				newest = e.Created
 			}
 		}
@@ -168,4 +230,51 @@ func (c *CatalogInventory) LastBackup(ctx context.Context, job Job) (time.Time, 
 		}
 	}
 	return oldest, !oldest.IsZero(), nil
+}
+
+var _ ContinuousRunner = (*PipelineRunner)(nil)
+
+// Follow runs a backup.Follower for the job's cluster and destinations
+// until ctx ends: its chains start from the job's full backups (the
+// follower takes one when a destination has none it can resume from), and
+// its segments are encoded as the job's backups are.
+func (r *PipelineRunner) Follow(ctx context.Context, job Job, started func()) error {
+	if err := r.Validate(); err != nil {
+		return err
+	}
+	if job.Continuous == nil {
+		return fmt.Errorf("job %s is not continuous", quoteID(job.ID))
+	}
+	targets, err := r.targets(ctx, job)
+	if err != nil {
+		return err
+	}
+	catalogs := make([]backup.Catalog, 0, len(job.Destinations))
+	for _, name := range job.Destinations {
+		store, err := r.Store(ctx, name)
+		if err != nil {
+			return fmt.Errorf("destination %s: %w", name, err)
+		}
+		catalogs = append(catalogs, store)
+	}
+	snap, err := r.Snapshotter(ctx, job.Cluster)
+	if err != nil {
+		return fmt.Errorf("snapshotter of cluster %s: %w", job.Cluster, err)
+	}
+	cli, err := r.client(ctx, job.Cluster, snap)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	f := &backup.Follower{
+		Client:        cli,
+		Pipeline:      r.pipeline(snap, job),
+		Cluster:       job.Cluster,
+		Targets:       targets,
+		Catalogs:      catalogs,
+		FullName:      job.Name,
+		FlushInterval: job.Continuous.FlushInterval,
+		Observer:      startedObserver{started: started, next: r.FollowObserver},
+	}
+	return f.Run(ctx)
 }

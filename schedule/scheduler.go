@@ -137,9 +137,13 @@ type Scheduler struct {
 	stopping bool
 	runCtx   context.Context // parent of the runs of the current Start
 	checkCtx context.Context // parent of the Inventory checks
-	wg       sync.WaitGroup  // runs and checks in flight
-	idle     bool            // the loop waits for a wake-up
-	seen     uint64          // signals the loop has taken in
+	// followCtx is the parent of the continuous backups, and cancelFollow
+	// ends them.
+	followCtx    context.Context
+	cancelFollow context.CancelFunc
+	wg           sync.WaitGroup // runs and checks in flight
+	idle         bool           // the loop waits for a wake-up
+	seen         uint64         // signals the loop has taken in
 }
 
 // entry is a job and its state.
@@ -153,9 +157,10 @@ type entry struct {
 	tick, fire time.Time
 	index      int // in the timeline; -1 when not in it
 
-	due         *dueRun // a run waiting in the queue
-	run         *run    // the run in flight
-	check       bool    // waiting for, or in, its Inventory check
+	due         *dueRun    // a run waiting in the queue
+	run         *run       // the run in flight
+	follow      *followRun // the continuous backup, while running
+	check       bool       // waiting for, or in, its Inventory check
 	oneShotDone bool
 	removed     bool
 
@@ -248,6 +253,9 @@ func (s *Scheduler) Set(job Job) error {
 	if err != nil {
 		return err
 	}
+	if _, ok := s.runner.(ContinuousRunner); job.Continuous != nil && !ok {
+		return &JobError{ID: job.ID, Err: errors.New("continuous backup: the scheduler's runner has no Follow method (see ContinuousRunner)")}
+	}
 	job = job.clone()
 	now := s.clock.Now()
 	s.mu.Lock()
@@ -258,15 +266,20 @@ func (s *Scheduler) Set(job Job) error {
 		e = &entry{job: job, sched: sched, index: -1, jitter: jitterOf(job.ID, s.maxJitter)}
 		s.jobs[job.ID] = e
 		s.plan(e, now, true)
+		s.startFollow(e)
 		s.log.Debug("job set", "job", job.ID, "cluster", job.Cluster, "schedule", job.Schedule, "next", e.fire)
 	case e.job.equal(&job):
 		return nil
 	default:
 		retimed := e.job.timing() != job.timing()
+		refollow := e.job.followKey() != job.followKey()
 		e.job, e.sched = job, sched
 		if retimed {
 			e.oneShotDone = false
 			s.plan(e, now, false)
+		}
+		if refollow {
+			s.startFollow(e) // the continuous backup starts again with the new definition
 		}
 		s.log.Debug("job updated", "job", job.ID, "cluster", job.Cluster, "schedule", job.Schedule, "next", e.fire)
 	}
@@ -296,10 +309,19 @@ func (s *Scheduler) Remove(ctx context.Context, id string) error {
 		e.due = nil
 	}
 	s.checks = slices.DeleteFunc(s.checks, func(q *entry) bool { return q == e })
-	r := e.run
+	r, f := e.run, e.follow
+	e.follow = nil
 	s.mu.Unlock()
 	s.signal()
 	s.log.Debug("job removed", "job", id)
+	if f != nil {
+		f.cancel()
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			return fmt.Errorf("remove job %s: its continuous backup is still ending: %w", quoteID(id), ctx.Err())
+		}
+	}
 	if r == nil {
 		return nil
 	}
@@ -347,6 +369,7 @@ func (e *entry) currentStatus() Status {
 	st := e.status
 	st.Running = e.run != nil
 	st.Queued = e.due != nil
+	st.Following = e.follow != nil && e.follow.following
 	if e.index >= 0 || (e.sched == nil && !e.oneShotDone && e.run == nil) {
 		st.NextRun = e.fire
 	}
@@ -372,6 +395,7 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	runCtx, cancelRuns := context.WithCancelCause(context.WithoutCancel(ctx))
 	checkCtx, cancelChecks := context.WithCancel(ctx)
 	s.runCtx, s.checkCtx = runCtx, checkCtx
+	s.followCtx, s.cancelFollow = context.WithCancel(context.WithoutCancel(ctx))
 	now := s.clock.Now()
 	ids := make([]string, 0, len(s.jobs))
 	for id := range s.jobs {
@@ -380,6 +404,7 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	slices.Sort(ids)
 	for _, id := range ids {
 		s.plan(s.jobs[id], now, true)
+		s.startFollow(s.jobs[id])
 	}
 	s.log.Info("scheduler started", "jobs", len(s.jobs), "checks", len(s.checks))
 	s.mu.Unlock()
@@ -756,6 +781,10 @@ func (s *Scheduler) shutdown(cancelRuns context.CancelCauseFunc, cancelChecks co
 		e.check = false
 	}
 	s.checks = nil
+	for _, e := range s.jobs {
+		e.follow = nil // each stores what it holds and returns; wg waits for them
+	}
+	s.cancelFollow()
 	var stop func() bool
 	if s.inFlight > 0 {
 		s.log.Info("scheduler stopping: waiting for runs in flight", "runs", s.inFlight, "timeout", s.stopTimeout)
@@ -776,7 +805,7 @@ func (s *Scheduler) shutdown(cancelRuns context.CancelCauseFunc, cancelChecks co
 	}
 	s.queue = nil
 	s.running, s.stopping = false, false
-	s.runCtx, s.checkCtx = nil, nil
+	s.runCtx, s.checkCtx, s.followCtx = nil, nil, nil
 	s.mu.Unlock()
 	s.log.Info("scheduler stopped")
 }

@@ -57,6 +57,14 @@ type Status struct {
 	// the run: the backup was made.
 	LastPruneError error
 	PruneFailures  int64
+
+	// Following is set while the job's continuous backup follows etcd
+	// (Job.Continuous). FollowError is the error that last ended it (nil
+	// if it last ended without one, or never ended), and FollowRestarts
+	// counts the times it ended and was started again.
+	Following      bool
+	FollowError    error
+	FollowRestarts int64
 }
 
 // JobStatus is a job with its status.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.yaml.in/yaml/v3"
@@ -91,6 +92,13 @@ type backupConfig struct {
 	Keep        int        `yaml:"keep"`
 	// Recipients are age public keys to encrypt the backups to.
 	Recipients []string `yaml:"recipients"`
+	// Type is snapshot (the default) or keys-json: a logical backup of
+	// the keys under Prefixes, kept by its own count.
+	Type     string   `yaml:"type"`
+	Prefixes []string `yaml:"prefixes"`
+	// PointInTimeWindow, a duration such as 72h, also backs the cluster
+	// up continuously: every revision of that window stays restorable.
+	PointInTimeWindow string `yaml:"pointInTimeWindow"`
 }
 
 type tlsConfig struct {
@@ -163,7 +171,29 @@ func (bc backupConfig) job(valid destination.BackupConfig) schedule.Job {
 	if valid.Keep > 0 {
 		j.Retention = retention.KeepLast(valid.Keep)
 	}
+	if bc.Type == "keys-json" {
+		j.Kind, j.Prefixes = backup.KindKeysJSON, bc.Prefixes
+	}
+	if w, err := time.ParseDuration(bc.PointInTimeWindow); err == nil {
+		j.Continuous = &schedule.Continuous{Window: w}
+	}
 	return j
+}
+
+// checkKind reports a type or a point-in-time window the job cannot have.
+func (bc backupConfig) checkKind() error {
+	switch bc.Type {
+	case "", "snapshot", "keys-json":
+	default:
+		return fmt.Errorf("backup config %s: type %q is not snapshot or keys-json", bc.id(), bc.Type)
+	}
+	if bc.PointInTimeWindow == "" {
+		return nil
+	}
+	if _, err := time.ParseDuration(bc.PointInTimeWindow); err != nil {
+		return fmt.Errorf("backup config %s: pointInTimeWindow: %w", bc.id(), err)
+	}
+	return nil
 }
 
 // etcd returns the snapshotter configuration of the config's cluster.

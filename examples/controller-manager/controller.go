@@ -216,7 +216,7 @@ func (c *controller) setJob(ctx context.Context, bc backupConfig, etcd map[strin
 		return err
 	}
 	ec := bc.etcd()
-	if err := ec.Validate(); err != nil {
+	if err := errors.Join(ec.Validate(), bc.checkKind()); err != nil {
 		return err
 	}
 	if other, ok := etcd[bc.Cluster]; ok && strings.Join(other.Endpoints, ",") != strings.Join(ec.Endpoints, ",") {

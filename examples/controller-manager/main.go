@@ -120,16 +120,17 @@ func run(ctx context.Context, o options) error {
 	// The scheduler runs each job through the library's own pipeline and
 	// retention, on the registry's destinations; the inventory lets a
 	// restarted controller catch up on ticks it missed.
-	metrics := backup.NewMetrics()
+	metrics, followMetrics := backup.NewMetrics(), backup.NewFollowerMetrics()
 	c = newController(o.config, registry, st, log)
 	c.scheduler, err = schedule.New(schedule.Config{
 		Runner: &schedule.PipelineRunner{
-			Snapshotter: c.snapshotter,
-			Uploader:    byName[backup.Uploader](registry),
-			Store:       byName[retention.Store](registry),
-			Observer:    metrics,
-			Pins:        &c.pins,
-			Logger:      log,
+			Snapshotter:    c.snapshotter,
+			Uploader:       byName[backup.Uploader](registry),
+			Store:          byName[retention.Store](registry),
+			Observer:       metrics,
+			FollowObserver: followMetrics,
+			Pins:           &c.pins,
+			Logger:         log,
 		},
 		Inventory: &schedule.CatalogInventory{Catalog: byName[backup.Catalog](registry)},
 		Logger:    log,
@@ -146,7 +147,7 @@ func run(ctx context.Context, o options) error {
 	// Metrics on the host's own Prometheus registry.
 	drillMetrics := restore.NewDrillMetrics()
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(metrics, registry.Collector(), c.scheduler.Collector(), drillMetrics,
+	reg.MustRegister(metrics, followMetrics, registry.Collector(), c.scheduler.Collector(), drillMetrics,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))

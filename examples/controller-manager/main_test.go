@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -24,6 +25,7 @@ import (
 	"github.com/etcdbackup/etcdbackup/backup"
 	"github.com/etcdbackup/etcdbackup/destination"
 	"github.com/etcdbackup/etcdbackup/internal/etcdtest"
+	"github.com/etcdbackup/etcdbackup/schedule"
 )
 
 const waitFor = 20 * time.Second
@@ -243,6 +245,26 @@ backupConfigs:
 	require.Equal(t, 5, job.Retention.KeepLast)
 	require.Equal(t, backup.Zstd, job.Compression)
 	require.Equal(t, "/ca.pem", hourly.etcd().TLS.TrustedCAFile)
+
+	kinds, err := parseConfig([]byte(`
+backupConfigs:
+  - {name: ns, cluster: prod, endpoints: [10.0.0.2:2379], schedule: '@daily', type: keys-json, prefixes: [/registry/namespaces/]}
+  - {name: pitr, cluster: prod, endpoints: [10.0.0.2:2379], schedule: '@hourly', pointInTimeWindow: 72h}
+  - {name: bad, cluster: prod, endpoints: [10.0.0.2:2379], schedule: '@hourly', type: tarball, pointInTimeWindow: soon}
+`))
+	require.NoError(t, err)
+	ns, pitr, bad := kinds.BackupConfigs[0], kinds.BackupConfigs[1], kinds.BackupConfigs[2]
+	job = ns.job(destination.BackupConfig{Name: "ns", Cluster: "prod", Destination: "main", Schedule: "@daily"})
+	require.Equal(t, backup.KindKeysJSON, job.Kind)
+	require.Equal(t, []string{"/registry/namespaces/"}, job.Prefixes)
+	require.NoError(t, job.Validate())
+	job = pitr.job(destination.BackupConfig{Name: "pitr", Cluster: "prod", Destination: "main", Schedule: "@hourly"})
+	require.Equal(t, &schedule.Continuous{Window: 72 * time.Hour}, job.Continuous)
+	require.NoError(t, job.Validate())
+	require.NoError(t, errors.Join(ns.checkKind(), pitr.checkKind()))
+	require.ErrorContains(t, bad.checkKind(), `type "tarball"`)
+	bad.Type = ""
+	require.ErrorContains(t, bad.checkKind(), "pointInTimeWindow")
 
 	_, err = parseConfig([]byte("backupConfigs:\n  - {name: a, cluster: c}\n  - {name: a, cluster: c}\n"))
 	require.ErrorContains(t, err, "twice")

@@ -1,0 +1,213 @@
+package schedule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/etcdbackup/etcdbackup/backup"
+)
+
+// ContinuousRunner is a Runner that also runs continuous backups: the
+// scheduler needs one for jobs with Continuous set. PipelineRunner is one.
+type ContinuousRunner interface {
+	Runner
+	// Follow backs the job's cluster up continuously until ctx ends, then
+	// stores what it holds and returns nil; an error ends it early, and
+	// the scheduler starts it again after a pause. It calls started once
+	// it follows etcd: after it found, or took, the full backup its chain
+	// starts from.
+	Follow(ctx context.Context, job Job, started func()) error
+}
+
+// FollowLockID is the ID under which a job's continuous backup takes the
+// scheduler's Lock, for as long as it runs: one replica follows a cluster
+// at a time, and the job's backup runs keep their own lock. No job ID is
+// ever equal to it (job IDs have no control character).
+func FollowLockID(jobID string) string { return jobID + "\x00follow" }
+
+// Pauses of a continuous backup that ended: after an error (doubling up
+// to followMaxBackoff), and while another replica holds its lock.
+var (
+	followBackoff    = time.Second
+	followMaxBackoff = time.Minute
+	followLockRetry  = 15 * time.Second
+	admitRetry       = time.Second
+)
+
+// followRun is the continuous backup of a job while the scheduler runs.
+type followRun struct {
+	job       Job
+	cancel    context.CancelFunc
+	done      chan struct{} // closed when its supervisor has returned
+	following bool          // it follows etcd now
+}
+
+// startFollow starts e's continuous backup once the one it replaces, if
+// any, has ended; a job that is not continuous (any more) gets none. The
+// caller holds s.mu.
+func (s *Scheduler) startFollow(e *entry) {
+	prev := e.follow
+	e.follow = nil
+	if prev != nil {
+		prev.cancel()
+	}
+	if e.job.Continuous == nil || !s.running || s.stopping || e.removed {
+		return
+	}
+	ctx, cancel := context.WithCancel(s.followCtx)
+	f := &followRun{job: e.job.clone(), cancel: cancel, done: make(chan struct{})}
+	e.follow = f
+	s.wg.Add(1)
+	go s.superviseFollow(ctx, e, f, prev)
+}
+
+// superviseFollow runs f until ctx ends, starting it again after each end.
+func (s *Scheduler) superviseFollow(ctx context.Context, e *entry, f *followRun, prev *followRun) {
+	defer s.wg.Done()
+	defer close(f.done)
+	defer f.cancel()
+	if prev != nil {
+		select {
+		case <-prev.done:
+		case <-ctx.Done():
+			return
+		}
+	}
+	log := s.log.With("job", f.job.ID, "cluster", f.job.Cluster)
+	failures := 0
+	for {
+		err := s.followOnce(ctx, f)
+		if ctx.Err() != nil {
+			return
+		}
+		pause := followLockRetry
+		if !errors.Is(err, ErrLocked) {
+			s.mu.Lock()
+			e.status.FollowError = err
+			e.status.FollowRestarts++
+			s.mu.Unlock()
+			if err == nil {
+				failures = 0
+			} else {
+				failures++
+			}
+			pause = min(followBackoff<<min(failures, 10), followMaxBackoff)
+			log.Warn("continuous backup ended: starting it again", "err", err, "pause", pause)
+		}
+		if !s.sleep(ctx, pause) {
+			return
+		}
+	}
+}
+
+// followOnce runs f's continuous backup once: it waits for a run slot,
+// takes the lock, and holds the slot until the backup follows etcd.
+func (s *Scheduler) followOnce(ctx context.Context, f *followRun) error {
+	release, ok := s.admit(ctx, f.job.Destinations)
+	if !ok {
+		return nil
+	}
+	defer release()
+	if s.lock != nil {
+		held, err := s.lock.Acquire(ctx, FollowLockID(f.job.ID), time.Time{})
+		if err != nil {
+			return fmt.Errorf("lock continuous backup: %w", err)
+		}
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		defer cancel(nil)
+		go func() {
+			select {
+			case <-held.Lost():
+				cancel(errLockLost)
+			case <-ctx.Done():
+			}
+		}()
+		defer func() {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+			defer cancel()
+			if err := held.Release(rctx, false); err != nil {
+				s.log.Warn("continuous backup lock release", "job", f.job.ID, "err", err)
+			}
+		}()
+	}
+	started := func() {
+		release()
+		s.mu.Lock()
+		f.following = true
+		s.mu.Unlock()
+	}
+	err := s.runner.(ContinuousRunner).Follow(ctx, f.job, started)
+	s.mu.Lock()
+	f.following = false
+	s.mu.Unlock()
+	if cause := context.Cause(ctx); err == nil && errors.Is(cause, errLockLost) {
+		err = cause
+	}
+	return err
+}
+
+// admit waits for a run slot on dests for a continuous backup's start
+// (finding where to resume, or taking the first full backup, weighs as
+// much as a backup run), after the runs that are due. It returns a
+// function that frees the slot, and false if ctx ended first.
+func (s *Scheduler) admit(ctx context.Context, dests []string) (release func(), ok bool) {
+	for {
+		s.mu.Lock()
+		if len(s.queue) == 0 && s.inFlight < s.maxRuns && s.slotsFree(dests) {
+			s.inFlight++
+			for _, d := range dests {
+				s.perDest[d]++
+			}
+			s.mu.Unlock()
+			return sync.OnceFunc(func() {
+				s.mu.Lock()
+				s.inFlight--
+				for _, d := range dests {
+					if s.perDest[d]--; s.perDest[d] <= 0 {
+						delete(s.perDest, d)
+					}
+				}
+				s.mu.Unlock()
+				s.signal()
+			}), true
+		}
+		s.mu.Unlock()
+		if !s.sleep(ctx, admitRetry) {
+			return nil, false
+		}
+	}
+}
+
+// sleep waits d on the scheduler's clock, and reports false if ctx ended
+// first.
+func (s *Scheduler) sleep(ctx context.Context, d time.Duration) bool {
+	wake := make(chan struct{})
+	stop := s.clock.At(s.clock.Now().Add(d), func() { close(wake) })
+	defer stop()
+	select {
+	case <-wake:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// startedObserver calls started at the first ChainStarted or ChainResumed
+// event, and passes every event on.
+type startedObserver struct {
+	started func()
+	next    backup.FollowObserver
+}
+
+func (o startedObserver) ObserveFollow(e backup.FollowEvent) {
+	if e.Kind == backup.ChainStarted || e.Kind == backup.ChainResumed {
+		o.started()
+	}
+	if o.next != nil {
+		o.next.ObserveFollow(e)
+	}
+}
