@@ -115,6 +115,7 @@ FUZZ_TARGETS := \
 	./backup:FuzzTrailer \
 	./backup:FuzzValidateName \
 	./backup:FuzzParseManifest \
+	./backup:FuzzParseKeyLine \
 	./destination:FuzzParseURL
 
 # rules: check the Prometheus alerting rules of examples/alerts with

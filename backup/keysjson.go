@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -100,8 +101,47 @@ type KeyValue struct {
 type KeysJSONWriter struct {
 	w    *bufio.Writer
 	last []byte
+	buf  []byte // the line being written, reused
 	keys int64
 	err  error
+}
+
+// appendKeyLine appends kv's line to b, byte for byte as json.Marshal
+// writes it, without json.Marshal's allocations: an export writes one line
+// per key. Base64 needs no JSON escaping.
+func appendKeyLine(b []byte, kv KeyValue) []byte {
+	b = append(b, `{"key":`...)
+	if kv.Key == nil {
+		b = append(b, "null"...)
+	} else {
+		b = appendBase64(b, kv.Key)
+	}
+	b = appendIntField(b, "create_revision", kv.CreateRevision)
+	b = appendIntField(b, "mod_revision", kv.ModRevision)
+	b = appendIntField(b, "version", kv.Version)
+	if len(kv.Value) > 0 {
+		b = append(b, `,"value":`...)
+		b = appendBase64(b, kv.Value)
+	}
+	b = appendIntField(b, "lease", kv.Lease)
+	return append(b, '}')
+}
+
+func appendBase64(b, v []byte) []byte {
+	b = append(b, '"')
+	b = base64.StdEncoding.AppendEncode(b, v)
+	return append(b, '"')
+}
+
+// appendIntField appends `,"name":v`, or nothing for 0 (omitempty).
+func appendIntField(b []byte, name string, v int64) []byte {
+	if v == 0 {
+		return b
+	}
+	b = append(b, ',', '"')
+	b = append(b, name...)
+	b = append(b, '"', ':')
+	return strconv.AppendInt(b, v, 10)
 }
 
 // NewKeysJSONWriter writes h's line to w and returns a writer for the key
@@ -138,11 +178,8 @@ func (kw *KeysJSONWriter) Write(kv KeyValue) error {
 	if kw.keys > 0 && bytes.Compare(kv.Key, kw.last) <= 0 {
 		return fmt.Errorf("keys-json: key %q written after %q", kv.Key, kw.last)
 	}
-	b, err := json.Marshal(kv)
-	if err != nil {
-		return fmt.Errorf("encode key: %w", err)
-	}
-	kw.line(b)
+	kw.buf = appendKeyLine(kw.buf[:0], kv)
+	kw.line(kw.buf)
 	kw.last = append(kw.last[:0], kv.Key...)
 	kw.keys++
 	return kw.err
@@ -190,6 +227,7 @@ type KeysJSONReader struct {
 	header KeysJSONHeader
 	line   int
 	last   []byte
+	buf    []byte // the line being read, reused
 	keys   int64
 }
 
@@ -234,9 +272,11 @@ func (kr *KeysJSONReader) Next() (KeyValue, error) {
 	bad := func(format string, args ...any) (KeyValue, error) {
 		return KeyValue{}, &KeysJSONError{Line: kr.line, Reason: fmt.Sprintf(format, args...)}
 	}
-	var kv KeyValue
-	if err := strictUnmarshal(line, &kv); err != nil {
-		return bad("%v", err)
+	kv, ok := parseKeyLine(line)
+	if !ok {
+		if err := strictUnmarshal(line, &kv); err != nil {
+			return bad("%v", err)
+		}
 	}
 	switch {
 	case len(kv.Key) == 0:
@@ -260,7 +300,8 @@ func (kr *KeysJSONReader) Next() (KeyValue, error) {
 // object), is a *KeysJSONError.
 func (kr *KeysJSONReader) readLine() ([]byte, error) {
 	kr.line++
-	var line []byte
+	line := kr.buf[:0]
+	defer func() { kr.buf = line[:0] }()
 	for {
 		chunk, err := kr.br.ReadSlice('\n')
 		if len(line)+len(chunk) > MaxKeysJSONLine+1 {
@@ -280,6 +321,105 @@ func (kr *KeysJSONReader) readLine() ([]byte, error) {
 			return nil, err
 		}
 	}
+}
+
+// parseKeyLine decodes a key line written as appendKeyLine writes it:
+// the fields in that order, integers without leading zeros, base64 with
+// nothing to unescape. It reports false for any other line, valid JSON or
+// not, which strictUnmarshal then decodes or refuses: the fast path
+// accepts nothing encoding/json would not. Key and value share one
+// allocation.
+func parseKeyLine(line []byte) (kv KeyValue, ok bool) {
+	p := keyLineParser{rest: line}
+	key, ok := p.base64Field(`{"key":`, false)
+	if !ok {
+		return KeyValue{}, false
+	}
+	kv.CreateRevision, ok = p.intField(`,"create_revision":`)
+	if ok {
+		kv.ModRevision, ok = p.intField(`,"mod_revision":`)
+	}
+	if ok {
+		kv.Version, ok = p.intField(`,"version":`)
+	}
+	var value []byte
+	if ok {
+		value, ok = p.base64Field(`,"value":`, true)
+	}
+	if ok {
+		kv.Lease, ok = p.intField(`,"lease":`)
+	}
+	if !ok || string(p.rest) != "}" {
+		return KeyValue{}, false
+	}
+	enc := base64.StdEncoding
+	buf := make([]byte, enc.DecodedLen(len(key))+enc.DecodedLen(len(value)))
+	n, err := enc.Decode(buf, key)
+	if err != nil || n == 0 {
+		return KeyValue{}, false
+	}
+	kv.Key = buf[:n:n]
+	if value != nil {
+		m, err := enc.Decode(buf[n:], value)
+		if err != nil || m == 0 {
+			return KeyValue{}, false
+		}
+		kv.Value = buf[n : n+m : n+m]
+	}
+	return kv, true
+}
+
+// keyLineParser reads the fields of a key line in order.
+type keyLineParser struct{ rest []byte }
+
+// base64Field reads name and a quoted run of base64 characters, returned
+// undecoded. An absent optional field returns nil and true.
+func (p *keyLineParser) base64Field(name string, optional bool) ([]byte, bool) {
+	if !bytes.HasPrefix(p.rest, []byte(name)) {
+		return nil, optional
+	}
+	s := p.rest[len(name):]
+	if len(s) < 2 || s[0] != '"' {
+		return nil, false
+	}
+	end := bytes.IndexByte(s[1:], '"')
+	if end < 1 {
+		return nil, false
+	}
+	v := s[1 : 1+end]
+	for _, c := range v {
+		if !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '+' || c == '/' || c == '=') {
+			return nil, false
+		}
+	}
+	p.rest = s[end+2:]
+	return v, true
+}
+
+// intField reads name and an integer as JSON writes it. An absent field is
+// 0 (omitempty).
+func (p *keyLineParser) intField(name string) (int64, bool) {
+	if !bytes.HasPrefix(p.rest, []byte(name)) {
+		return 0, true
+	}
+	s := p.rest[len(name):]
+	i := 0
+	if i < len(s) && s[i] == '-' {
+		i++
+	}
+	digits := i
+	for i < len(s) && '0' <= s[i] && s[i] <= '9' {
+		i++
+	}
+	if i == digits || (s[digits] == '0' && i > digits+1) {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(string(s[:i]), 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	p.rest = s[i:]
+	return v, true
 }
 
 // strictUnmarshal decodes one JSON object, refusing unknown fields and
