@@ -61,6 +61,8 @@ func main() {
 		err = runReport(args[1:])
 	case len(args) > 0 && args[0] == "pitr":
 		err = runPITR(args[1:])
+	case len(args) > 0 && args[0] == "pitr-restore":
+		err = runPITRRestore(args[1:])
 	case len(args) > 0 && args[0] == "pitr-follow":
 		err = runPITRFollower()
 	default:
