@@ -1,6 +1,7 @@
 package backup
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,26 +20,39 @@ import (
 // to KindKeysJSON.
 //
 // The read is consistent: the first request fixes the revision, and every
-// page after it is read at that revision. Memory is bounded by PageSize
-// keys whatever the number of keys. A compaction past that revision while
-// the export runs fails it with etcd's ErrCompacted.
+// page after it is read at that revision. Memory is bounded by a page
+// whatever the number of keys: at most PageSize keys, and about PageBytes
+// of keys and values (the limit of each request is sized from the keys
+// read so far). A compaction past that revision while the export runs
+// fails it with etcd's ErrCompacted.
 type KeysExporter struct {
 	// Client reads the keys. The exporter does not close it.
 	Client *clientv3.Client
 	// Prefixes are the key prefixes to export; none means every key.
 	// Prefixes covered by another one are read once (NormalizePrefixes).
 	Prefixes []string
-	// PageSize is the number of keys read per request. Zero means 1000.
+	// PageSize is the most keys read per request. Zero means
+	// DefaultExportPageSize.
 	PageSize int64
+	// PageBytes is the size of keys and values a request aims at. Zero
+	// means DefaultExportPageBytes. Smaller pages hold less memory but
+	// cost etcd more: a range request with a limit still counts every key
+	// of its range.
+	PageBytes int64
 	// Now stamps the header; nil means time.Now.
 	Now func() time.Time
 }
 
 var _ Snapshotter = (*KeysExporter)(nil)
 
-// DefaultExportPageSize is the page size of a KeysExporter whose PageSize
-// is zero.
-const DefaultExportPageSize = 1000
+// Defaults of a KeysExporter's pages.
+const (
+	DefaultExportPageSize  = 1000
+	DefaultExportPageBytes = 4 << 20
+	// firstPageKeys is the limit of the first request, before the size
+	// of a key is known.
+	firstPageKeys = 64
+)
 
 // Snapshot implements Snapshotter. The stream is the keys-json object; it
 // has no etcd trailer, so the raw SHA-256 the pipeline records is the
@@ -50,7 +64,7 @@ func (e *KeysExporter) Snapshot(ctx context.Context) (*Snapshot, error) {
 		return nil, errors.New("keys exporter has no client")
 	}
 	prefixes := NormalizePrefixes(e.Prefixes)
-	first, err := e.page(ctx, rangeOf(prefixes, 0), 0)
+	first, err := e.page(ctx, rangeOf(prefixes, 0), 0, min(firstPageKeys, e.pageSize()))
 	if err != nil {
 		return nil, fmt.Errorf("read keys: %w", err)
 	}
@@ -72,11 +86,11 @@ func (e *KeysExporter) Snapshot(ctx context.Context) (*Snapshot, error) {
 	pr, pw := io.Pipe()
 	var keys atomic.Int64
 	ectx, cancel := context.WithCancel(ctx)
-	go func() {
+	go func(first *clientv3.GetResponse) { // an argument, so that no closure holds the page
 		n, err := e.write(ectx, pw, header, prefixes, first)
 		keys.Store(n)
 		pw.CloseWithError(err)
-	}()
+	}(first)
 	finish := func(info SnapshotInfo) (SnapshotInfo, error) {
 		info.Keys = keys.Load() // stored before the pipe's end was read
 		return info, nil
@@ -126,12 +140,37 @@ func rangeOf(prefixes []string, i int) keyRange {
 	return keyRange{key: prefixes[i], end: clientv3.GetPrefixRangeEnd(prefixes[i])}
 }
 
-func (e *KeysExporter) page(ctx context.Context, r keyRange, rev int64) (*clientv3.GetResponse, error) {
-	size := e.PageSize
-	if size <= 0 {
-		size = DefaultExportPageSize
+func (e *KeysExporter) pageSize() int64 {
+	if e.PageSize <= 0 {
+		return DefaultExportPageSize
 	}
-	opts := []clientv3.OpOption{clientv3.WithRange(r.end), clientv3.WithLimit(size),
+	return e.PageSize
+}
+
+// pager sizes the limit of each request from the keys read so far.
+type pager struct {
+	maxKeys, target int64
+	keys, bytes     int64
+}
+
+func (p *pager) saw(resp *clientv3.GetResponse) {
+	for _, kv := range resp.Kvs {
+		p.keys++
+		p.bytes += int64(len(kv.Key) + len(kv.Value))
+	}
+}
+
+// limit is the number of keys of about target bytes, at the mean size of
+// the keys read so far, between 1 and maxKeys.
+func (p *pager) limit() int64 {
+	if p.bytes == 0 {
+		return p.maxKeys
+	}
+	return max(1, min(p.maxKeys, p.target*p.keys/p.bytes))
+}
+
+func (e *KeysExporter) page(ctx context.Context, r keyRange, rev, limit int64) (*clientv3.GetResponse, error) {
+	opts := []clientv3.OpOption{clientv3.WithRange(r.end), clientv3.WithLimit(limit),
 		clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend)}
 	if rev > 0 {
 		opts = append(opts, clientv3.WithRev(rev))
@@ -140,36 +179,73 @@ func (e *KeysExporter) page(ctx context.Context, r keyRange, rev int64) (*client
 }
 
 // write writes the object to w: the header, then every key of every
-// range, page by page at the first page's revision.
+// range, page by page at the first page's revision. One page is read
+// ahead while the page before it is written, so that etcd's work and the
+// encoding overlap; at most two pages are held.
 func (e *KeysExporter) write(ctx context.Context, w io.Writer, h KeysJSONHeader, prefixes []string, first *clientv3.GetResponse) (int64, error) {
 	kw, err := NewKeysJSONWriter(w, h)
 	if err != nil {
 		return 0, err
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	pages := make(chan *clientv3.GetResponse, 1)
+	var readErr error
+	go func() {
+		defer close(pages)
+		readErr = e.read(ctx, h.Revision, prefixes, first, pages)
+	}()
+	for resp := range pages {
+		for _, kv := range resp.Kvs {
+			if err := kw.Write(KeyValue{Key: kv.Key, CreateRevision: kv.CreateRevision, ModRevision: kv.ModRevision,
+				Version: kv.Version, Value: kv.Value, Lease: kv.Lease}); err != nil {
+				cancel()
+				for range pages { // let the reader end
+				}
+				return kw.Keys(), err
+			}
+		}
+	}
+	if readErr != nil { // written before pages was closed
+		return kw.Keys(), fmt.Errorf("read keys: %w", readErr)
+	}
+	return kw.Keys(), kw.Flush()
+}
+
+// read sends every page of every range on pages, the first page first,
+// until ctx ends.
+func (e *KeysExporter) read(ctx context.Context, rev int64, prefixes []string, first *clientv3.GetResponse, pages chan<- *clientv3.GetResponse) error {
+	pg := &pager{maxKeys: e.pageSize(), target: cmp.Or(e.PageBytes, DefaultExportPageBytes)}
+	send := func(resp *clientv3.GetResponse) error {
+		pg.saw(resp)
+		select {
+		case pages <- resp:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	ranges := max(len(prefixes), 1)
 	for i := range ranges {
 		r := rangeOf(prefixes, i)
 		resp := first
-		if i > 0 {
-			if resp, err = e.page(ctx, r, h.Revision); err != nil {
-				return kw.Keys(), fmt.Errorf("read keys: %w", err)
-			}
-		}
+		first = nil // not held past its page
 		for {
-			for _, kv := range resp.Kvs {
-				if err := kw.Write(KeyValue{Key: kv.Key, CreateRevision: kv.CreateRevision, ModRevision: kv.ModRevision,
-					Version: kv.Version, Value: kv.Value, Lease: kv.Lease}); err != nil {
-					return kw.Keys(), err
+			if resp == nil {
+				var err error
+				if resp, err = e.page(ctx, r, rev, pg.limit()); err != nil {
+					return err
 				}
+			}
+			if err := send(resp); err != nil {
+				return err
 			}
 			if !resp.More || len(resp.Kvs) == 0 {
 				break
 			}
 			r.key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
-			if resp, err = e.page(ctx, r, h.Revision); err != nil {
-				return kw.Keys(), fmt.Errorf("read keys: %w", err)
-			}
+			resp = nil
 		}
 	}
-	return kw.Keys(), kw.Flush()
+	return nil
 }
