@@ -12,6 +12,8 @@ import (
 	"github.com/etcdbackup/etcdbackup/backup"
 	"github.com/etcdbackup/etcdbackup/destination"
 	"github.com/etcdbackup/etcdbackup/internal/azuritetest"
+	"github.com/etcdbackup/etcdbackup/storage/blob"
+	"github.com/etcdbackup/etcdbackup/storage/blob/azure"
 )
 
 // An azblob:// destination with a shared key of its own, as seed 004's
@@ -26,6 +28,7 @@ func TestAzureSharedKeyWithAzurite(t *testing.T) {
 	ctx := testCtx(t)
 
 	r, err := destination.NewRegistry(destination.Options{
+		Drivers: []blob.Driver{azure.Driver()},
 		Secrets: destination.StaticSecrets{
 			"azure": {AccessKey: azuritetest.Account, SecretKey: azuritetest.Key},
 			"wrong": {AccessKey: azuritetest.Account, SecretKey: wrongKey},

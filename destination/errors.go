@@ -53,6 +53,10 @@ var (
 	// since its earlier backups live on the old one; delete the config and
 	// create a new one.
 	ErrDestinationChanged = errors.New("backup config destination cannot change")
+	// ErrNoDriver: the destination's scheme is a cloud's (gs, azblob)
+	// whose driver the host did not give in Options.Drivers. The message
+	// names the package to import. It matches ErrInvalidSpec too.
+	ErrNoDriver = errors.New("no driver for the destination's scheme")
 	// ErrNotConfigured: the destination has no URL yet. It is kept and
 	// reported Unavailable with ReasonNotConfigured until it gets one.
 	ErrNotConfigured = errors.New("destination has no URL")

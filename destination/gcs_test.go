@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -19,6 +20,8 @@ import (
 
 	"github.com/etcdbackup/etcdbackup/destination"
 	"github.com/etcdbackup/etcdbackup/internal/gcstest"
+	"github.com/etcdbackup/etcdbackup/storage/blob"
+	"github.com/etcdbackup/etcdbackup/storage/blob/gcs"
 )
 
 // serviceAccountKey returns a service account's JSON key whose tokens come
@@ -72,7 +75,7 @@ func TestGCSServiceAccountKey(t *testing.T) {
 
 	// A secret holds the key as a destination's keys: the service
 	// account's email as the access key, its JSON key as the secret key.
-	r := newRegistry(t, destination.Options{Secrets: destination.StaticSecrets{"gcs": {AccessKey: "backup@test.iam.gserviceaccount.com", SecretKey: key}}})
+	r := newRegistry(t, destination.Options{Drivers: []blob.Driver{gcs.Driver()}, Secrets: destination.StaticSecrets{"gcs": {AccessKey: "backup@test.iam.gserviceaccount.com", SecretKey: key}}})
 	for name, creds := range map[string]destination.Credentials{
 		"from-secret": {Source: destination.SourceSecret, Secret: "gcs"},
 		"from-file":   {Source: destination.SourceFiles, SecretKeyFile: keyFile},
@@ -105,11 +108,60 @@ func TestGCSServiceAccountKey(t *testing.T) {
 	// No credentials at all, no emulator: auth, not error.
 	t.Setenv("STORAGE_EMULATOR_HOST", "")
 	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", filepath.Join(t.TempDir(), "missing.json"))
-	r2 := newRegistry(t, destination.Options{})
+	r2 := newRegistry(t, destination.Options{Drivers: []blob.Driver{gcs.Driver()}})
 	_, err = r2.Add(ctx, destination.Spec{Name: "bare", URL: "gs://some-bucket"})
 	require.NoError(t, err)
 	st, err = r2.Check(ctx, "bare")
 	require.NoError(t, err)
 	require.Equal(t, destination.ReasonAuth, st.Reason, "%+v", st)
 	require.False(t, strings.Contains(fmt.Sprint(st), key[:40]))
+}
+
+// TestCloudDriversAreExplicit: a registry links no cloud SDK by itself. A
+// gs:// or azblob:// destination whose driver the host did not give is
+// refused with ErrNoDriver, naming the package to import; with the driver
+// it is accepted.
+func TestCloudDriversAreExplicit(t *testing.T) {
+	ctx := testCtx(t)
+	r := newRegistry(t, destination.Options{Secrets: destination.StaticSecrets{"k": {AccessKey: "a", SecretKey: "b"}}})
+	for url, pkg := range map[string]string{
+		"gs://bucket":                     "storage/blob/gcs",
+		"azblob://container":              "storage/blob/azure",
+		"azblob://container-b?account=a1": "storage/blob/azure",
+	} {
+		_, err := r.Add(ctx, destination.Spec{Name: "cloud", URL: url})
+		require.ErrorIs(t, err, destination.ErrNoDriver, url)
+		require.ErrorIs(t, err, destination.ErrInvalidSpec, url)
+		require.ErrorContains(t, err, "github.com/etcdbackup/etcdbackup/"+pkg, url)
+		_, err = r.Add(ctx, destination.Spec{Name: "keyed", URL: url, Credentials: destination.Credentials{Source: destination.SourceSecret, Secret: "k"}})
+		require.ErrorIs(t, err, destination.ErrNoDriver, url)
+	}
+	withGCS := newRegistry(t, destination.Options{Drivers: []blob.Driver{gcs.Driver()}})
+	_, err := withGCS.Add(ctx, destination.Spec{Name: "cloud", URL: "gs://bucket"})
+	require.NoError(t, err)
+	_, err = withGCS.Add(ctx, destination.Spec{Name: "other", URL: "azblob://container"})
+	require.ErrorIs(t, err, destination.ErrNoDriver, "only the drivers given")
+
+	_, err = destination.NewRegistry(destination.Options{Drivers: []blob.Driver{gcs.Driver(), gcs.Driver()}})
+	require.Error(t, err, "a driver given twice")
+	_, err = destination.NewRegistry(destination.Options{Drivers: []blob.Driver{{Scheme: "s3"}}})
+	require.Error(t, err, "drivers are for the clouds gocloud opens")
+}
+
+// TestDestinationLinksNoCloudSDK: a program that imports destination and
+// storage/s3 only links no Google Cloud or Azure package.
+func TestDestinationLinksNoCloudSDK(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps",
+		"github.com/etcdbackup/etcdbackup/destination", "github.com/etcdbackup/etcdbackup/storage/s3").Output()
+	require.NoError(t, err)
+	deps := strings.Fields(string(out))
+	require.Contains(t, deps, "github.com/minio/minio-go/v7", "the listing is of the program's packages")
+	for _, p := range deps {
+		require.False(t, strings.HasPrefix(p, "cloud.google.com/") || strings.HasPrefix(p, "github.com/Azure/") ||
+			strings.HasPrefix(p, "gocloud.dev/blob/gcsblob") || strings.HasPrefix(p, "gocloud.dev/blob/azureblob"),
+			"%s is linked", p)
+	}
+	out, err = exec.Command("go", "list", "-deps", "github.com/etcdbackup/etcdbackup/storage/blob/gcs").Output()
+	require.NoError(t, err)
+	require.Contains(t, string(out), "cloud.google.com/", "the check can fail: the gs driver links the SDK")
 }

@@ -137,23 +137,24 @@ func (r *Registry) open(ctx context.Context, spec Spec, loc Location) (*handle, 
 			return nil, err
 		}
 		inner, probe, closer = b, p, tr.CloseIdleConnections
-	case loc.Scheme == SchemeGCS && spec.Credentials != (Credentials{}):
-		b, closeGCS, err := r.openGCS(ctx, spec, loc)
+	case (loc.Scheme == SchemeGCS || loc.Scheme == SchemeAzure) && spec.Credentials != (Credentials{}):
+		b, closeKey, err := r.openKey(ctx, spec, loc)
 		if err != nil {
 			return nil, err
 		}
-		inner, probe, closer = b, b, closeGCS
-	case loc.Scheme == SchemeAzure && spec.Credentials != (Credentials{}):
-		b, closeAzure, err := r.openAzure(ctx, spec, loc)
-		if err != nil {
-			return nil, err
-		}
-		inner, probe, closer = b, b, closeAzure
+		inner, probe, closer = b, b, closeKey
 	case loc.Scheme == SchemeMem && r.opts.Mux == nil:
 		inner = r.memBucket(loc.Bucket)
 		probe = inner
 	default:
-		b, err := blob.Open(ctx, r.mux, loc.gocloudURL(), &blob.Options{Logger: r.log.With("destination", spec.Name)})
+		if err := r.checkDriver(spec, loc); err != nil {
+			return nil, err
+		}
+		opts := &blob.Options{Logger: r.log.With("destination", spec.Name)}
+		if d, ok := r.driver(loc.Scheme); ok {
+			opts.ErrorCode = d.ErrorCode
+		}
+		b, err := blob.Open(ctx, r.mux, loc.gocloudURL(), opts)
 		if err != nil {
 			return nil, err
 		}

@@ -12,10 +12,12 @@ import (
 	"time"
 
 	gcblob "gocloud.dev/blob"
+	"gocloud.dev/blob/fileblob"
+	"gocloud.dev/blob/memblob"
 
 	"github.com/etcdbackup/etcdbackup/backup"
 	"github.com/etcdbackup/etcdbackup/storage"
-	"github.com/etcdbackup/etcdbackup/storage/blob/drivers"
+	"github.com/etcdbackup/etcdbackup/storage/blob"
 	"github.com/etcdbackup/etcdbackup/storage/s3"
 )
 
@@ -34,11 +36,19 @@ const DefaultName = "default"
 // Options configures a Registry. Every zero value means the documented
 // default.
 type Options struct {
-	// Mux opens the URLs of gs://, azblob://, file:// and mem://
-	// destinations (s3:// ones are opened with storage/s3). Nil means
-	// drivers.NewURLMux(nil), except that mem://name then names an
-	// in-memory bucket that lives as long as the registry, whatever the
-	// updates.
+	// Drivers open the gs:// and azblob:// destinations: pass
+	// gcs.Driver() (package storage/blob/gcs) and azure.Driver() (package
+	// storage/blob/azure) for the clouds the host uses. The registry links
+	// no cloud SDK by itself; a destination of a cloud whose driver is
+	// missing is refused with ErrNoDriver, which names the package.
+	Drivers []blob.Driver
+
+	// Mux opens the URLs of file:// and mem:// destinations, and of
+	// gs:// and azblob:// destinations without credentials (s3:// ones
+	// are opened with storage/s3). Nil means a mux of the file and mem
+	// drivers and of the Drivers' URL openers, on which mem://name names
+	// an in-memory bucket that lives as long as the registry, whatever
+	// the updates.
 	Mux *gcblob.URLMux
 
 	// Secrets resolves the credentials of destinations whose
@@ -155,6 +165,18 @@ func (o Options) Validate() error {
 	case o.CheckTimeout < 0:
 		return fmt.Errorf("check timeout %v is negative", o.CheckTimeout)
 	}
+	seen := map[string]bool{}
+	for _, d := range o.Drivers {
+		switch {
+		case d.Scheme != SchemeGCS && d.Scheme != SchemeAzure:
+			return fmt.Errorf("driver of scheme %s: drivers are for %s and %s", paramName(d.Scheme), SchemeGCS, SchemeAzure)
+		case d.URLOpener == nil || d.OpenKey == nil:
+			return fmt.Errorf("driver of scheme %s: want a URL opener and a key opener", d.Scheme)
+		case seen[d.Scheme]:
+			return fmt.Errorf("driver of scheme %s given twice", d.Scheme)
+		}
+		seen[d.Scheme] = true
+	}
 	for scheme, open := range o.Schemes {
 		switch {
 		case scheme == SchemeS3, scheme == SchemeGCS, scheme == SchemeAzure, scheme == SchemeFile, scheme == SchemeMem:
@@ -225,7 +247,15 @@ func NewRegistry(opts Options) (*Registry, error) {
 	}
 	mux := opts.Mux
 	if mux == nil {
-		mux = drivers.NewURLMux(nil)
+		mux = new(gcblob.URLMux)
+		// fileblob writes its temporary files next to the object: the
+		// rename from os.TempDir fails when the directory is a mounted
+		// volume of another file system.
+		mux.RegisterBucket(fileblob.Scheme, &fileblob.URLOpener{Options: fileblob.Options{NoTempDir: true}})
+		mux.RegisterBucket(memblob.Scheme, &memblob.URLOpener{})
+		for _, d := range opts.Drivers {
+			mux.RegisterBucket(d.Scheme, d.URLOpener)
+		}
 	}
 	return &Registry{
 		opts:    opts,
@@ -250,6 +280,9 @@ func (r *Registry) validate(spec Spec) (Location, error) {
 	loc, err := spec.validate(r.customScheme)
 	if err != nil {
 		return Location{}, err
+	}
+	if err := r.checkDriver(spec, loc); err != nil {
+		return Location{}, &SpecError{Name: spec.Name, Field: "url", Err: err}
 	}
 	if spec.Credentials.Source == SourceSecret && r.opts.Secrets == nil {
 		return Location{}, &SpecError{Name: spec.Name, Field: "credentials", Err: errors.New("source secret, but the registry has no secret resolver")}

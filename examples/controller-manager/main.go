@@ -51,6 +51,9 @@ import (
 	"github.com/etcdbackup/etcdbackup/restore"
 	"github.com/etcdbackup/etcdbackup/retention"
 	"github.com/etcdbackup/etcdbackup/schedule"
+	"github.com/etcdbackup/etcdbackup/storage/blob"
+	"github.com/etcdbackup/etcdbackup/storage/blob/azure"
+	"github.com/etcdbackup/etcdbackup/storage/blob/gcs"
 )
 
 // options are the flags of the command.
@@ -106,6 +109,9 @@ func run(ctx context.Context, o options) error {
 	}
 	var c *controller
 	registry, err := destination.NewRegistry(destination.Options{
+		// The clouds' drivers are linked where they are named: a host
+		// that writes to one cloud passes its driver alone.
+		Drivers: []blob.Driver{gcs.Driver(), azure.Driver()},
 		Secrets: mountedSecrets(o.secretsDir),
 		Logger:  log,
 		// The registry refuses to remove or move a destination that

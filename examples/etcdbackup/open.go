@@ -7,6 +7,9 @@ import (
 	"strings"
 
 	"github.com/etcdbackup/etcdbackup/destination"
+	"github.com/etcdbackup/etcdbackup/storage/blob"
+	"github.com/etcdbackup/etcdbackup/storage/blob/azure"
+	"github.com/etcdbackup/etcdbackup/storage/blob/gcs"
 )
 
 // openDestination opens the destination the flags select, in a registry
@@ -33,7 +36,7 @@ func openDestination(ctx context.Context, f *destinationFlags, log *slog.Logger)
 			name = cfg.find(loc)
 		}
 		if name == "" {
-			reg, err := destination.NewRegistry(destination.Options{Logger: log})
+			reg, err := destination.NewRegistry(destination.Options{Logger: log, Drivers: cloudDrivers()})
 			if err != nil {
 				return nil, nil, err
 			}
@@ -70,9 +73,17 @@ func openDestination(ctx context.Context, f *destinationFlags, log *slog.Logger)
 	return reg, d, nil
 }
 
+// cloudDrivers are the drivers of the clouds the CLI opens: every one.
+// A host that uses one cloud passes its driver alone and links no other
+// cloud's SDK.
+func cloudDrivers() []blob.Driver {
+	return []blob.Driver{gcs.Driver(), azure.Driver()}
+}
+
 // openRegistry returns a registry of every destination of cfg.
 func openRegistry(ctx context.Context, cfg *config, path string, opts destination.Options) (*destination.Registry, error) {
 	opts.Secrets = cfg.secrets()
+	opts.Drivers = cloudDrivers()
 	reg, err := destination.NewRegistry(opts)
 	if err != nil {
 		return nil, err

@@ -17,7 +17,9 @@ import (
 	"github.com/etcdbackup/etcdbackup/internal/etcdtest"
 	"github.com/etcdbackup/etcdbackup/internal/gcstest"
 	"github.com/etcdbackup/etcdbackup/restore"
-	"github.com/etcdbackup/etcdbackup/storage/blob/drivers"
+	"github.com/etcdbackup/etcdbackup/storage/blob"
+	"github.com/etcdbackup/etcdbackup/storage/blob/azure"
+	"github.com/etcdbackup/etcdbackup/storage/blob/gcs"
 )
 
 // TestCloudDestinations backs one etcd up to a gs:// and an azblob://
@@ -28,11 +30,11 @@ import (
 // package opens gs:// or azblob:// URLs.
 func TestCloudDestinations(t *testing.T) {
 	ctx := t.Context()
-	gcs, azure := gcstest.Start(t), azuritetest.Start(t)
-	bucket := gcs.NewBucket(t)
-	container := azure.NewContainer(t).URL()
+	gcsSrv, azureSrv := gcstest.Start(t), azuritetest.Start(t)
+	bucket := gcsSrv.NewBucket(t)
+	container := azureSrv.NewContainer(t).URL()
 	container = container[strings.LastIndex(container, "/")+1:]
-	t.Setenv("STORAGE_EMULATOR_HOST", strings.TrimSuffix(strings.TrimPrefix(gcs.Endpoint(), "http://"), "/storage/v1/"))
+	t.Setenv("STORAGE_EMULATOR_HOST", strings.TrimSuffix(strings.TrimPrefix(gcsSrv.Endpoint(), "http://"), "/storage/v1/"))
 	t.Setenv("AZURE_STORAGE_ACCOUNT", azuritetest.Account)
 	t.Setenv("AZURE_STORAGE_KEY", azuritetest.Key)
 
@@ -41,12 +43,12 @@ func TestCloudDestinations(t *testing.T) {
 	fill, err := etcdtest.Fill(ctx, cli, etcdtest.FillOptions{Keys: 1000, Seed: 7})
 	require.NoError(t, err)
 
-	registry, err := destination.NewRegistry(destination.Options{Mux: drivers.NewURLMux(nil)})
+	registry, err := destination.NewRegistry(destination.Options{Drivers: []blob.Driver{gcs.Driver(), azure.Driver()}})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, registry.Close()) })
 	specs := []destination.Spec{
 		{Name: "gcs", URL: "gs://" + bucket + "/seed-eu"},
-		{Name: "azure", URL: fmt.Sprintf("azblob://%s/seed-eu?account=%s&endpoint=%s&insecure=true", container, azuritetest.Account, azure.Endpoint())},
+		{Name: "azure", URL: fmt.Sprintf("azblob://%s/seed-eu?account=%s&endpoint=%s&insecure=true", container, azuritetest.Account, azureSrv.Endpoint())},
 	}
 	var targets []backup.Target
 	for _, spec := range specs {

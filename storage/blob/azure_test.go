@@ -13,6 +13,7 @@ import (
 	"github.com/etcdbackup/etcdbackup/internal/azuritetest"
 	"github.com/etcdbackup/etcdbackup/storage"
 	"github.com/etcdbackup/etcdbackup/storage/blob"
+	"github.com/etcdbackup/etcdbackup/storage/blob/azure"
 	"github.com/etcdbackup/etcdbackup/storage/storagetest"
 )
 
@@ -23,7 +24,7 @@ func TestAzure(t *testing.T) {
 		gb, err := azureblob.OpenBucket(t.Context(), srv.NewContainer(t), nil)
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = gb.Close() })
-		return storagetest.Fixture{Bucket: blob.New(gb, nil)}
+		return storagetest.Fixture{Bucket: blob.New(gb, &blob.Options{WholeBody: true, ErrorCode: azure.ErrorCode})}
 	})
 }
 
@@ -35,7 +36,7 @@ func TestAzureErrors(t *testing.T) {
 		gb, err := azureblob.OpenBucket(t.Context(), c, nil)
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = gb.Close() })
-		return blob.New(gb, nil)
+		return blob.New(gb, &blob.Options{WholeBody: true, ErrorCode: azure.ErrorCode})
 	}
 	listErr := func(b *blob.Bucket) error {
 		for _, err := range b.List(t.Context(), "") {

@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	gcblob "gocloud.dev/blob"
 
@@ -76,6 +75,20 @@ type Options struct {
 
 	// Logger receives the failures of that cleanup. Nil means silent.
 	Logger *slog.Logger
+
+	// WholeBody has Put hand the body to the driver to read (gocloud's
+	// Bucket.Upload) instead of writing it through a Writer. azureblob
+	// buckets need it: azureblob's writer panics in Close when its upload
+	// failed after the first Write. Open sets it for azblob:// URLs, and
+	// package storage/blob/azure for the buckets it opens; a host that
+	// gives New an azureblob bucket of its own sets it.
+	WholeBody bool
+
+	// ErrorCode reads the HTTP status and the service's error code from a
+	// driver's error, for the refusals gocloud leaves Unknown: the driver
+	// of a cloud gives it (Driver.ErrorCode; azure.ErrorCode), since this
+	// package links no cloud SDK's error types. Nil classifies without.
+	ErrorCode func(err error) (status int, code string, ok bool)
 }
 
 // Validate reports whether o is usable. A nil *Options is valid.
@@ -98,10 +111,10 @@ func (o *Options) Validate() error {
 type driverKind int
 
 const (
-	driverOther driverKind = iota
-	driverFile             // gocloud.dev/blob/fileblob
-	driverS3               // gocloud.dev/blob/s3blob
-	driverAzure            // gocloud.dev/blob/azureblob
+	driverOther     driverKind = iota
+	driverFile                 // gocloud.dev/blob/fileblob
+	driverS3                   // gocloud.dev/blob/s3blob
+	driverWholeBody            // Options.WholeBody: gocloud.dev/blob/azureblob
 )
 
 // Bucket is a storage.Bucket backed by a gocloud.dev/blob bucket. It is
@@ -147,7 +160,6 @@ func New(b *gcblob.Bucket, opts *Options) *Bucket {
 	}
 	var client *s3.Client
 	var fi os.FileInfo
-	var azc *container.Client
 	switch {
 	case b.As(&client):
 		bk.kind, bk.s3 = driverS3, client
@@ -157,8 +169,8 @@ func New(b *gcblob.Bucket, opts *Options) *Bucket {
 	case b.As(&fi):
 		bk.kind = driverFile
 		bk.opts.SortList = true
-	case b.As(&azc):
-		bk.kind = driverAzure
+	case bk.opts.WholeBody:
+		bk.kind = driverWholeBody
 	}
 	return bk
 }
@@ -175,6 +187,14 @@ func Open(ctx context.Context, mux *gcblob.URLMux, urlstr string, opts *Options)
 	}
 	if err := opts.Validate(); err != nil {
 		return nil, fmt.Errorf("open %s: %w", safe, err)
+	}
+	if strings.HasPrefix(urlstr, "azblob:") {
+		o := Options{}
+		if opts != nil {
+			o = *opts
+		}
+		o.WholeBody = true
+		opts = &o
 	}
 	b, err := mux.OpenBucket(ctx, urlstr)
 	if err != nil {
@@ -291,7 +311,7 @@ func (b *Bucket) putChecked(ctx context.Context, key string, r io.Reader, opts *
 	}
 	var written int64
 	var readErr, writeErr error
-	if b.kind == driverAzure {
+	if b.kind == driverWholeBody {
 		// azureblob's writer panics in Close when its upload failed after
 		// the first Write (its upload goroutine clears the pipe that Close
 		// then closes), so the driver reads the body itself: an upload

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"syscall"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"gocloud.dev/gcerrors"
 
 	"github.com/etcdbackup/etcdbackup/storage"
@@ -23,7 +22,7 @@ func (b *Bucket) errorf(op, key string, err error, exclusive bool) error {
 	switch gcerrors.Code(err) {
 	case gcerrors.NotFound:
 		sentinel = storage.ErrNotFound
-		if bucketMissing(err) {
+		if b.bucketMissing(err) {
 			sentinel = storage.ErrBucketNotFound
 		}
 	case gcerrors.PermissionDenied:
@@ -40,7 +39,7 @@ func (b *Bucket) errorf(op, key string, err error, exclusive bool) error {
 		switch {
 		case b.kind == driverFile:
 			sentinel, err = fileError(op, err)
-		case authFailure(err):
+		case b.authFailure(err):
 			sentinel = storage.ErrPermission
 		}
 	}
@@ -57,9 +56,10 @@ type httpError interface {
 	HTTPStatusCode() int
 }
 
-// authFailure reports whether err is S3 refusing the credentials, which
-// s3blob leaves as Unknown unless the code is AccessDenied.
-func authFailure(err error) bool {
+// authFailure reports whether err is a refusal of the credentials, which
+// s3blob leaves as Unknown unless the code is AccessDenied, and azureblob
+// unless it is AuthenticationFailed or AuthorizationFailure.
+func (b *Bucket) authFailure(err error) bool {
 	var ae apiError
 	if errors.As(err, &ae) {
 		switch ae.ErrorCode() {
@@ -75,12 +75,8 @@ func authFailure(err error) bool {
 			return true
 		}
 	}
-	// azureblob leaves Unknown every refusal but AuthenticationFailed,
-	// AuthorizationFailure (a key or SAS without the right) among them.
-	var re *azcore.ResponseError
-	if errors.As(err, &re) {
-		switch re.StatusCode {
-		case 401, 403:
+	if b.opts.ErrorCode != nil {
+		if status, _, ok := b.opts.ErrorCode(err); ok && (status == 401 || status == 403) {
 			return true
 		}
 	}
@@ -89,7 +85,7 @@ func authFailure(err error) bool {
 
 // bucketMissing reports whether a NotFound error is about the bucket rather
 // than the object.
-func bucketMissing(err error) bool {
+func (b *Bucket) bucketMissing(err error) bool {
 	var ae apiError
 	if errors.As(err, &ae) {
 		switch ae.ErrorCode() {
@@ -97,9 +93,10 @@ func bucketMissing(err error) bool {
 			return true
 		}
 	}
-	var re *azcore.ResponseError
-	if errors.As(err, &re) && re.ErrorCode == "ContainerNotFound" {
-		return true
+	if b.opts.ErrorCode != nil {
+		if _, code, ok := b.opts.ErrorCode(err); ok && code == "ContainerNotFound" {
+			return true
+		}
 	}
 	return false
 }

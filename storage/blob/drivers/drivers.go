@@ -30,21 +30,16 @@ package drivers
 
 import (
 	"context"
-	"fmt"
 	"net/url"
-	"os"
-	"strconv"
-	"strings"
 
 	gcblob "gocloud.dev/blob"
-	"gocloud.dev/blob/azureblob"
 	"gocloud.dev/blob/fileblob"
-	"gocloud.dev/blob/gcsblob"
 	"gocloud.dev/blob/memblob"
 	"gocloud.dev/blob/s3blob"
-	"gocloud.dev/gcp"
 
-	"github.com/etcdbackup/etcdbackup/storage"
+	"github.com/etcdbackup/etcdbackup/storage/blob"
+	"github.com/etcdbackup/etcdbackup/storage/blob/azure"
+	"github.com/etcdbackup/etcdbackup/storage/blob/gcs"
 )
 
 // Options replaces the opener of a scheme. A nil *Options, and each nil
@@ -99,17 +94,17 @@ func NewURLMux(opts *Options) *gcblob.URLMux {
 		})
 	}
 	if o.GCS == nil {
-		o.GCS = gcsDefault{}
+		o.GCS = gcs.URLOpener()
 	}
 	if o.Azure == nil {
-		o.Azure = driverDefault{}
+		o.Azure = azure.URLOpener()
 	}
 	mux := new(gcblob.URLMux)
 	mux.RegisterBucket(fileblob.Scheme, o.File)
 	mux.RegisterBucket(memblob.Scheme, o.Mem)
-	mux.RegisterBucket(s3blob.Scheme, hostOnly{o.S3})
-	mux.RegisterBucket(gcsblob.Scheme, hostOnly{o.GCS})
-	mux.RegisterBucket(azureblob.Scheme, hostOnly{o.Azure})
+	mux.RegisterBucket(s3blob.Scheme, blob.HostOnly(o.S3))
+	mux.RegisterBucket(gcs.Scheme, blob.HostOnly(o.GCS))
+	mux.RegisterBucket(azure.Scheme, blob.HostOnly(o.Azure))
 	return mux
 }
 
@@ -117,47 +112,4 @@ type openerFunc func(ctx context.Context, u *url.URL) (*gcblob.Bucket, error)
 
 func (f openerFunc) OpenBucketURL(ctx context.Context, u *url.URL) (*gcblob.Bucket, error) {
 	return f(ctx, u)
-}
-
-// gcsDefault opens gs:// URLs with the Application Default Credentials of
-// the moment.
-type gcsDefault struct{}
-
-func (gcsDefault) OpenBucketURL(ctx context.Context, u *url.URL) (*gcblob.Bucket, error) {
-	anonymous, _ := strconv.ParseBool(u.Query().Get("anonymous"))
-	if anonymous || os.Getenv("STORAGE_EMULATOR_HOST") != "" {
-		opener := &gcsblob.URLOpener{Client: gcp.NewAnonymousHTTPClient(gcp.DefaultTransport())}
-		return opener.OpenBucketURL(ctx, u)
-	}
-	creds, err := gcp.DefaultCredentials(ctx)
-	if err != nil {
-		// Missing credentials are an auth failure: hosts classify it so.
-		return nil, fmt.Errorf("gs://%s: %w: no Google Application Default Credentials: %w", u.Host, storage.ErrPermission, err)
-	}
-	client, err := gcp.NewHTTPClient(gcp.DefaultTransport(), creds.TokenSource)
-	if err != nil {
-		return nil, fmt.Errorf("gs://%s: %w", u.Host, err)
-	}
-	opener := &gcsblob.URLOpener{Client: client, TokenSource: gcp.CredentialsTokenSource(creds)}
-	return opener.OpenBucketURL(ctx, u)
-}
-
-// driverDefault opens a URL with the opener its driver registered on
-// gocloud's default mux, which is the only way to reach it.
-type driverDefault struct{}
-
-func (driverDefault) OpenBucketURL(ctx context.Context, u *url.URL) (*gcblob.Bucket, error) {
-	return gcblob.DefaultURLMux().OpenBucketURL(ctx, u)
-}
-
-// hostOnly refuses URLs with a path, which the cloud drivers ignore.
-type hostOnly struct {
-	next gcblob.BucketURLOpener
-}
-
-func (h hostOnly) OpenBucketURL(ctx context.Context, u *url.URL) (*gcblob.Bucket, error) {
-	if p := strings.Trim(u.Path, "/"); p != "" {
-		return nil, fmt.Errorf("%s:// URLs name the bucket by host only and the driver would ignore the path %q: use the prefix parameter", u.Scheme, p)
-	}
-	return h.next.OpenBucketURL(ctx, u)
 }

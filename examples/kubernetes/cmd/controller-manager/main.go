@@ -20,7 +20,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/etcdbackup/etcdbackup/destination"
 	"github.com/etcdbackup/etcdbackup/examples/kubernetes/controller"
+	"github.com/etcdbackup/etcdbackup/storage/blob"
+	"github.com/etcdbackup/etcdbackup/storage/blob/azure"
+	"github.com/etcdbackup/etcdbackup/storage/blob/gcs"
 )
 
 func main() {
@@ -45,7 +49,13 @@ func main() {
 	if err != nil {
 		fail(log, "manager", err)
 	}
-	parts, err := controller.Setup(mgr, controller.Options{RestoreDir: *restoreDir, Logger: log})
+	parts, err := controller.Setup(mgr, controller.Options{
+		RestoreDir: *restoreDir,
+		Logger:     log,
+		// The drivers of the clouds this manager writes to; each links
+		// its cloud's SDK.
+		Destinations: destination.Options{Drivers: []blob.Driver{gcs.Driver(), azure.Driver()}},
+	})
 	if err != nil {
 		fail(log, "setup", err)
 	}
