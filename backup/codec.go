@@ -104,6 +104,29 @@ func RecipientFingerprint(recipient string) string {
 	return "sha256:" + hex.EncodeToString(sum[:16])
 }
 
+// zstdOptions returns the zstd encoder's settings within a memory budget.
+// Without one, two encoder goroutines with zstd's default 8 MiB window
+// (about 40 MiB) use both cores of a small machine; more buys little at
+// this level. Within a budget: two encoders from 16 MiB, one below, each
+// with a window of a power of two of at most a quarter of its share, from
+// 256 KiB to 8 MiB. Two 2 MiB windows store an etcd database about 5%
+// larger than two 8 MiB ones, at the same speed (BENCHMARKS.md).
+func zstdOptions(budget int64) []zstd.EOption {
+	opts := []zstd.EOption{zstd.WithEncoderLevel(zstd.SpeedDefault)}
+	if budget <= 0 {
+		return append(opts, zstd.WithEncoderConcurrency(2))
+	}
+	concurrency := 1
+	if budget >= 16<<20 {
+		concurrency = 2
+	}
+	window := int64(zstd.MinWindowSize)
+	for window*2 <= min(budget/int64(4*concurrency), 8<<20) {
+		window *= 2
+	}
+	return append(opts, zstd.WithEncoderConcurrency(concurrency), zstd.WithWindowSize(int(window)))
+}
+
 // encoder is the write side of the codec: compress, then encrypt.
 type encoder struct {
 	compress io.WriteCloser // nil for None
@@ -113,8 +136,9 @@ type encoder struct {
 
 // newEncoder returns a writer that compresses with c and, when recipients
 // are given, encrypts with age, writing the result to dst. Close flushes
-// every layer; it does not close dst.
-func newEncoder(dst io.Writer, c Compression, recipients []age.Recipient) (*encoder, error) {
+// every layer; it does not close dst. budget bounds the compressor's
+// memory (see Pipeline.MemoryBudget).
+func newEncoder(dst io.Writer, c Compression, recipients []age.Recipient, budget int64) (*encoder, error) {
 	e := &encoder{head: dst}
 	if len(recipients) > 0 {
 		w, err := age.Encrypt(dst, recipients...)
@@ -125,9 +149,7 @@ func newEncoder(dst io.Writer, c Compression, recipients []age.Recipient) (*enco
 	}
 	switch c.OrDefault() {
 	case Zstd:
-		// Two encoder goroutines keep memory small and use both cores of a
-		// small machine; more buys little at this level.
-		w, err := zstd.NewWriter(e.head, zstd.WithEncoderConcurrency(2), zstd.WithEncoderLevel(zstd.SpeedDefault))
+		w, err := zstd.NewWriter(e.head, zstdOptions(budget)...)
 		if err != nil {
 			return nil, fmt.Errorf("start zstd: %w", err)
 		}

@@ -69,7 +69,7 @@ func (c *segmentCodec) encode(raw []byte, sum SegmentSummary, chain string) (*en
 			return nil, err
 		}
 	} else {
-		enc, err := newEncoder(&buf, c.compression, c.recipients)
+		enc, err := newEncoder(&buf, c.compression, c.recipients, 0)
 		if err != nil {
 			return nil, err
 		}
@@ -103,7 +103,7 @@ func (c *segmentCodec) encode(raw []byte, sum SegmentSummary, chain string) (*en
 // encryptTo writes b encrypted to recipients into dst, with no compression
 // (b is compressed already): newEncoder with None.
 func encryptTo(dst *bytes.Buffer, b []byte, recipients []age.Recipient) error {
-	enc, err := newEncoder(dst, None, recipients)
+	enc, err := newEncoder(dst, None, recipients, 0)
 	if err != nil {
 		return err
 	}

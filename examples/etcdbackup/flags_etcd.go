@@ -1,8 +1,11 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
@@ -10,6 +13,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/etcdbackup/etcdbackup/backup"
+	"github.com/etcdbackup/etcdbackup/destination"
+	"github.com/etcdbackup/etcdbackup/storage/s3"
 )
 
 // etcdFlags connect to a live etcd.
@@ -72,12 +77,57 @@ type encodingFlags struct {
 	compression   string
 	recipients    stringList
 	recipientFile string
+	memory        byteSize
 }
 
+// defaultMemory is --memory's default: 8 MiB parts, two in flight; two
+// zstd encoders of 2 MiB windows.
+const defaultMemory = 32 << 20
+
 func (f *encodingFlags) register(fs *flagSet) {
+	f.memory = defaultMemory
+	fs.Var(&f.memory, "memory", "`bytes` of upload buffers and compressor, half each (e.g. 32MiB; 0 for the library's defaults: 32 MiB of parts, 40 MiB of zstd)")
 	fs.StringVar(&f.compression, "compression", string(backup.Zstd), "zstd, gzip or none")
 	fs.Var(&f.recipients, "recipient", "age public `key` to encrypt to; repeatable")
 	fs.StringVar(&f.recipientFile, "recipient-file", "", "`file` of age public keys, one a line (- for stdin)")
+}
+
+// registry returns the registry options of the --memory budget: half of
+// it for the upload buffers.
+func (f *encodingFlags) registry(log *slog.Logger) destination.Options {
+	o := destination.Options{Logger: log}
+	if f.memory > 0 {
+		o.PartSize, o.PartsInFlight = s3.PartsWithin(int64(f.memory) / 2)
+	}
+	return o
+}
+
+// compressorMemory is the pipeline's MemoryBudget: the other half.
+func (f *encodingFlags) compressorMemory() int64 { return int64(f.memory) / 2 }
+
+// byteSize is a flag of a number of bytes, with an optional KiB, MiB or
+// GiB suffix.
+type byteSize int64
+
+func (b *byteSize) String() string { return strconv.FormatInt(int64(*b), 10) }
+
+func (b *byteSize) Set(v string) error {
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}} {
+		if strings.HasSuffix(v, u.suffix) {
+			v, mult = strings.TrimSuffix(v, u.suffix), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil || n < 0 || n > (1<<40)/mult {
+		return errors.New("want a number of bytes, such as 32MiB")
+	}
+	*b = byteSize(n * mult)
+	return nil
 }
 
 // parse returns the compression and encryption the flags ask for.

@@ -52,14 +52,14 @@ func runFollow(ctx context.Context, s *streams, args []string) error {
 	}
 	defer cli.Close()
 
-	reg, d, err := openDestination(ctx, &dest, fs.logger(s))
+	reg, d, err := openDestination(ctx, &dest, encoding.registry(fs.logger(s)))
 	if err != nil {
 		return err
 	}
 	defer reg.Close()
 	f := &backup.Follower{
 		Client:          cli,
-		Pipeline:        &backup.Pipeline{Snapshotter: snapshotter, Compression: comp, Encryption: enc, Logger: fs.logger(s)},
+		Pipeline:        &backup.Pipeline{Snapshotter: snapshotter, Compression: comp, Encryption: enc, Logger: fs.logger(s), MemoryBudget: encoding.compressorMemory()},
 		Cluster:         dest.cluster,
 		Targets:         []backup.Target{d.Target()},
 		Catalogs:        []backup.Catalog{d},

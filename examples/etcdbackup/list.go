@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/etcdbackup/etcdbackup/backup"
+	"github.com/etcdbackup/etcdbackup/destination"
 )
 
 // listedBackup is one line of `list --output=json`.
@@ -58,7 +59,7 @@ func runList(ctx context.Context, s *streams, args []string) error {
 		return usagef("--output %q: want table or json", output)
 	}
 
-	reg, d, err := openDestination(ctx, &dest, fs.logger(s))
+	reg, d, err := openDestination(ctx, &dest, destination.Options{Logger: fs.logger(s)})
 	if err != nil {
 		return err
 	}

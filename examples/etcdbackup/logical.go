@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/etcdbackup/etcdbackup/backup"
+	"github.com/etcdbackup/etcdbackup/destination"
 	"github.com/etcdbackup/etcdbackup/restore"
 )
 
@@ -54,7 +55,7 @@ func runExport(ctx context.Context, s *streams, args []string) error {
 	if err != nil {
 		return err
 	}
-	pipeline := &backup.Pipeline{Compression: comp, Encryption: enc, Logger: fs.logger(s)}
+	pipeline := &backup.Pipeline{Compression: comp, Encryption: enc, Logger: fs.logger(s), MemoryBudget: encoding.compressorMemory()}
 	if fromBackup == "" {
 		cli, err := etcd.client()
 		if err != nil {
@@ -67,7 +68,7 @@ func runExport(ctx context.Context, s *streams, args []string) error {
 	if dest.destination == streamDestination {
 		req.Targets = []backup.Target{{Destination: "stdout", Uploader: &streamUploader{w: s.stdout}}}
 	} else {
-		reg, d, err := openDestination(ctx, &dest, fs.logger(s))
+		reg, d, err := openDestination(ctx, &dest, encoding.registry(fs.logger(s)))
 		if err != nil {
 			return err
 		}
@@ -186,7 +187,7 @@ func runImport(ctx context.Context, s *streams, args []string) error {
 // into a temporary file, then imports it.
 func importBackup(ctx context.Context, s *streams, fs *flagSet, dest *destinationFlags, sel *selectFlags,
 	r *restore.Restorer, im *restore.Importer, tempDir string) (*restore.ImportResult, error) {
-	reg, d, err := openDestination(ctx, dest, fs.logger(s))
+	reg, d, err := openDestination(ctx, dest, destination.Options{Logger: fs.logger(s)})
 	if err != nil {
 		return nil, err
 	}
@@ -260,7 +261,7 @@ func runDiff(ctx context.Context, s *streams, args []string) error {
 	if err != nil {
 		return err
 	}
-	reg, d, err := openDestination(ctx, &dest, fs.logger(s))
+	reg, d, err := openDestination(ctx, &dest, destination.Options{Logger: fs.logger(s)})
 	if err != nil {
 		return err
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"strings"
 
 	"github.com/etcdbackup/etcdbackup/destination"
@@ -16,7 +15,8 @@ import (
 // the caller closes. A URL that is the location of a destination of the
 // config file is that destination, with its name and credentials; any
 // other URL is a destination named "default" with the S3 default chain.
-func openDestination(ctx context.Context, f *destinationFlags, log *slog.Logger) (*destination.Registry, *destination.Destination, error) {
+// opts configures the registry (its logger, its upload buffers).
+func openDestination(ctx context.Context, f *destinationFlags, opts destination.Options) (*destination.Registry, *destination.Destination, error) {
 	var cfg *config
 	if f.config != "" {
 		var err error
@@ -36,7 +36,8 @@ func openDestination(ctx context.Context, f *destinationFlags, log *slog.Logger)
 			name = cfg.find(loc)
 		}
 		if name == "" {
-			reg, err := destination.NewRegistry(destination.Options{Logger: log, Drivers: cloudDrivers()})
+			opts.Drivers = cloudDrivers()
+			reg, err := destination.NewRegistry(opts)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -61,7 +62,7 @@ func openDestination(ctx context.Context, f *destinationFlags, log *slog.Logger)
 	if _, ok := cfg.Destinations[name]; !ok {
 		return nil, nil, usagef("config file %s has no destination %q", f.config, name)
 	}
-	reg, err := openRegistry(ctx, cfg, f.config, destination.Options{Logger: log})
+	reg, err := openRegistry(ctx, cfg, f.config, opts)
 	if err != nil {
 		return nil, nil, err
 	}

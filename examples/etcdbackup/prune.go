@@ -6,6 +6,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/etcdbackup/etcdbackup/backup"
+	"github.com/etcdbackup/etcdbackup/destination"
 	"github.com/etcdbackup/etcdbackup/retention"
 )
 
@@ -41,7 +42,7 @@ func runPrune(ctx context.Context, s *streams, args []string) error {
 		return usagef("--kind %q: want snapshot or keys-json", kind)
 	}
 
-	reg, d, err := openDestination(ctx, &dest, fs.logger(s))
+	reg, d, err := openDestination(ctx, &dest, destination.Options{Logger: fs.logger(s)})
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/etcdbackup/etcdbackup/backup"
+	"github.com/etcdbackup/etcdbackup/destination"
 	"github.com/etcdbackup/etcdbackup/restore"
 )
 
@@ -84,7 +85,7 @@ func runRestore(ctx context.Context, s *streams, args []string) error {
 		return restoreStream(ctx, s, r, member)
 	}
 
-	reg, d, err := openDestination(ctx, &dest, fs.logger(s))
+	reg, d, err := openDestination(ctx, &dest, destination.Options{Logger: fs.logger(s)})
 	if err != nil {
 		return err
 	}

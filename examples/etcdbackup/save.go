@@ -50,10 +50,11 @@ func runSave(ctx context.Context, s *streams, args []string) error {
 
 	progress := &saveProgress{w: s.stderr}
 	pipeline := &backup.Pipeline{
-		Snapshotter: snapshotter,
-		Compression: comp,
-		Encryption:  enc,
-		Logger:      fs.logger(s),
+		Snapshotter:  snapshotter,
+		Compression:  comp,
+		Encryption:   enc,
+		Logger:       fs.logger(s),
+		MemoryBudget: encoding.compressorMemory(),
 	}
 	// Scheduled appends the timestamp to the ID: a one-shot ID
 	// ("<cluster>-<name>") could be used once only, and every save needs
@@ -66,7 +67,7 @@ func runSave(ctx context.Context, s *streams, args []string) error {
 		_, err = pipeline.Run(ctx, req)
 		return err
 	}
-	reg, d, err := openDestination(ctx, &dest, fs.logger(s))
+	reg, d, err := openDestination(ctx, &dest, encoding.registry(fs.logger(s)))
 	if err != nil {
 		return err
 	}

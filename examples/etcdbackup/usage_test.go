@@ -119,3 +119,18 @@ func TestHelp(t *testing.T) {
 		}
 	}
 }
+
+func TestByteSizeFlag(t *testing.T) {
+	for in, want := range map[string]int64{"0": 0, "1024": 1024, "32MiB": 32 << 20, "64KiB": 64 << 10, "1GiB": 1 << 30} {
+		var b byteSize
+		if err := b.Set(in); err != nil || int64(b) != want {
+			t.Errorf("Set(%q) = %d, %v; want %d", in, b, err, want)
+		}
+	}
+	for _, in := range []string{"", "-1", "32MB", "lots", "2000GiB"} {
+		var b byteSize
+		if err := b.Set(in); err == nil {
+			t.Errorf("Set(%q) = %d, want an error", in, b)
+		}
+	}
+}

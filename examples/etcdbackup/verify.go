@@ -9,6 +9,7 @@ import (
 
 	"filippo.io/age"
 
+	"github.com/etcdbackup/etcdbackup/destination"
 	"github.com/etcdbackup/etcdbackup/restore"
 )
 
@@ -80,7 +81,7 @@ func runVerify(ctx context.Context, s *streams, args []string) error {
 	}
 	r.TempDir = tempDir
 
-	reg, d, err := openDestination(ctx, &dest, fs.logger(s))
+	reg, d, err := openDestination(ctx, &dest, destination.Options{Logger: fs.logger(s)})
 	if err != nil {
 		return err
 	}

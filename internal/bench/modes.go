@@ -69,6 +69,7 @@ var modes = []mode{
 	{name: "stream-zstd", short: "(c) streaming zstd", label: "(c) etcdbackup streaming, zstd", group: "backup", run: runPipeline(backup.Zstd, false, false)},
 	{name: "stream-zstd-age", short: "(d) streaming zstd+age", label: "(d) etcdbackup streaming, zstd + age", group: "backup", run: runPipeline(backup.Zstd, true, false)},
 	{name: "spool-zstd", short: "(e) spool zstd", label: "(e) etcdbackup spool mode, zstd", group: "backup", run: runPipeline(backup.Zstd, false, true)},
+	{name: "stream-zstd-mem", short: "(c') zstd, --memory=32MiB", label: "(c') etcdbackup streaming, zstd, within 32 MiB (`--memory`, the CLI's default): 8 MiB parts, 2 in flight; two zstd encoders, 2 MiB windows", group: "backup", run: runPipelineWithin(backup.Zstd, false, false, 32<<20)},
 	{name: "snapshot-read", short: "snapshot read only", label: "(ref) snapshot read and trailer check only, to /dev/null", group: "backup", reference: true, run: runSnapshotRead},
 	{name: "idle", short: "idle process", label: "(ref) idle child: the bench binary doing nothing", group: "backup", reference: true, run: runIdle},
 	{name: "export-keys", short: "keys-json export", label: "(ref) etcdbackup keys-json export of every key, zstd: a logical backup, read against (c)", group: "backup", reference: true, run: runExportKeys},
@@ -218,7 +219,20 @@ func runTwoStep(ctx context.Context, env modeEnv) (modeResult, error) {
 // bucket opens the run's MinIO bucket through storage/s3 with the library's
 // default options.
 func (env modeEnv) bucket() (*s3.Bucket, error) {
+	return env.bucketWithin(0)
+}
+
+// bucketWithin is bucket with part buffers of at most budget bytes
+// (s3.PartsWithin); zero means the defaults.
+func (env modeEnv) bucketWithin(budget int64) (*s3.Bucket, error) {
+	var size int64
+	var parts int
+	if budget > 0 {
+		size, parts = s3.PartsWithin(budget)
+	}
 	return s3.New(s3.Options{
+		PartSize:      size,
+		PartsInFlight: parts,
 		Endpoint:     env.S3,
 		Bucket:       env.Bucket,
 		Region:       "us-east-1",
@@ -232,8 +246,15 @@ func (env modeEnv) bucket() (*s3.Bucket, error) {
 // runPipeline returns a mode that takes one backup with backup.Pipeline to
 // MinIO through storage/s3 with the library's default options.
 func runPipeline(c backup.Compression, encrypt, spool bool) func(context.Context, modeEnv) (modeResult, error) {
+	return runPipelineWithin(c, encrypt, spool, 0)
+}
+
+// runPipelineWithin is runPipeline within a memory budget, split as the
+// CLI's --memory splits it: half for the part buffers, half for the
+// compressor.
+func runPipelineWithin(c backup.Compression, encrypt, spool bool, budget int64) func(context.Context, modeEnv) (modeResult, error) {
 	return func(ctx context.Context, env modeEnv) (modeResult, error) {
-		bucket, err := env.bucket()
+		bucket, err := env.bucketWithin(budget / 2)
 		if err != nil {
 			return modeResult{}, err
 		}
@@ -241,7 +262,7 @@ func runPipeline(c backup.Compression, encrypt, spool bool) func(context.Context
 		if err != nil {
 			return modeResult{}, err
 		}
-		p := &backup.Pipeline{Snapshotter: snapshotter, Compression: c}
+		p := &backup.Pipeline{Snapshotter: snapshotter, Compression: c, MemoryBudget: budget / 2}
 		if env.Trace {
 			p.Logger = traceLogger()
 			p.Observer = backup.ObserverFunc(func(e backup.Event) {

@@ -21,6 +21,14 @@ const (
 	rssFlatTarget     = 1.15 // peak RSS at 1 GiB / at 256 MiB
 	zstdRatioTarget   = 0.4  // stored / raw bytes with zstd
 	restoreTarget     = 1.0  // restore wall time / download-then-restore's
+	// The footprint targets: against the raw drain of the snapshot stream
+	// (drainMode), and the peak RSS of a zstd backup at the CLI's default
+	// --memory (memoryMode).
+	drainMode        = "snapshot-read"
+	memoryMode       = "stream-zstd-mem"
+	zstdDrainTarget  = 1.1  // zstd backup wall time / the drain's
+	plainDrainTarget = 1.05 // uncompressed backup wall time / the drain's
+	memoryRSSTarget  = 48 << 20
 
 	// minQuietRounds is how many quiet rounds the wall-time verdict
 	// needs to rest on them alone.
@@ -133,10 +141,19 @@ func renderRestoreTable(rows []row) string {
 // renderTable writes one size's table of backup modes.
 func renderTable(rows []row) string {
 	var b strings.Builder
-	b.WriteString("| mode | wall s | vs (a) | peak RSS MiB | stored | stored / raw | etcd stream open s | CPU s: backup / etcd / MinIO | others (cores) |\n")
-	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	b.WriteString("| mode | wall s | vs (a) | vs drain | peak RSS MiB | stored | stored / raw | etcd stream open s | CPU s: backup / etcd / MinIO | others (cores) |\n")
+	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	var drain float64
 	for _, rw := range rows {
-		wall, ratio, stored, sr, open := "—", "—", "—", "—", "—"
+		if rw.Mode.Name == drainMode {
+			drain = rw.Wall
+		}
+	}
+	for _, rw := range rows {
+		wall, ratio, vsDrain, stored, sr, open := "—", "—", "—", "—", "—", "—"
+		if rw.Wall > 0 && drain > 0 {
+			vsDrain = fmt.Sprintf("%.2f", rw.Wall/drain)
+		}
 		if rw.Wall > 0 {
 			wall = fmt.Sprintf("%.2f (%.2f–%.2f)", rw.Wall, rw.WallMin, rw.WallMax)
 			if rw.Runs == 1 {
@@ -161,8 +178,8 @@ func renderTable(rows []row) string {
 		if rw.Wall > 0 {
 			others = fmt.Sprintf("%.2f", rw.OtherCores)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %.1f / %.1f / %.1f | %s |\n",
-			rw.Mode.Label, wall, ratio, rss, stored, sr, open, rw.CPU, rw.EtcdCPU, rw.MinCPU, others)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %.1f / %.1f / %.1f | %s |\n",
+			rw.Mode.Label, wall, ratio, vsDrain, rss, stored, sr, open, rw.CPU, rw.EtcdCPU, rw.MinCPU, others)
 	}
 	return b.String()
 }
@@ -224,6 +241,7 @@ func renderTargets(r *results) string {
 		}
 		b.WriteString(rssRow("peak RSS <= 128 MiB", m, rw.PeakRSS, rw.PeakRSSMax))
 	}
+	b.WriteString(drainTargets(lg, names))
 	if small != large {
 		for _, m := range names {
 			l, ok1 := lg[m.Name]
@@ -288,6 +306,36 @@ func renderTargets(r *results) string {
 			continue
 		}
 		b.WriteString(rssRow("restore peak RSS <= 128 MiB (anonymous; VmHWM in the table)", m, rw.PeakAnon, rw.PeakAnonMax))
+	}
+	return b.String()
+}
+
+// drainTargets judges the backup modes against the raw drain of the
+// snapshot stream (medians of the same size), and the zstd backup at the
+// CLI's default --memory against its RSS target.
+func drainTargets(lg map[string]row, names []modeInfo) string {
+	var b strings.Builder
+	drain, ok := lg[drainMode]
+	if !ok || drain.Wall == 0 {
+		return ""
+	}
+	for _, m := range names {
+		rw, ok := lg[m.Name]
+		if !ok || rw.Wall == 0 {
+			continue
+		}
+		target := zstdDrainTarget
+		if m.Name == "stream" {
+			target = plainDrainTarget
+		} else if !strings.Contains(m.Name, "zstd") {
+			continue
+		}
+		f := rw.Wall / drain.Wall
+		fmt.Fprintf(&b, "| wall time <= %.2f x the raw drain | %s | %.2f | %s |\n", target, m.Short, f, verdict(f <= target))
+	}
+	if rw, ok := lg[memoryMode]; ok {
+		fmt.Fprintf(&b, "| peak RSS <= %d MiB at the default --memory | %s | %.0f MiB | %s |\n", memoryRSSTarget>>20, rw.Mode.Short,
+			float64(rw.PeakRSS)/(1<<20), verdict(rw.PeakRSS <= memoryRSSTarget))
 	}
 	return b.String()
 }

@@ -125,9 +125,9 @@ func TestSummarize(t *testing.T) {
 func TestRenderTable(t *testing.T) {
 	got := renderTable(testResults().summarize("256 MiB"))
 	want := []string{
-		"| (a) two-step | 5.00 (4.00–6.00) | 1.00 | 40 | 3.9 KiB | 1.000 |",
-		"| (c) zstd | 3.00 (2.00–4.00) | 0.60 | 100 | 1000 B | 0.250 |",
-		"| read only | 1.00 (1.00–1.00) | — | 30 | — | — |",
+		"| (a) two-step | 5.00 (4.00–6.00) | 1.00 | 5.00 | 40 | 3.9 KiB | 1.000 |",
+		"| (c) zstd | 3.00 (2.00–4.00) | 0.60 | 3.00 | 100 | 1000 B | 0.250 |",
+		"| read only | 1.00 (1.00–1.00) | — | 1.00 | 30 | — | — |",
 	}
 	for _, w := range want {
 		if !strings.Contains(got, w) {
@@ -148,6 +148,7 @@ func TestRenderTargets(t *testing.T) {
 		"| peak RSS <= 128 MiB | (c) | 130 MiB (max 140) | **missed** |",
 		"| peak RSS flat: 1 GiB / 256 MiB <= 1.15 | (c) | 1.300 | **missed** |",
 		"| zstd stores <= 0.4 x raw | (c) | 0.500 | **missed** |",
+		"| wall time <= 1.10 x the raw drain | (c) | 4.75 | **missed** |",
 		"| (not a target) peak RSS 2 GiB / 1 GiB | (c) | 1.100 | — |",
 	} {
 		if !strings.Contains(got, w) {

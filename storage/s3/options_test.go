@@ -200,3 +200,23 @@ func TestCustomCertificateAuthority(t *testing.T) {
 	_, err = s3.New(missing)
 	require.ErrorIs(t, err, os.ErrNotExist)
 }
+
+func TestPartsWithin(t *testing.T) {
+	for _, c := range []struct {
+		budget int64
+		size   int64
+		parts  int
+	}{
+		{0, s3.MinPartSize, 2},
+		{10 << 20, s3.MinPartSize, 2},
+		{15 << 20, s3.MinPartSize, 3},
+		{16 << 20, s3.DefaultPartSize, 2},
+		{32 << 20, s3.DefaultPartSize, 4},
+		{100 << 20, s3.DefaultPartSize, 12},
+	} {
+		size, parts := s3.PartsWithin(c.budget)
+		if size != c.size || parts != c.parts {
+			t.Errorf("PartsWithin(%d) = %d, %d; want %d, %d", c.budget, size, parts, c.size, c.parts)
+		}
+	}
+}
