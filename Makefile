@@ -118,6 +118,11 @@ FUZZ_TARGETS := \
 	./backup:FuzzParseKeyLine \
 	./destination:FuzzParseURL
 
+# release: the CLI as shipped: stripped, without file paths.
+.PHONY: release
+release:
+	go build -trimpath -ldflags='-s -w' -o bin/etcdbackup ./examples/etcdbackup
+
 # rules: check the Prometheus alerting rules of examples/alerts with
 # promtool (Debian's prometheus package), and run their unit tests.
 .PHONY: rules

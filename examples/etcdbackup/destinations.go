@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -29,11 +28,14 @@ func runDestinations(ctx context.Context, s *streams, args []string) error {
 		path, output string
 		timeout      time.Duration
 	)
-	fs.StringVar(&path, "config", os.Getenv("ETCDBACKUP_CONFIG"), "YAML `file` naming destinations (default $ETCDBACKUP_CONFIG)")
+	fs.StringVar(&path, "config", "", "YAML `file` naming destinations (default $ETCDBACKUP_CONFIG, else $XDG_CONFIG_HOME/etcdbackup/config.yaml if it exists)")
 	fs.StringVar(&output, "output", "table", "table or json")
 	fs.DurationVar(&timeout, "timeout", destination.DefaultCheckTimeout, "bound on each destination's check")
 	if err := fs.parse(s, args); err != nil {
 		return err
+	}
+	if path == "" {
+		path = defaultConfig()
 	}
 	if path == "" {
 		return usagef("--config is required")

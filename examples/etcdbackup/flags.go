@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/etcdbackup/etcdbackup/backup"
@@ -30,8 +31,10 @@ func newFlagSet(name, synopsis string) *flagSet {
 	return fs
 }
 
-// parse parses args and refuses positional arguments. With -h or --help it
-// prints the help to stdout and returns errHelpShown.
+// parse parses args and refuses positional arguments, then sets every
+// flag the command line left out from its environment variable (see
+// fromEnv). With -h or --help it prints the help to stdout and returns
+// errHelpShown.
 func (fs *flagSet) parse(s *streams, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -43,7 +46,48 @@ func (fs *flagSet) parse(s *streams, args []string) error {
 	if fs.NArg() > 0 {
 		return usagef("unexpected argument %q (see etcdbackup %s --help)", fs.Arg(0), fs.Name())
 	}
-	return nil
+	return fs.fromEnv(os.LookupEnv)
+}
+
+// etcdctlFallbacks are etcdctl's variables, read for the flags of the same
+// meaning when no ETCDBACKUP_ variable is set.
+var etcdctlFallbacks = map[string]string{
+	"endpoints": "ETCDCTL_ENDPOINTS",
+	"cacert":    "ETCDCTL_CACERT",
+	"cert":      "ETCDCTL_CERT",
+	"key":       "ETCDCTL_KEY",
+}
+
+// envName is the variable of a flag: ETCDBACKUP_ and its name in upper
+// case, dashes as underscores (--dial-timeout: ETCDBACKUP_DIAL_TIMEOUT).
+func envName(flagName string) string {
+	return "ETCDBACKUP_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// fromEnv sets each flag not given on the command line from its non-empty
+// variable, or etcdctl's: the command line beats the environment, which
+// beats the defaults. A value the flag refuses is a usage error naming
+// the variable.
+func (fs *flagSet) fromEnv(lookup func(string) (string, bool)) error {
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		if given[f.Name] || err != nil {
+			return
+		}
+		for _, name := range []string{envName(f.Name), etcdctlFallbacks[f.Name]} {
+			v, ok := lookup(name)
+			if name == "" || !ok || v == "" {
+				continue
+			}
+			if serr := fs.Set(f.Name, v); serr != nil {
+				err = usagef("$%s: %v", name, serr)
+			}
+			return
+		}
+	})
+	return err
 }
 
 func (fs *flagSet) printHelp(w io.Writer) {
@@ -70,12 +114,31 @@ type destinationFlags struct {
 
 func (d *destinationFlags) register(fs *flagSet) {
 	fs.StringVar(&d.destination, "destination", "", "destination `URL` or name in the config file (default: the config file's default)")
-	fs.StringVar(&d.config, "config", os.Getenv("ETCDBACKUP_CONFIG"), "YAML `file` naming destinations (default $ETCDBACKUP_CONFIG)")
+	fs.StringVar(&d.config, "config", "", "YAML `file` naming destinations (default $ETCDBACKUP_CONFIG, else $XDG_CONFIG_HOME/etcdbackup/config.yaml if it exists)")
 	fs.StringVar(&d.cluster, "cluster", "", "`name` of the cluster whose backups these are (required)")
 }
 
-// validate checks what can be checked without I/O.
+// defaultConfig returns the config file of the XDG base directories,
+// $XDG_CONFIG_HOME/etcdbackup/config.yaml (~/.config when unset), if it
+// exists; else "".
+func defaultConfig() string {
+	dir, err := os.UserConfigDir()
+	if err != nil {
+		return ""
+	}
+	path := filepath.Join(dir, "etcdbackup", "config.yaml")
+	if _, err := os.Stat(path); err != nil {
+		return ""
+	}
+	return path
+}
+
+// validate checks what can be checked without I/O, and finds the default
+// config file when none is named.
 func (d *destinationFlags) validate() error {
+	if d.config == "" {
+		d.config = defaultConfig()
+	}
 	if d.cluster == "" {
 		return usagef("--cluster is required")
 	}

@@ -19,8 +19,9 @@
 //
 // A destination is a URL (s3://bucket/prefix?endpoint=HOST:PORT&insecure=true,
 // gs://, azblob://, file:///abs/dir) or the name of one in a YAML file given
-// with --config (or $ETCDBACKUP_CONFIG); without --destination the file's
-// default is used:
+// with --config (or $ETCDBACKUP_CONFIG, else
+// $XDG_CONFIG_HOME/etcdbackup/config.yaml when it exists); without
+// --destination the file's default is used:
 //
 //	default: main
 //	destinations:
@@ -41,8 +42,13 @@
 //
 // Progress goes to stderr; results to stdout (save prints the backup ID as
 // its last line). The exit code is 0 on success, 1 when the operation
-// failed, and 2 for a usage error or invalid input (flags, the config file,
-// key files, names and URLs), with the error as one line on stderr.
+// failed, 2 for a usage error or invalid input (flags, the config file,
+// key files, names and URLs), with the error as one line on stderr, and
+// 130 when SIGINT or SIGTERM interrupted it (follow commits what it holds
+// and exits 0: stopping is how it ends). Every flag also reads an
+// environment variable, ETCDBACKUP_ and its name (ETCDBACKUP_ENDPOINTS,
+// ETCDBACKUP_DIAL_TIMEOUT), and the etcd flags etcdctl's ETCDCTL_ENDPOINTS,
+// ETCDCTL_CACERT, ETCDCTL_CERT and ETCDCTL_KEY; the command line wins.
 package main
 
 import (
@@ -62,9 +68,10 @@ import (
 
 // Exit codes.
 const (
-	exitOK      = 0
-	exitFailure = 1
-	exitUsage   = 2
+	exitOK          = 0
+	exitFailure     = 1
+	exitUsage       = 2
+	exitInterrupted = 130 // 128 + SIGINT, as shells report it
 )
 
 func main() {
@@ -98,6 +105,7 @@ var commands = []command{
 	{"diff", "compare a keys-json backup with a live etcd or with another backup", runDiff},
 	{"prune", "delete all but the newest backups of a cluster", runPrune},
 	{"destinations", "check the availability of every destination of a config file", runDestinations},
+	{"version", "print the versions of etcdbackup, Go and the etcd client", runVersion},
 }
 
 // run is main without the process: it returns the exit code.
@@ -118,14 +126,17 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			continue
 		}
 		err := c.run(ctx, s, args[1:])
-		if errors.Is(err, errHelpShown) {
+		switch {
+		case errors.Is(err, errHelpShown), err == nil:
 			return exitOK
+		case ctx.Err() != nil:
+			// Interrupted: what the command wrote is left invisible (no
+			// manifest), or removed.
+			fmt.Fprintf(stderr, "etcdbackup %s: interrupted: %s\n", name, oneLine(err))
+			return exitInterrupted
 		}
-		if err != nil {
-			fmt.Fprintf(stderr, "etcdbackup %s: %s\n", name, oneLine(err))
-			return exitCode(err)
-		}
-		return exitOK
+		fmt.Fprintf(stderr, "etcdbackup %s: %s\n", name, oneLine(err))
+		return exitCode(err)
 	}
 	fmt.Fprintf(stderr, "etcdbackup: unknown command %q (see etcdbackup help)\n", name)
 	return exitUsage
@@ -140,7 +151,9 @@ func printUsage(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Run etcdbackup COMMAND --help for the flags of a command.")
-	fmt.Fprintln(w, "Exit codes: 0 ok, 1 failure, 2 usage error or invalid input.")
+	fmt.Fprintln(w, "Exit codes: 0 ok, 1 failure, 2 usage error or invalid input, 130 interrupted (SIGINT, SIGTERM).")
+	fmt.Fprintln(w, "Every flag also reads ETCDBACKUP_<FLAG> (--dial-timeout: ETCDBACKUP_DIAL_TIMEOUT), and --endpoints, --cacert,")
+	fmt.Fprintln(w, "--cert and --key etcdctl's ETCDCTL_ENDPOINTS, ETCDCTL_CACERT, ETCDCTL_CERT and ETCDCTL_KEY; the command line wins.")
 }
 
 // usageError is an error of the command line or of the input it names: the

@@ -1,12 +1,19 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
+	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"filippo.io/age"
 	"github.com/stretchr/testify/require"
+
+	"github.com/etcdbackup/etcdbackup/internal/etcdtest"
 )
 
 // TestUsageErrors checks that every mistake in a command line or in the
@@ -133,4 +140,73 @@ func TestByteSizeFlag(t *testing.T) {
 			t.Errorf("Set(%q) = %d, want an error", in, b)
 		}
 	}
+}
+
+func TestVersion(t *testing.T) {
+	var stdout, stderr strings.Builder
+	require.Equal(t, exitOK, run(t.Context(), []string{"version", "--output=json"}, strings.NewReader(""), &stdout, &stderr), stderr.String())
+	var v versions
+	require.NoError(t, json.Unmarshal([]byte(stdout.String()), &v))
+	require.Equal(t, runtime.Version(), v.Go)
+	require.NotEmpty(t, v.Etcdbackup)
+	require.True(t, strings.HasPrefix(v.EtcdClient, "v3."), v.EtcdClient)
+}
+
+// TestFlagsFromEnvironment: a flag left out reads ETCDBACKUP_<FLAG>, then
+// etcdctl's variable; the command line wins; a bad value names its
+// variable and is a usage error.
+func TestFlagsFromEnvironment(t *testing.T) {
+	newFlags := func() (*flagSet, *etcdFlags, *byteSize) {
+		fs := newFlagSet("save", "")
+		var etcd etcdFlags
+		etcd.register(fs)
+		var enc encodingFlags
+		enc.register(fs)
+		return fs, &etcd, &enc.memory
+	}
+	env := map[string]string{"ETCDCTL_ENDPOINTS": "a:2379,b:2379", "ETCDCTL_CACERT": "/ctl/ca.pem",
+		"ETCDBACKUP_CACERT": "/backup/ca.pem", "ETCDBACKUP_MEMORY": "64MiB", "ETCDBACKUP_DIAL_TIMEOUT": "7s"}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+
+	fs, etcd, mem := newFlags()
+	require.NoError(t, fs.Parse([]string{"--dial-timeout=3s"}))
+	require.NoError(t, fs.fromEnv(lookup))
+	require.Equal(t, []string{"a:2379", "b:2379"}, []string(etcd.endpoints), "etcdctl's variable as a fallback")
+	require.Equal(t, "/backup/ca.pem", etcd.cacert, "ours before etcdctl's")
+	require.Equal(t, byteSize(64<<20), *mem)
+	require.Equal(t, 3*time.Second, etcd.dialTimeout, "the command line wins")
+
+	env["ETCDBACKUP_MEMORY"] = "lots"
+	fs, _, _ = newFlags()
+	require.NoError(t, fs.Parse(nil))
+	err := fs.fromEnv(lookup)
+	require.ErrorContains(t, err, "$ETCDBACKUP_MEMORY")
+	require.Equal(t, exitUsage, exitCode(err))
+}
+
+// TestDefaultConfigFile: without --config or $ETCDBACKUP_CONFIG, the
+// destinations come from $XDG_CONFIG_HOME/etcdbackup/config.yaml.
+func TestDefaultConfigFile(t *testing.T) {
+	xdg := t.TempDir()
+	t.Setenv("XDG_CONFIG_HOME", xdg)
+	t.Setenv("ETCDBACKUP_CONFIG", "")
+	d := destinationFlags{cluster: "prod"}
+	require.ErrorContains(t, d.validate(), "--destination is required", "no file, no destination")
+	require.NoError(t, os.MkdirAll(filepath.Join(xdg, "etcdbackup"), 0o700))
+	path := writeFile(t, filepath.Join(xdg, "etcdbackup"), "config.yaml", "default: main\ndestinations:\n  main:\n    url: file:///tmp\n")
+	d = destinationFlags{cluster: "prod"}
+	require.NoError(t, d.validate())
+	require.Equal(t, path, d.config)
+}
+
+// TestInterruptedExits130: a save whose context ends (SIGINT) exits 130.
+func TestInterruptedExits130(t *testing.T) {
+	srv := etcdtest.Start(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	var stdout, stderr strings.Builder
+	code := run(ctx, []string{"save", "--endpoints=" + srv.Endpoints()[0], "--destination=file://" + t.TempDir(), "--cluster=prod"},
+		strings.NewReader(""), &stdout, &stderr)
+	require.Equal(t, exitInterrupted, code, stderr.String())
+	require.Contains(t, stderr.String(), "interrupted")
 }
