@@ -110,10 +110,41 @@ type destinationFlags struct {
 	destination string
 	config      string
 	cluster     string
+	// more are the destinations given after the first; only save takes
+	// them (fanOut).
+	more []string
+	// name is the name of a destination given by URL that the config
+	// file does not hold; empty means destination.DefaultName.
+	name   string
+	fanOut bool
+}
+
+// destinationValue collects --destination: the first in destination, the
+// others in more.
+type destinationValue struct{ d *destinationFlags }
+
+func (v destinationValue) String() string {
+	if v.d == nil {
+		return ""
+	}
+	return strings.Join(append([]string{v.d.destination}, v.d.more...), ",")
+}
+
+func (v destinationValue) Set(s string) error {
+	if v.d.destination == "" {
+		v.d.destination = s
+	} else {
+		v.d.more = append(v.d.more, s)
+	}
+	return nil
 }
 
 func (d *destinationFlags) register(fs *flagSet) {
-	fs.StringVar(&d.destination, "destination", "", "destination `URL` or name in the config file (default: the config file's default)")
+	usage := "destination `URL` or name in the config file (default: the config file's default)"
+	if d.fanOut {
+		usage += "; repeat it to store one snapshot on several"
+	}
+	fs.Var(destinationValue{d}, "destination", usage)
 	fs.StringVar(&d.config, "config", "", "YAML `file` naming destinations (default $ETCDBACKUP_CONFIG, else $XDG_CONFIG_HOME/etcdbackup/config.yaml if it exists)")
 	fs.StringVar(&d.cluster, "cluster", "", "`name` of the cluster whose backups these are (required)")
 }
@@ -138,6 +169,9 @@ func defaultConfig() string {
 func (d *destinationFlags) validate() error {
 	if d.config == "" {
 		d.config = defaultConfig()
+	}
+	if len(d.more) > 0 && !d.fanOut {
+		return usagef("one --destination only")
 	}
 	if d.cluster == "" {
 		return usagef("--cluster is required")

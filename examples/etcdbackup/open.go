@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -41,7 +42,7 @@ func openDestination(ctx context.Context, f *destinationFlags, opts destination.
 			if err != nil {
 				return nil, nil, err
 			}
-			d, err := reg.Add(ctx, destination.Spec{Name: destination.DefaultName, URL: f.destination})
+			d, err := reg.Add(ctx, destination.Spec{Name: cmp.Or(f.name, destination.DefaultName), URL: f.destination})
 			if err != nil {
 				reg.Close()
 				return nil, nil, fmt.Errorf("destination: %w", err)

@@ -3,13 +3,16 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/etcdbackup/etcdbackup/backup"
+	"github.com/etcdbackup/etcdbackup/destination"
 )
 
 func runSave(ctx context.Context, s *streams, args []string) error {
@@ -21,6 +24,7 @@ func runSave(ctx context.Context, s *streams, args []string) error {
 		name     string
 		quiet    bool
 	)
+	dest.fanOut = true
 	dest.register(fs)
 	etcd.register(fs)
 	fs.StringVar(&name, "name", "manual", "backup `name`: the ID is CLUSTER-NAME-TIMESTAMP")
@@ -60,6 +64,9 @@ func runSave(ctx context.Context, s *streams, args []string) error {
 	// ("<cluster>-<name>") could be used once only, and every save needs
 	// one of its own.
 	req := backup.Request{Cluster: dest.cluster, Name: name, Scheduled: true}
+	if dest.destination == streamDestination && len(dest.more) > 0 {
+		return usagef("--destination=- cannot be combined with other destinations")
+	}
 	if dest.destination == streamDestination {
 		// The stored bytes go to stdout, with no manifest: restore
 		// --from=- checks etcd's trailer.
@@ -67,25 +74,83 @@ func runSave(ctx context.Context, s *streams, args []string) error {
 		_, err = pipeline.Run(ctx, req)
 		return err
 	}
-	reg, d, err := openDestination(ctx, &dest, encoding.registry(fs.logger(s)))
+	targets, closeAll, err := openTargets(ctx, dest, encoding.registry(fs.logger(s)))
 	if err != nil {
 		return err
 	}
-	defer reg.Close()
-	req.Targets = []backup.Target{d.Target()}
+	defer closeAll()
+	req.Targets = targets
 	if !quiet {
 		pipeline.Observer = progress
 	}
 	res, err := pipeline.Run(ctx, req)
-	if err != nil {
-		return err
+	if res == nil || len(req.Targets) == 1 {
+		if err == nil && res.Outcomes[0].Err != nil {
+			err = res.Outcomes[0].Err
+		}
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(s.stdout, res.ID)
+		return nil
 	}
-	for _, o := range res.Outcomes {
-		if o.Err != nil {
-			return o.Err
+	return fanOutResult(s, res)
+}
+
+// openTargets opens every destination of the flags, each in a registry
+// of its own; closeAll closes them. Destinations given by a URL the config
+// file does not name are named "default", "default-2", ...
+func openTargets(ctx context.Context, dest destinationFlags, opts destination.Options) (targets []backup.Target, closeAll func(), err error) {
+	var (
+		regs []*destination.Registry
+		locs []destination.Location
+	)
+	closeAll = func() {
+		for _, r := range regs {
+			r.Close()
 		}
 	}
-	fmt.Fprintln(s.stdout, res.ID)
+	for i, url := range append([]string{dest.destination}, dest.more...) {
+		one := dest
+		one.destination, one.more = url, nil
+		if i > 0 {
+			one.name = fmt.Sprintf("%s-%d", destination.DefaultName, i+1)
+		}
+		reg, d, err := openDestination(ctx, &one, opts)
+		if err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("--destination %s: %w", url, err)
+		}
+		regs = append(regs, reg)
+		if slices.ContainsFunc(locs, d.Location().Overlaps) || slices.ContainsFunc(targets, func(t backup.Target) bool { return t.Destination == d.Name() }) {
+			closeAll()
+			return nil, nil, usagef("--destination %s: the same location as another, or inside it", url)
+		}
+		locs = append(locs, d.Location())
+		targets = append(targets, d.Target())
+	}
+	return targets, closeAll, nil
+}
+
+// fanOutResult prints the outcome on each destination: one line each on
+// stderr, the ID on stdout when any holds the backup. It fails when any
+// destination failed; the others keep their backup.
+func fanOutResult(s *streams, res *backup.Result) error {
+	var errs []error
+	for _, o := range res.Outcomes {
+		if o.Err != nil {
+			fmt.Fprintf(s.stderr, "destination %s: failed: %s\n", o.Destination, oneLine(o.Err))
+			errs = append(errs, fmt.Errorf("destination %s: %w", o.Destination, o.Err))
+			continue
+		}
+		fmt.Fprintf(s.stderr, "destination %s: stored %s\n", o.Destination, res.ID)
+	}
+	if len(errs) < len(res.Outcomes) {
+		fmt.Fprintln(s.stdout, res.ID)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%d of %d destinations failed: %w", len(errs), len(res.Outcomes), errors.Join(errs...))
+	}
 	return nil
 }
 
