@@ -282,3 +282,49 @@ func (p *Pruner) logger() *slog.Logger {
 	}
 	return slog.New(slog.DiscardHandler)
 }
+
+// ErrNotDeleted matches a Delete refused or left undone: the backup is not
+// there, a chain depends on it, its object lock holds, or a restore has it
+// pinned. The message says which.
+var ErrNotDeleted = errors.New("backup not deleted")
+
+// Delete deletes the backup id of cluster, as Prune deletes what its plan
+// says (manifest first, then data; never a locked or pinned backup;
+// nothing on a read-only destination; nothing outside the cluster's
+// folder), whatever the Policy. It refuses a delta segment, and a full
+// backup that delta segments start from: retention prunes chains whole.
+// With DryRun it says what it would do.
+func (p *Pruner) Delete(ctx context.Context, cluster, id string) (Item, error) {
+	if p.Store == nil {
+		return Item{}, ErrNoStore
+	}
+	if err := backup.ValidateName("cluster", cluster); err != nil {
+		return Item{}, err
+	}
+	if ro, ok := p.Store.(interface{ ReadOnly() bool }); ok && ro.ReadOnly() && !p.DryRun {
+		return Item{}, fmt.Errorf("delete %s on %s: %w", id, p.Destination, storage.ErrReadOnly)
+	}
+	entries, err := backup.ListBackups(ctx, p.Store, cluster)
+	if err != nil {
+		return Item{}, err
+	}
+	var target *backup.Entry
+	for i, e := range entries {
+		switch {
+		case e.ID == id && (e.Kind == backup.KindBackup || e.Kind == backup.KindKeysJSON):
+			target = &entries[i]
+		case e.ID == id:
+			return Item{}, fmt.Errorf("%w: %s is a %s entry, not a backup", ErrNotDeleted, id, e.Kind)
+		case e.Kind == backup.KindDelta && e.Manifest != nil && e.Manifest.Chain == id:
+			return Item{}, fmt.Errorf("%w: delta segments of continuous backup start from %s (prune with a point-in-time window instead)", ErrNotDeleted, id)
+		}
+	}
+	if target == nil {
+		return Item{}, fmt.Errorf("%w: no backup %s of cluster %s on %s", ErrNotDeleted, id, cluster, p.Destination)
+	}
+	item := p.execute(ctx, Decision{Entry: *target, Action: Delete, Reason: "deleted on request"}, p.now())
+	if item.Outcome == Skipped {
+		return item, fmt.Errorf("%w: %s: %s", ErrNotDeleted, id, item.Reason)
+	}
+	return item, nil
+}

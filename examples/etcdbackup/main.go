@@ -11,7 +11,9 @@
 //	etcdbackup export  --endpoints=127.0.0.1:2379 --destination=file:///var/backups/etcd --cluster=prod --prefix=/registry/namespaces/
 //	etcdbackup import  --endpoints=127.0.0.1:2379 --destination=file:///var/backups/etcd --cluster=prod --prefix=/registry/configmaps/ns-a/ --dry-run
 //	etcdbackup diff    --endpoints=127.0.0.1:2379 --destination=file:///var/backups/etcd --cluster=prod --backup=latest
-//	etcdbackup prune   --destination=file:///var/backups/etcd --cluster=prod --keep=20 --dry-run
+//	etcdbackup prune   --destination=file:///var/backups/etcd --cluster=prod --keep-last=20 --dry-run
+//	etcdbackup prune   --destination=file:///var/backups/etcd --cluster=prod --gfs=hours=24,days=7,weeks=4,months=12
+//	etcdbackup delete  --destination=file:///var/backups/etcd --cluster=prod --backup=prod-manual-20261124T190000.000Z
 //	etcdbackup destinations --config=etcdbackup.yaml
 //
 // Build it with `go build ./examples/etcdbackup`, or try it with
@@ -64,6 +66,7 @@ import (
 	"github.com/etcdbackup/etcdbackup/backup"
 	"github.com/etcdbackup/etcdbackup/destination"
 	"github.com/etcdbackup/etcdbackup/restore"
+	"github.com/etcdbackup/etcdbackup/storage"
 )
 
 // Exit codes.
@@ -103,7 +106,8 @@ var commands = []command{
 	{"export", "store the keys under some prefixes of a live etcd as a keys-json backup", runExport},
 	{"import", "write the keys of a keys-json backup into a live etcd", runImport},
 	{"diff", "compare a keys-json backup with a live etcd or with another backup", runDiff},
-	{"prune", "delete all but the newest backups of a cluster", runPrune},
+	{"prune", "delete the backups of a cluster that a retention policy does not keep", runPrune},
+	{"delete", "delete one backup (never a locked one, nor on a read-only destination)", runDelete},
 	{"destinations", "check the availability of every destination of a config file", runDestinations},
 	{"version", "print the versions of etcdbackup, Go and the etcd client", runVersion},
 }
@@ -187,7 +191,9 @@ func exitCode(err error) int {
 		errors.Is(err, backup.ErrUnknownCompression),
 		errors.Is(err, destination.ErrInvalidSpec),
 		errors.Is(err, destination.ErrInvalidURL),
-		errors.Is(err, destination.ErrNotFound):
+		errors.Is(err, destination.ErrNotFound),
+		errors.Is(err, storage.ErrReadOnly),
+		errors.Is(err, destination.ErrReadOnly):
 		return exitUsage
 	}
 	return exitFailure

@@ -2,8 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/etcdbackup/etcdbackup/backup"
 	"github.com/etcdbackup/etcdbackup/destination"
@@ -11,26 +15,28 @@ import (
 )
 
 func runPrune(ctx context.Context, s *streams, args []string) error {
-	fs := newFlagSet("prune", "--destination=URL|NAME --cluster=NAME --keep=N [--name=NAME] [--kind=snapshot|keys-json] [--dry-run]")
+	fs := newFlagSet("prune", "--destination=URL|NAME --cluster=NAME --keep-last=N|--gfs=...|--keep-within=D [--max-age=D] [--name=NAME] [--kind=snapshot|keys-json] [--dry-run] [--output=table|json]")
 	var (
-		dest       destinationFlags
-		keep       int
-		name, kind string
-		dryRun     bool
+		dest               destinationFlags
+		policy             policyFlags
+		name, kind, output string
+		dryRun             bool
 	)
 	dest.register(fs)
-	fs.IntVar(&keep, "keep", 0, "keep the `N` newest backups (required, at least 1)")
-	fs.StringVar(&name, "name", "", "prune only the backups of this backup `name` (one config's), keeping its N newest; default: every backup of the cluster")
+	policy.register(fs)
+	fs.StringVar(&name, "name", "", "prune only the backups of this backup `name` (one config's); default: every backup of the cluster")
 	fs.StringVar(&kind, "kind", "snapshot", "the kind of backup to count: snapshot or keys-json (never counted together)")
 	fs.BoolVar(&dryRun, "dry-run", false, "say what would be deleted, delete nothing")
+	fs.StringVar(&output, "output", "table", "table or json")
 	if err := fs.parse(s, args); err != nil {
 		return err
 	}
 	if err := dest.validate(); err != nil {
 		return err
 	}
-	if keep < 1 {
-		return usagef("--keep must be at least 1")
+	pol, err := policy.policy()
+	if err != nil {
+		return err
 	}
 	if name != "" {
 		if err := backup.ValidateName("backup", name); err != nil {
@@ -41,30 +47,103 @@ func runPrune(ctx context.Context, s *streams, args []string) error {
 	if _, ok := kinds[kind]; !ok {
 		return usagef("--kind %q: want snapshot or keys-json", kind)
 	}
+	if output != "table" && output != "json" {
+		return usagef("--output %q: want table or json", output)
+	}
 
 	reg, d, err := openDestination(ctx, &dest, destination.Options{Logger: fs.logger(s)})
 	if err != nil {
 		return err
 	}
 	defer reg.Close()
-	p := &retention.Pruner{Store: d, Destination: d.Name(), Policy: retention.KeepLast(keep), Name: name, Kind: kinds[kind],
+	p := &retention.Pruner{Store: d, Destination: d.Name(), Policy: pol, Name: name, Kind: kinds[kind],
 		DryRun: dryRun, Logger: fs.logger(s)}
 	report, err := p.Prune(ctx, dest.cluster)
 	if report != nil {
-		tw := tabwriter.NewWriter(s.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "OUTCOME\tID\tKIND\tREASON")
-		for _, it := range report.Items {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", it.Outcome, it.Entry.ID, it.Entry.Kind, it.Reason)
-		}
-		tw.Flush()
-		if dryRun {
-			fmt.Fprintf(s.stdout, "dry run: %d would be deleted, %d kept\n", report.Count(retention.WouldDelete), report.Count(retention.Kept))
-		} else {
-			fmt.Fprintf(s.stdout, "%d deleted, %d kept, %d skipped\n", report.Count(retention.Deleted), report.Count(retention.Kept), report.Count(retention.Skipped))
+		if werr := printPruneReport(s, report, output == "json"); werr != nil && err == nil {
+			err = werr
 		}
 	}
 	if err != nil {
 		return fmt.Errorf("prune %s: %w", d.Name(), err)
 	}
 	return nil
+}
+
+// policyFlags are the rules of a retention policy.
+type policyFlags struct {
+	keepLast, keep int
+	keepWithin     time.Duration
+	maxAge         time.Duration
+	gfs            string
+}
+
+func (f *policyFlags) register(fs *flagSet) {
+	fs.IntVar(&f.keepLast, "keep-last", 0, "keep the `N` newest backups")
+	fs.IntVar(&f.keep, "keep", 0, "the same as --keep-last")
+	fs.DurationVar(&f.keepWithin, "keep-within", 0, "keep every backup younger than this `duration`")
+	fs.StringVar(&f.gfs, "gfs", "", "keep the newest backup of each of the last hours, days, weeks and months: `hours=24,days=7,weeks=4,months=12` (any of them)")
+	fs.DurationVar(&f.maxAge, "max-age", 0, "delete backups older than this `duration`, even those a keep rule selects")
+}
+
+// policy returns the retention policy of the flags. At least one keep rule
+// is required: prune never guesses what to keep.
+func (f *policyFlags) policy() (retention.Policy, error) {
+	if f.keep > 0 && f.keepLast > 0 && f.keep != f.keepLast {
+		return retention.Policy{}, usagef("--keep and --keep-last disagree")
+	}
+	p := retention.Policy{KeepLast: max(f.keep, f.keepLast), KeepWithin: f.keepWithin, MaxAge: f.maxAge}
+	if f.gfs != "" {
+		fields := map[string]*int{"hours": &p.Hours, "days": &p.Days, "weeks": &p.Weeks, "months": &p.Months}
+		for part := range strings.SplitSeq(f.gfs, ",") {
+			k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
+			n, err := strconv.Atoi(v)
+			field := fields[k]
+			if !ok || err != nil || n < 1 || field == nil {
+				return retention.Policy{}, usagef("--gfs %q: want hours=N,days=N,weeks=N,months=N, each at least 1", f.gfs)
+			}
+			*field = n
+		}
+	}
+	if p.KeepLast == 0 && p.KeepWithin == 0 && p.Hours == 0 && p.Days == 0 && p.Weeks == 0 && p.Months == 0 {
+		return retention.Policy{}, usagef("say what to keep: --keep-last, --gfs or --keep-within")
+	}
+	if err := p.Validate(); err != nil {
+		return retention.Policy{}, invalidInput(err)
+	}
+	return p, nil
+}
+
+// pruneItem is a line of prune's JSON output.
+type pruneItem struct {
+	Outcome string `json:"outcome"`
+	ID      string `json:"id"`
+	Kind    string `json:"kind"`
+	Reason  string `json:"reason"`
+}
+
+// printPruneReport prints what prune did or would do, as a table with a
+// summary line, or as JSON.
+func printPruneReport(s *streams, report *retention.Report, asJSON bool) error {
+	if asJSON {
+		items := make([]pruneItem, 0, len(report.Items))
+		for _, it := range report.Items {
+			items = append(items, pruneItem{Outcome: string(it.Outcome), ID: it.Entry.ID, Kind: string(it.Entry.Kind), Reason: it.Reason})
+		}
+		enc := json.NewEncoder(s.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(map[string]any{"dryRun": report.DryRun, "items": items})
+	}
+	tw := tabwriter.NewWriter(s.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "OUTCOME\tID\tKIND\tREASON")
+	for _, it := range report.Items {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", it.Outcome, it.Entry.ID, it.Entry.Kind, it.Reason)
+	}
+	tw.Flush()
+	if report.DryRun {
+		_, err := fmt.Fprintf(s.stdout, "dry run: %d would be deleted, %d kept\n", report.Count(retention.WouldDelete), report.Count(retention.Kept))
+		return err
+	}
+	_, err := fmt.Fprintf(s.stdout, "%d deleted, %d kept, %d skipped\n", report.Count(retention.Deleted), report.Count(retention.Kept), report.Count(retention.Skipped))
+	return err
 }

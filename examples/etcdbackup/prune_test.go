@@ -1,14 +1,20 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+	"gocloud.dev/blob/fileblob"
 
+	"github.com/etcdbackup/etcdbackup/backup"
 	"github.com/etcdbackup/etcdbackup/internal/etcdtest"
+	"github.com/etcdbackup/etcdbackup/retention"
+	"github.com/etcdbackup/etcdbackup/storage/blob"
 )
 
 // TestPrunePerConfig: prune --name counts one config's backups only.
@@ -38,4 +44,71 @@ func TestPrunePerConfig(t *testing.T) {
 	// Without --name: today's whole-cluster behaviour.
 	tr.ok("prune", dest, "--cluster=c", "--keep=1")
 	require.Len(t, listJSON(t, tr, dest, "--cluster=c"), 1)
+}
+
+// TestPrunePolicies: prune --gfs keeps what the library's planner keeps
+// for the same backups and policy; --max-age and --keep-within are
+// policies too; no rule at all, or a malformed one, is a usage error.
+func TestPrunePolicies(t *testing.T) {
+	tr := &transcript{t: t}
+	etcd := etcdtest.Start(t)
+	_, err := etcd.Client(t).Put(t.Context(), "/registry/k", "v")
+	require.NoError(t, err)
+	endpoints := "--endpoints=" + strings.Join(etcd.Endpoints(), ",")
+	dir := filepath.Join(t.TempDir(), "backups")
+	require.NoError(t, os.Mkdir(dir, 0o700))
+	dest := "--destination=file://" + dir
+	for range 4 {
+		tr.ok("save", endpoints, dest, "--cluster=c", "--quiet")
+	}
+	for _, bad := range [][]string{{}, {"--gfs=hours"}, {"--gfs=years=3"}, {"--gfs=days=0"}, {"--keep=2", "--keep-last=3"}, {"--keep-within=2h", "--max-age=1h"}} {
+		tr.fails(exitUsage, append([]string{"prune", dest, "--cluster=c"}, bad...)...)
+	}
+
+	// What the planner keeps of these backups with the same policy.
+	gb, err := fileblob.OpenBucket(dir, nil)
+	require.NoError(t, err)
+	defer gb.Close()
+	entries, err := backup.ListBackups(t.Context(), blob.New(gb, nil), "c")
+	require.NoError(t, err)
+	plan, err := retention.MakePlan("c", entries, retention.Policy{Hours: 2, Days: 1}, time.Now(), retention.PlanOptions{})
+	require.NoError(t, err)
+	var want []string
+	for _, d := range plan.Decisions {
+		if d.Action == retention.Keep {
+			want = append(want, d.Entry.ID)
+		}
+	}
+	require.Len(t, want, 1, "the newest of this hour")
+
+	r := tr.ok("prune", dest, "--cluster=c", "--gfs=hours=2,days=1", "--dry-run", "--output=json")
+	var dry struct {
+		DryRun bool
+		Items  []pruneItem
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &dry))
+	require.True(t, dry.DryRun)
+	require.Len(t, dry.Items, 4)
+	require.Len(t, listJSON(t, tr, dest, "--cluster=c"), 4, "a dry run deletes nothing")
+
+	tr.ok("prune", dest, "--cluster=c", "--gfs=hours=2,days=1")
+	var got []string
+	for _, b := range listJSON(t, tr, dest, "--cluster=c") {
+		got = append(got, b["id"].(string))
+	}
+	require.Equal(t, want, got)
+
+	// Every backup is younger than an hour: max-age 1h keeps them; 1ns
+	// deletes every one a keep rule selected but the newest, which
+	// retention never deletes.
+	for range 2 {
+		tr.ok("save", endpoints, dest, "--cluster=c", "--quiet")
+	}
+	tr.ok("prune", dest, "--cluster=c", "--keep-last=5", "--max-age=1h")
+	all := listJSON(t, tr, dest, "--cluster=c")
+	require.Len(t, all, 3)
+	tr.ok("prune", dest, "--cluster=c", "--keep-last=5", "--max-age=1ns")
+	left := listJSON(t, tr, dest, "--cluster=c")
+	require.Len(t, left, 1)
+	require.Equal(t, all[2]["id"], left[0]["id"])
 }
