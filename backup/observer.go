@@ -26,6 +26,10 @@ type Event struct {
 	Time    time.Time
 	ID      string // backup ID
 	Cluster string
+	// Job is the identity the host gave the run (Request.Job): its backup
+	// config or job, such as the namespace and name of a Kubernetes
+	// object. Empty when it gave none.
+	Job string
 	// Destination is set on Uploaded, and on Failed when one destination
 	// failed.
 	Destination string

@@ -93,6 +93,10 @@ type Target struct {
 type Request struct {
 	// Cluster names the cluster whose etcd is snapshotted.
 	Cluster string
+	// Job names the run for the host: its backup config or job (the
+	// scheduler gives the job's ID). Every event of the run carries it;
+	// it is not stored.
+	Job string
 	// Name is the backup's name. The backup's ID is "<cluster>-<name>", with
 	// "-<timestamp>" appended when Scheduled is set.
 	Name string
@@ -325,7 +329,7 @@ func (r *run) event(e Event) {
 		return
 	}
 	e.Time = r.p.now()
-	e.ID, e.Cluster = r.res.ID, r.res.Cluster
+	e.ID, e.Cluster, e.Job = r.res.ID, r.res.Cluster, r.req.Job
 	if e.Elapsed == 0 && !r.started.IsZero() {
 		e.Elapsed = e.Time.Sub(r.started)
 	}

@@ -34,6 +34,10 @@ type Restorer struct {
 	// Observer receives the events of every fetch and restore; nil means
 	// none.
 	Observer Observer
+	// Job names the host's job in every event (Event.Job): a host that
+	// restores for an object of its own gives each restore a copy of its
+	// Restorer with the object's identity.
+	Job string
 	// Logger logs the start and end of each operation; nil means silent.
 	Logger *slog.Logger
 	// ProgressInterval is the least time between Progress events; zero
@@ -553,6 +557,7 @@ func (o *operation) event(e Event) {
 	e.Time = o.r.now()
 	e.Source, e.Cluster, e.ID, e.Key = o.b.Source, o.b.Cluster, o.b.ID, o.b.Key
 	e.StoredSize = o.b.Size
+	e.Job = o.r.Job
 	e.Elapsed = e.Time.Sub(o.started)
 	if e.StoredBytes == 0 && o.progress != nil {
 		e.StoredBytes = o.progress()

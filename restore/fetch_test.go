@@ -428,10 +428,13 @@ func TestFetchFailureEvents(t *testing.T) {
 	found, b := storedBackup(t, fakeSnapshot(100, 9), encoding{compression: backup.Zstd})
 	put(t, b, found.Key, flipAt(readAll(t, b, found.Key), 50))
 	rec := &recorder{}
-	_, err := (&restore.Restorer{Observer: rec}).Fetch(t.Context(), found, filepath.Join(t.TempDir(), "s.db"))
+	_, err := (&restore.Restorer{Observer: rec, Job: "ns/restore-a"}).Fetch(t.Context(), found, filepath.Join(t.TempDir(), "s.db"))
 	require.ErrorIs(t, err, restore.ErrIntegrity)
 	require.Equal(t, []restore.EventKind{restore.Started, restore.Failed}, without(rec.kinds(), restore.Progress))
 	last := rec.events[len(rec.events)-1]
 	require.ErrorIs(t, last.Err, restore.ErrIntegrity)
 	require.Equal(t, found.ID, last.ID)
+	for _, e := range rec.events {
+		require.Equal(t, "ns/restore-a", e.Job, "every event names the host's job")
+	}
 }

@@ -30,6 +30,8 @@ type Event struct {
 	// cluster, the backup ID (a legacy object's file name) and the data
 	// object's key.
 	Source, Cluster, ID, Key string
+	// Job is the identity the host gave the operation (Restorer.Job).
+	Job string
 	// StoredBytes is how much of the stored object has been downloaded;
 	// StoredSize the object's size as listed (zero when unknown).
 	StoredBytes, StoredSize int64

@@ -95,7 +95,7 @@ func (r *PipelineRunner) Backup(ctx context.Context, job Job, _ time.Time) error
 	if err != nil {
 		return fmt.Errorf("snapshotter of cluster %s: %w", job.Cluster, err)
 	}
-	req := backup.Request{Cluster: job.Cluster, Name: job.Name, Scheduled: !job.OneShot(), Targets: targets}
+	req := backup.Request{Cluster: job.Cluster, Name: job.Name, Scheduled: !job.OneShot(), Targets: targets, Job: job.ID}
 	if job.backupKind() == backup.KindKeysJSON {
 		cli, err := r.client(ctx, job.Cluster, snap)
 		if err != nil {

@@ -94,6 +94,8 @@ func TestPipelineRunner(t *testing.T) {
 	snap := &streamSnapshotter{}
 	now := utc("2026-01-01T00:00:00Z")
 	r := dests.runner(snap, func() time.Time { return now })
+	var events []backup.Event
+	r.Observer = backup.ObserverFunc(func(e backup.Event) { events = append(events, e) })
 	inv := dests.inventory()
 	ctx := t.Context()
 
@@ -107,6 +109,10 @@ func TestPipelineRunner(t *testing.T) {
 		now = utc("2026-01-01T00:00:00Z").Add(time.Duration(i) * time.Hour)
 		require.NoError(t, r.Backup(ctx, j, now))
 		require.NoError(t, r.Prune(ctx, j))
+	}
+	require.NotEmpty(t, events)
+	for _, e := range events {
+		require.Equal(t, j.ID, e.Job, "every event names the job (%s)", e.Kind)
 	}
 	for _, name := range j.Destinations {
 		got := backupsOf(t, dests[name], "prod-a")
