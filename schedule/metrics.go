@@ -20,6 +20,7 @@ const (
 	MetricRuns                = "etcdbackup_schedule_runs_total"
 	MetricSkippedRuns         = "etcdbackup_schedule_skipped_runs_total"
 	MetricPruneFailures       = "etcdbackup_schedule_prune_failures_total"
+	MetricHeartbeat           = "etcdbackup_schedule_heartbeat_timestamp_seconds"
 )
 
 // Collector exposes the scheduler's jobs and their status as Prometheus
@@ -31,6 +32,7 @@ const (
 //	etcdbackup_schedule_jobs                                               gauge
 //	etcdbackup_schedule_runs_in_flight                                     gauge
 //	etcdbackup_schedule_runs_queued                                        gauge, runs due waiting for a slot
+//	etcdbackup_schedule_heartbeat_timestamp_seconds                        gauge, the scheduler's loop's last pass (at least every minute); absent when it does not run
 //	etcdbackup_schedule_next_run_timestamp_seconds{backup_job,cluster}            gauge
 //	etcdbackup_schedule_last_run_timestamp_seconds{backup_job,cluster}            gauge, start of the last run
 //	etcdbackup_schedule_last_success_timestamp_seconds{backup_job,cluster}        gauge, end of the last successful run
@@ -43,7 +45,7 @@ const (
 type Collector struct {
 	s *Scheduler
 
-	jobs, inFlight, queued                      *prometheus.Desc
+	jobs, inFlight, queued, heartbeat           *prometheus.Desc
 	nextRun, lastRun, lastSuccess, lastDuration *prometheus.Desc
 	running, consecutiveFailures, runs, skipped *prometheus.Desc
 	pruneFailures                               *prometheus.Desc
@@ -60,6 +62,7 @@ func (s *Scheduler) Collector() *Collector {
 		jobs:                prometheus.NewDesc(MetricJobs, "Jobs set in the scheduler.", nil, nil),
 		inFlight:            prometheus.NewDesc(MetricRunsInFlight, "Runs in flight.", nil, nil),
 		queued:              prometheus.NewDesc(MetricRunsQueued, "Runs due and waiting for a free slot.", nil, nil),
+		heartbeat:           prometheus.NewDesc(MetricHeartbeat, "When the scheduler's loop last ran (at least every minute while it runs), in seconds since the epoch.", nil, nil),
 		nextRun:             desc(MetricNextRun, "When the job runs next, in seconds since the epoch."),
 		lastRun:             desc(MetricLastRun, "When the job's last run started, in seconds since the epoch."),
 		lastSuccess:         desc(MetricLastSuccess, "When the job's last successful run ended, in seconds since the epoch."),
@@ -75,7 +78,7 @@ func (s *Scheduler) Collector() *Collector {
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
-		c.jobs, c.inFlight, c.queued, c.nextRun, c.lastRun, c.lastSuccess, c.lastDuration,
+		c.jobs, c.inFlight, c.queued, c.heartbeat, c.nextRun, c.lastRun, c.lastSuccess, c.lastDuration,
 		c.running, c.consecutiveFailures, c.runs, c.skipped, c.pruneFailures,
 	} {
 		ch <- d
@@ -98,7 +101,7 @@ type jobMetrics struct {
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	s := c.s
 	s.mu.Lock()
-	inFlight, queued := s.inFlight, len(s.queue)
+	inFlight, queued, heartbeat := s.inFlight, len(s.queue), s.heartbeat
 	jobs := make([]jobMetrics, 0, len(s.jobs))
 	for _, e := range s.jobs {
 		st := e.currentStatus()
@@ -115,6 +118,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.jobs, prometheus.GaugeValue, float64(len(jobs)))
 	ch <- prometheus.MustNewConstMetric(c.inFlight, prometheus.GaugeValue, float64(inFlight))
 	ch <- prometheus.MustNewConstMetric(c.queued, prometheus.GaugeValue, float64(queued))
+	if !heartbeat.IsZero() {
+		ch <- prometheus.MustNewConstMetric(c.heartbeat, prometheus.GaugeValue, float64(heartbeat.UnixNano())/1e9)
+	}
 	for _, j := range jobs {
 		gauge := func(d *prometheus.Desc, v float64, extra ...string) {
 			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, append([]string{j.id, j.cluster}, extra...)...)

@@ -92,3 +92,37 @@ etcdbackup_schedule_jobs 1
 `), MetricJobs))
 	require.NoError(t, h.stop())
 }
+
+// TestHeartbeat: while the scheduler runs, its loop passes at least every
+// minute, jobs or not, and the heartbeat series says when it last did; a
+// stopped scheduler has none, so that an alert sees it down.
+func TestHeartbeat(t *testing.T) {
+	h := newHarness(t, utc("2026-01-01T00:00:00Z"), Config{})
+	c := h.s.Collector()
+	require.Zero(t, testutil.CollectAndCount(c, MetricHeartbeat), "not started")
+	h.start()
+	h.settle()
+	require.Equal(t, float64(utc("2026-01-01T00:00:00Z").Unix()), testutil.ToFloat64(gatherOne(t, c, MetricHeartbeat)))
+	h.advanceTo(utc("2026-01-01T00:05:00Z"))
+	require.Equal(t, float64(utc("2026-01-01T00:05:00Z").Unix()), testutil.ToFloat64(gatherOne(t, c, MetricHeartbeat)),
+		"no job, yet the loop passed")
+	require.NoError(t, h.stop())
+	require.Zero(t, testutil.CollectAndCount(c, MetricHeartbeat), "stopped")
+}
+
+// gatherOne returns a collector of c's series named name alone.
+func gatherOne(t *testing.T, c prometheus.Collector, name string) prometheus.Collector {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	require.NoError(t, reg.Register(c))
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			require.Len(t, mf.GetMetric(), 1)
+			return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: "copy"}, func() float64 { return mf.GetMetric()[0].GetGauge().GetValue() })
+		}
+	}
+	t.Fatalf("no series %s", name)
+	return nil
+}

@@ -143,7 +143,10 @@ type Scheduler struct {
 	cancelFollow context.CancelFunc
 	wg           sync.WaitGroup // runs and checks in flight
 	idle         bool           // the loop waits for a wake-up
-	seen         uint64         // signals the loop has taken in
+	// heartbeat is when the loop last ran: at least every maxSleep while
+	// the scheduler runs.
+	heartbeat time.Time
+	seen      uint64 // signals the loop has taken in
 }
 
 // entry is a job and its state.
@@ -468,30 +471,26 @@ func (s *Scheduler) loop(ctx context.Context) {
 		s.idle = false
 		s.seen = s.signals.Load()
 		now := s.clock.Now()
+		s.heartbeat = now
 		s.fireDue(now)
 		s.dispatch(now)
-		var stop func() bool
-		if len(s.timeline) > 0 {
-			at := s.timeline[0].fire
-			if limit := now.Add(maxSleep); at.After(limit) {
-				at = limit
-			}
-			stop = s.clock.At(at, s.signal)
+		// The loop wakes at least every maxSleep, jobs or not: its
+		// heartbeat tells it runs.
+		at := now.Add(maxSleep)
+		if len(s.timeline) > 0 && s.timeline[0].fire.Before(at) {
+			at = s.timeline[0].fire
 		}
+		stop := s.clock.At(at, s.signal)
 		s.idle = true
 		s.mu.Unlock()
 
 		select {
 		case <-ctx.Done():
-			if stop != nil {
-				stop()
-			}
+			stop()
 			return
 		case <-s.wake:
 		}
-		if stop != nil {
-			stop()
-		}
+		stop()
 	}
 }
 
@@ -806,6 +805,7 @@ func (s *Scheduler) shutdown(cancelRuns context.CancelCauseFunc, cancelChecks co
 	s.queue = nil
 	s.running, s.stopping = false, false
 	s.runCtx, s.checkCtx, s.followCtx = nil, nil, nil
+	s.heartbeat = time.Time{}
 	s.mu.Unlock()
 	s.log.Info("scheduler stopped")
 }

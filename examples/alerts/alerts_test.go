@@ -103,7 +103,7 @@ func TestRulesUseExportedMetrics(t *testing.T) {
 		destination.MetricInventoryEntries, destination.MetricLastSync,
 		schedule.MetricJobs, schedule.MetricRunsInFlight, schedule.MetricRunsQueued, schedule.MetricNextRun,
 		schedule.MetricLastRun, schedule.MetricLastSuccess, schedule.MetricLastDuration, schedule.MetricRunning,
-		schedule.MetricConsecutiveFailures, schedule.MetricRuns, schedule.MetricSkippedRuns, schedule.MetricPruneFailures,
+		schedule.MetricConsecutiveFailures, schedule.MetricRuns, schedule.MetricSkippedRuns, schedule.MetricPruneFailures, schedule.MetricHeartbeat,
 		restore.MetricDrillLastSuccess, restore.MetricDrillLastRun, restore.MetricDrillBackupCreated,
 		restore.MetricDrillDuration, restore.MetricDrillSuccesses, restore.MetricDrillFailures,
 	} {
