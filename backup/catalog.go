@@ -265,6 +265,21 @@ func claimEntry(cluster string, info storage.ObjectInfo, r manifestRead, data ma
 		Manifest: m, Created: m.Created, Size: obj.Size, Compression: m.Compression}
 }
 
+// EntryOf returns the entry a listing finds for the committed backup m:
+// what a catalog holds once Uploader.Commit returned, without listing it.
+func EntryOf(m *Manifest) Entry {
+	kind := KindBackup
+	switch {
+	case m.IsDelta():
+		kind = KindDelta
+	case m.IsKeysJSON():
+		kind = KindKeysJSON
+	}
+	prefix := ClusterPrefix(m.Cluster)
+	return Entry{Kind: kind, Cluster: m.Cluster, ID: m.ID, Key: prefix + m.DataKey, ManifestKey: prefix + ManifestKey(m.DataKey),
+		Manifest: m, Created: m.Created, Size: m.Stored.Size, Compression: m.Compression}
+}
+
 // IsDataName reports whether a file name is shaped like the data objects
 // this library writes (DataKey's output):
 // "<timestamp>_<id>.db[.zst|.gz][.age]", where the ID is a cluster and

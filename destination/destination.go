@@ -226,7 +226,13 @@ func (d *Destination) Delete(ctx context.Context, key string) error {
 		return err
 	}
 	defer h.release()
-	return h.bucket.Delete(ctx, key)
+	if err := h.bucket.Delete(ctx, key); err != nil {
+		return err
+	}
+	if gone := d.inv.deleted(key); len(gone) > 0 {
+		d.reg.observe(Event{Kind: InventoryChanged, Destination: d.name, Time: d.reg.now(), Removed: gone})
+	}
+	return nil
 }
 
 // SetRetention implements storage.Locker. A read-only destination refuses
@@ -344,6 +350,9 @@ func (d *Destination) Commit(ctx context.Context, m *backup.Manifest) error {
 	up := backup.BucketUploader{Bucket: h.bucket}
 	if err := up.Commit(ctx, m); err != nil {
 		return err
+	}
+	if e := (Entry{Destination: d.name, Entry: backup.EntryOf(m)}); d.inv.committed(e) {
+		d.reg.observe(Event{Kind: InventoryChanged, Destination: d.name, Time: d.reg.now(), Added: []Entry{e}})
 	}
 	if p.spec.ObjectLock.Enabled() {
 		key := backup.ClusterPrefix(m.Cluster) + backup.ManifestKey(m.DataKey)

@@ -331,7 +331,7 @@ func TestCredentialRotationWithMinIO(t *testing.T) {
 
 	res, err := finish()
 	require.NoError(t, err, "the backup under way finished on its own client")
-	assert.Len(t, eu.Inventory().Entries, 1, "the inventory survived the rotation")
+	assert.Len(t, eu.Inventory().Entries, 2, "the inventory survived the rotation, and shows the backup committed meanwhile")
 
 	// Rotate back: the backup is there, complete.
 	secrets["minio"] = destination.Keys{AccessKey: srv.AccessKey(), SecretKey: srv.SecretKey()}

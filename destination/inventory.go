@@ -2,6 +2,7 @@ package destination
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -116,6 +117,38 @@ func (s *inventoryState) get(name string) Inventory {
 		Added:       slices.Clone(s.added),
 		Removed:     slices.Clone(s.removed),
 	}
+}
+
+// committed adds the entry of a backup this process just committed, so
+// that the inventory shows it at once rather than at the next sync. Before
+// the first sync it does nothing: that sync finds it.
+func (s *inventoryState) committed(e Entry) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.synced.IsZero() || slices.ContainsFunc(s.entries, func(o Entry) bool { return o.id() == e.id() }) {
+		return false
+	}
+	i, _ := slices.BinarySearchFunc(s.entries, e, func(a, b Entry) int {
+		return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), a.Created.Compare(b.Created), cmp.Compare(a.Key, b.Key))
+	})
+	s.entries = slices.Insert(s.entries, i, e)
+	return true
+}
+
+// deleted drops the entries whose data object or manifest is key, as a
+// delete through the destination removed it.
+func (s *inventoryState) deleted(key string) []Entry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var gone []Entry
+	s.entries = slices.DeleteFunc(s.entries, func(e Entry) bool {
+		if e.Key == key || e.ManifestKey == key {
+			gone = append(gone, e)
+			return true
+		}
+		return false
+	})
+	return gone
 }
 
 // failing reports whether the last sync failed.

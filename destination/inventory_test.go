@@ -3,6 +3,7 @@ package destination_test
 import (
 	"bytes"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -64,16 +65,25 @@ func TestInventorySync(t *testing.T) {
 	assert.Len(t, inv.Entries, 5)
 	assert.Len(t, obs.of(destination.InventoryChanged, "eu"), 1)
 
-	// One backup more, the legacy snapshot gone.
+	// One backup more, the legacy snapshot gone: through the registry,
+	// the inventory shows both at once, before any sync, and says so.
 	third := runBackup(t, ctx, "prod-a", "adhoc", 3, eu.Target())
 	require.NoError(t, eu.Delete(ctx, "prod-a/etcd-snapshot-2024.db"))
+	now := eu.Inventory()
+	require.Len(t, now.Entries, 5)
+	assert.True(t, slices.ContainsFunc(now.Entries, func(e destination.Entry) bool { return e.ID == third.ID }), "the commit, at once")
+	assert.False(t, slices.ContainsFunc(now.Entries, func(e destination.Entry) bool { return e.Kind == backup.KindLegacy }), "the delete, at once")
+	changes := obs.of(destination.InventoryChanged, "eu")
+	require.Len(t, changes, 3)
+	require.Len(t, changes[1].Added, 1)
+	assert.Equal(t, third.ID, changes[1].Added[0].ID)
+	require.Len(t, changes[2].Removed, 1)
+	assert.Equal(t, backup.KindLegacy, changes[2].Removed[0].Kind)
 	inv, err = r.Sync(ctx, "eu")
 	require.NoError(t, err)
-	require.Len(t, inv.Added, 1)
-	assert.Equal(t, third.ID, inv.Added[0].ID)
-	require.Len(t, inv.Removed, 1)
-	assert.Equal(t, backup.KindLegacy, inv.Removed[0].Kind)
-	assert.Len(t, obs.of(destination.InventoryChanged, "eu"), 2)
+	assert.Empty(t, inv.Added, "the sync agrees")
+	assert.Empty(t, inv.Removed)
+	assert.Equal(t, now.Entries, inv.Entries)
 
 	// Per cluster, across destinations.
 	_, err = r.Sync(ctx, "us")

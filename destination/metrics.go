@@ -13,6 +13,8 @@ const (
 	MetricLastCheck           = "etcdbackup_destination_last_check_timestamp_seconds"
 	MetricInventoryEntries    = "etcdbackup_destination_inventory_entries"
 	MetricLastSync            = "etcdbackup_destination_inventory_last_sync_timestamp_seconds"
+	MetricBackups             = "etcdbackup_destination_backups"
+	MetricNewestBackup        = "etcdbackup_destination_newest_backup_timestamp_seconds"
 )
 
 var (
@@ -31,6 +33,12 @@ var (
 	descLastSync = prometheus.NewDesc(MetricLastSync,
 		"When the destination's last successful inventory sync ended.",
 		[]string{"destination"}, nil)
+	descBackups = prometheus.NewDesc(MetricBackups,
+		"Snapshot backups of the cluster on the destination, as its inventory holds them: from the first sync after a start, and at once after each commit or delete through the registry.",
+		[]string{"destination", "cluster"}, nil)
+	descNewest = prometheus.NewDesc(MetricNewestBackup,
+		"When the cluster's newest snapshot backup on the destination was created, in seconds since the epoch, as its inventory holds it.",
+		[]string{"destination", "cluster"}, nil)
 )
 
 // Collector returns a Prometheus collector of the registry's destinations,
@@ -43,12 +51,18 @@ var (
 //	etcdbackup_destination_last_check_timestamp_seconds{destination}           gauge
 //	etcdbackup_destination_inventory_entries{destination,kind}                 gauge
 //	etcdbackup_destination_inventory_last_sync_timestamp_seconds{destination}  gauge
+//	etcdbackup_destination_backups{destination,cluster}                        gauge
+//	etcdbackup_destination_newest_backup_timestamp_seconds{destination,cluster} gauge
+//
+// The last two come from the inventory, so they survive a restart of the
+// host (its first sync fills them, before any new backup) and follow the
+// library's own commits and deletes at once.
 func (r *Registry) Collector() prometheus.Collector { return collector{r} }
 
 type collector struct{ r *Registry }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descAvailable, descFailures, descLastCheck, descEntries, descLastSync} {
+	for _, d := range []*prometheus.Desc{descAvailable, descFailures, descLastCheck, descEntries, descLastSync, descBackups, descNewest} {
 		ch <- d
 	}
 }
@@ -79,5 +93,34 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descEntries, prometheus.GaugeValue, float64(counts[k]), d.name, string(k))
 		}
 		ch <- prometheus.MustNewConstMetric(descLastSync, prometheus.GaugeValue, float64(inv.Synced.UnixNano())/1e9, d.name)
+		collectClusters(ch, d.name, inv)
+	}
+}
+
+// collectClusters sends the count and the newest creation time of each
+// cluster's snapshot backups in inv.
+func collectClusters(ch chan<- prometheus.Metric, dest string, inv Inventory) {
+	type stats struct {
+		n      int
+		newest float64
+	}
+	var order []string
+	by := map[string]*stats{}
+	for _, e := range inv.Entries {
+		if e.Kind != backup.KindBackup {
+			continue
+		}
+		st := by[e.Cluster]
+		if st == nil {
+			st = &stats{}
+			by[e.Cluster] = st
+			order = append(order, e.Cluster)
+		}
+		st.n++
+		st.newest = max(st.newest, float64(e.Created.UnixNano())/1e9)
+	}
+	for _, c := range order {
+		ch <- prometheus.MustNewConstMetric(descBackups, prometheus.GaugeValue, float64(by[c].n), dest, c)
+		ch <- prometheus.MustNewConstMetric(descNewest, prometheus.GaugeValue, by[c].newest, dest, c)
 	}
 }
