@@ -36,6 +36,10 @@ type Event struct {
 	// RawBytes is how much of the snapshot has been read so far (Progress),
 	// or its size (Uploaded, Completed).
 	RawBytes int64
+	// ExpectedBytes is the size the snapshot is expected to have, from
+	// the member's status (its database size) once the snapshot is open;
+	// zero when unknown. A progress display divides RawBytes by it.
+	ExpectedBytes int64
 	// StoredBytes is how many encoded bytes were produced so far, or the
 	// size of the stored object.
 	StoredBytes int64

@@ -322,6 +322,7 @@ type run struct {
 	res        *Result
 	log        *slog.Logger
 	started    time.Time
+	expected   int64 // the snapshot's expected size, once open
 }
 
 func (r *run) event(e Event) {
@@ -330,6 +331,9 @@ func (r *run) event(e Event) {
 	}
 	e.Time = r.p.now()
 	e.ID, e.Cluster, e.Job = r.res.ID, r.res.Cluster, r.req.Job
+	if e.ExpectedBytes == 0 {
+		e.ExpectedBytes = r.expected
+	}
 	if e.Elapsed == 0 && !r.started.IsZero() {
 		e.Elapsed = e.Time.Sub(r.started)
 	}
@@ -346,6 +350,7 @@ func (r *run) do() (*Result, error) {
 		return r.finish(fmt.Errorf("open snapshot: %w", err))
 	}
 	defer snap.Close()
+	r.expected = snap.Info().DBSize
 
 	if r.p.Spool != nil {
 		err = r.spooled(snap)

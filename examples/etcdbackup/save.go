@@ -52,7 +52,7 @@ func runSave(ctx context.Context, s *streams, args []string) error {
 		return invalidInput(err)
 	}
 
-	progress := &saveProgress{w: s.stderr}
+	display := newProgress(s.stderr)
 	pipeline := &backup.Pipeline{
 		Snapshotter:  snapshotter,
 		Compression:  comp,
@@ -81,7 +81,8 @@ func runSave(ctx context.Context, s *streams, args []string) error {
 	defer closeAll()
 	req.Targets = targets
 	if !quiet {
-		pipeline.Observer = progress
+		pipeline.Observer = display
+		defer display.close()
 	}
 	res, err := pipeline.Run(ctx, req)
 	if res == nil || len(req.Targets) == 1 {
@@ -196,19 +197,26 @@ func (p *saveProgress) Observe(e backup.Event) {
 	case backup.Progress:
 		fmt.Fprintf(p.w, "  %s read, %s stored, %s/s\n", size(e.RawBytes), size(e.StoredBytes), size(int64(e.Rate)))
 	case backup.Uploaded:
-		m := e.Manifest
-		if m == nil {
-			return
+		if line := uploadedLine(e); line != "" {
+			fmt.Fprintln(p.w, line)
 		}
-		how := string(m.Compression)
-		if m.Encrypted() {
-			how += ", encrypted"
-		}
-		fmt.Fprintf(p.w, "  stored on %s: %s (%s) from a %s snapshot of %s at revision %s\n",
-			e.Destination, size(e.StoredBytes), how, size(e.RawBytes), m.Etcd.MemberName, revision(m.Etcd.Revision))
 	case backup.Completed:
 		fmt.Fprintf(p.w, "backup %s completed in %s\n", e.ID, e.Elapsed.Round(time.Millisecond))
 	}
+}
+
+// uploadedLine describes a backup stored on one destination.
+func uploadedLine(e backup.Event) string {
+	m := e.Manifest
+	if m == nil {
+		return ""
+	}
+	how := string(m.Compression)
+	if m.Encrypted() {
+		how += ", encrypted"
+	}
+	return fmt.Sprintf("  stored on %s: %s (%s) from a %s snapshot of %s at revision %s",
+		e.Destination, size(e.StoredBytes), how, size(e.RawBytes), m.Etcd.MemberName, revision(m.Etcd.Revision))
 }
 
 // revision describes a snapshot's revision, exact or bounded.
