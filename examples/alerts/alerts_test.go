@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"regexp"
 	"slices"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/etcdbackup/etcdbackup/backup"
 	"github.com/etcdbackup/etcdbackup/destination"
+	"github.com/etcdbackup/etcdbackup/internal/backuptest"
 	"github.com/etcdbackup/etcdbackup/restore"
 	"github.com/etcdbackup/etcdbackup/schedule"
 )
@@ -100,7 +102,7 @@ func TestRulesUseExportedMetrics(t *testing.T) {
 		backup.MetricLastSuccess, backup.MetricDuration, backup.MetricStoredBytes, backup.MetricRawBytes,
 		backup.MetricSuccesses, backup.MetricFailures, backup.MetricInFlight,
 		destination.MetricAvailable, destination.MetricConsecutiveFailures, destination.MetricLastCheck,
-		destination.MetricInventoryEntries, destination.MetricLastSync,
+		destination.MetricInventoryEntries, destination.MetricLastSync, destination.MetricBackups, destination.MetricNewestBackup,
 		schedule.MetricJobs, schedule.MetricRunsInFlight, schedule.MetricRunsQueued, schedule.MetricNextRun,
 		schedule.MetricLastRun, schedule.MetricLastSuccess, schedule.MetricLastDuration, schedule.MetricRunning,
 		schedule.MetricConsecutiveFailures, schedule.MetricRuns, schedule.MetricSkippedRuns, schedule.MetricPruneFailures, schedule.MetricHeartbeat,
@@ -279,7 +281,25 @@ func exportedMetrics(t *testing.T) map[string]family {
 	require.NoError(t, err)
 	_, err = dr.Sync(ctx, "main")
 	require.NoError(t, err)
+	// A backup committed through the registry: the inventory's series of
+	// its cluster.
+	d, err := dr.Get("main")
+	require.NoError(t, err)
+	stream := backuptest.Stream(8, 1)
+	snap := snapshotterFunc(func(context.Context) (*backup.Snapshot, error) {
+		return backup.NewSnapshot(io.NopCloser(bytes.NewReader(stream)), backup.SnapshotInfo{RevisionLow: 1}, nil), nil
+	})
+	_, err = (&backup.Pipeline{Snapshotter: snap}).Run(ctx, backup.Request{Cluster: "prod", Name: "hourly", Scheduled: true, Targets: []backup.Target{d.Target()}})
+	require.NoError(t, err)
 	require.NoError(t, reg.Register(dr.Collector()))
+
+	// A follower's segment.
+	fm := backup.NewFollowerMetrics()
+	require.NoError(t, reg.Register(fm))
+	for _, kind := range []backup.FollowEventKind{backup.ChainStarted, backup.SegmentCommitted, backup.SegmentFailed, backup.ChainGap} {
+		fm.ObserveFollow(backup.FollowEvent{Kind: kind, Time: now, Cluster: "prod", Destination: "main", HeadRevision: 10, Committed: 8,
+			Revision: 2, ChainLength: 1, RawBytes: 100, StoredBytes: 50, Events: 3, Revisions: 2, Err: errors.New("x")})
+	}
 
 	// The scheduler: one job that succeeds and one that fails, each run
 	// once on a one-second schedule.
@@ -332,3 +352,8 @@ func exportedMetrics(t *testing.T) map[string]family {
 	}
 	return out
 }
+
+// snapshotterFunc adapts a function to a backup.Snapshotter.
+type snapshotterFunc func(context.Context) (*backup.Snapshot, error)
+
+func (f snapshotterFunc) Snapshot(ctx context.Context) (*backup.Snapshot, error) { return f(ctx) }
