@@ -98,11 +98,24 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
+// Known creates the counters of a cluster's backups to each destination
+// at zero, so that an alert on their rate sees the first failure. The
+// first run of a backup does it; a host that knows its jobs before they
+// run (a scheduler's Set) calls it then.
+func (m *Metrics) Known(cluster string, destinations ...string) {
+	m.inFlight.WithLabelValues(cluster).Add(0)
+	for _, d := range destinations {
+		m.successes.WithLabelValues(cluster, d).Add(0)
+		m.failures.WithLabelValues(cluster, d).Add(0)
+	}
+}
+
 // Observe implements Observer.
 func (m *Metrics) Observe(e Event) {
 	switch e.Kind {
 	case Started:
 		m.inFlight.WithLabelValues(e.Cluster).Inc()
+		m.Known(e.Cluster, e.Destinations...)
 	case Uploaded:
 		m.lastSuccess.WithLabelValues(e.Cluster, e.Destination).Set(float64(e.Time.UnixNano()) / 1e9)
 		m.duration.WithLabelValues(e.Cluster, e.Destination).Observe(e.Elapsed.Seconds())

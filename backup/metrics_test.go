@@ -31,11 +31,13 @@ func TestMetricsFollowEvents(t *testing.T) {
 # HELP etcdbackup_backup_failures_total Backups that did not reach the destination.
 # TYPE etcdbackup_backup_failures_total counter
 etcdbackup_backup_failures_total{cluster="prod-a",destination="bad"} 1
+etcdbackup_backup_failures_total{cluster="prod-a",destination="ok"} 0
 # HELP etcdbackup_backup_stored_bytes Size of the last stored backup object (compressed, encrypted).
 # TYPE etcdbackup_backup_stored_bytes gauge
 etcdbackup_backup_stored_bytes{cluster="prod-a",destination="ok"} ` + itoa(mf.Stored.Size) + `
 # HELP etcdbackup_backup_success_total Backups committed, per destination.
 # TYPE etcdbackup_backup_success_total counter
+etcdbackup_backup_success_total{cluster="prod-a",destination="bad"} 0
 etcdbackup_backup_success_total{cluster="prod-a",destination="ok"} 1
 # HELP etcdbackup_backups_in_flight Backups running now.
 # TYPE etcdbackup_backups_in_flight gauge
@@ -66,4 +68,19 @@ func collectorFor(t *testing.T, reg *prometheus.Registry, name string) prometheu
 	}
 	t.Fatalf("no series %s", name)
 	return nil
+}
+
+// TestMetricsKnownAtZero: the counters of a cluster and destination exist
+// at zero from the moment a host names them, before any run, so that a
+// rate() alert sees the first failure.
+func TestMetricsKnownAtZero(t *testing.T) {
+	m := backup.NewMetrics()
+	m.Known("prod-a", "main", "offsite")
+	require.NoError(t, testutil.CollectAndCompare(m, strings.NewReader(`
+# HELP etcdbackup_backup_failures_total Backups that did not reach the destination.
+# TYPE etcdbackup_backup_failures_total counter
+etcdbackup_backup_failures_total{cluster="prod-a",destination="main"} 0
+etcdbackup_backup_failures_total{cluster="prod-a",destination="offsite"} 0
+`), "etcdbackup_backup_failures_total"))
+	require.Equal(t, 2, testutil.CollectAndCount(m, "etcdbackup_backup_success_total"))
 }

@@ -33,6 +33,8 @@ type Event struct {
 	// Destination is set on Uploaded, and on Failed when one destination
 	// failed.
 	Destination string
+	// Destinations are the run's destinations, on Started.
+	Destinations []string
 	// RawBytes is how much of the snapshot has been read so far (Progress),
 	// or its size (Uploaded, Completed).
 	RawBytes int64

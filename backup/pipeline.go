@@ -343,7 +343,11 @@ func (r *run) event(e Event) {
 func (r *run) do() (*Result, error) {
 	r.started = r.p.now()
 	r.log.Info("backup started", "destinations", len(r.req.Targets), "compression", r.base.Compression, "encrypted", r.base.Encryption != nil, "spool", r.p.Spool != nil)
-	r.event(Event{Kind: Started})
+	dests := make([]string, len(r.req.Targets))
+	for i, t := range r.req.Targets {
+		dests[i] = t.Destination
+	}
+	r.event(Event{Kind: Started, Destinations: dests})
 
 	snap, err := r.p.Snapshotter.Snapshot(r.ctx)
 	if err != nil {

@@ -45,6 +45,9 @@ type controller struct {
 	etcd    map[string]backup.EtcdConfig // by cluster, for the snapshotters
 	drilled []drillTarget                // what the drills prove restorable
 	lastErr error                        // of the last reconcile
+	// known names a job's cluster and destinations to the backup metrics
+	// when it is set; nil means nothing to tell.
+	known func(cluster string, destinations ...string)
 }
 
 // drillTarget is a cluster's folder on a destination.
@@ -232,8 +235,12 @@ func (c *controller) setJob(ctx context.Context, bc backupConfig, etcd map[strin
 		}
 		return err
 	}
-	if err := c.scheduler.Set(bc.job(valid)); err != nil {
+	job := bc.job(valid)
+	if err := c.scheduler.Set(job); err != nil {
 		return err
+	}
+	if c.known != nil {
+		c.known(job.Cluster, job.Destinations...) // failure counters at zero before the first run
 	}
 	if existing == nil || *existing != valid {
 		c.log.Info("backup config set", "id", bc.id(), "destination", valid.Destination, "schedule", valid.Schedule, "keep", valid.Keep)

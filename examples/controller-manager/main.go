@@ -128,6 +128,7 @@ func run(ctx context.Context, o options) error {
 	// restarted controller catch up on ticks it missed.
 	metrics, followMetrics := backup.NewMetrics(), backup.NewFollowerMetrics()
 	c = newController(o.config, registry, st, log)
+	c.known = metrics.Known
 	c.scheduler, err = schedule.New(schedule.Config{
 		Runner: &schedule.PipelineRunner{
 			Snapshotter:    c.snapshotter,
