@@ -124,13 +124,17 @@ release:
 	go build -trimpath -ldflags='-s -w' -o bin/etcdbackup ./examples/etcdbackup
 
 # rules: check the Prometheus alerting rules of examples/alerts with
-# promtool (Debian's prometheus package), and run their unit tests.
+# promtool (Debian's prometheus package), run their unit tests, and lint
+# the names of every series the library's collectors export.
 .PHONY: rules
 rules:
 	@command -v promtool >/dev/null || { apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
 	promtool check rules examples/alerts/etcdbackup.rules.yaml
 	promtool test rules examples/alerts/etcdbackup.rules.test.yaml
+	@mkdir -p bench-out
+	ETCDBACKUP_EXPOSITION=$(CURDIR)/bench-out/exposition.txt go test -count=1 -run '^TestExposition$$' ./examples/alerts
+	promtool check metrics < bench-out/exposition.txt
 
 .PHONY: fuzz
 fuzz:

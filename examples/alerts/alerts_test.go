@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
@@ -334,6 +335,7 @@ func exportedMetrics(t *testing.T) map[string]family {
 	dm.Record(ctx, &restore.DrillResult{Source: "main", Cluster: "broken", Started: now, Duration: time.Second, Err: restore.ErrIntegrity})
 
 	families, err := reg.Gather()
+	lastGathered = families
 	stop()
 	require.NoError(t, <-started)
 	require.NoError(t, err)
@@ -353,7 +355,29 @@ func exportedMetrics(t *testing.T) map[string]family {
 	return out
 }
 
+// lastGathered is what the last exportedMetrics gathered.
+var lastGathered []*dto.MetricFamily
+
 // snapshotterFunc adapts a function to a backup.Snapshotter.
 type snapshotterFunc func(context.Context) (*backup.Snapshot, error)
 
 func (f snapshotterFunc) Snapshot(ctx context.Context) (*backup.Snapshot, error) { return f(ctx) }
+
+// TestExposition writes every collector's series in the text format to
+// the file $ETCDBACKUP_EXPOSITION names, for `promtool check metrics`
+// (make rules), and checks the exposition is not empty.
+func TestExposition(t *testing.T) {
+	exportedMetrics(t) // the same exercise as the rules' check
+	out := os.Getenv("ETCDBACKUP_EXPOSITION")
+	fams := lastGathered
+	require.NotEmpty(t, fams)
+	var b bytes.Buffer
+	for _, f := range fams {
+		_, err := expfmt.MetricFamilyToText(&b, f)
+		require.NoError(t, err)
+	}
+	require.Contains(t, b.String(), "etcdbackup_schedule_heartbeat_timestamp_seconds")
+	if out != "" {
+		require.NoError(t, os.WriteFile(out, b.Bytes(), 0o644))
+	}
+}
