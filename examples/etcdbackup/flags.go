@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -21,6 +22,23 @@ type flagSet struct {
 	*flag.FlagSet
 	synopsis string
 	verbose  bool
+	output   *string // --output, for commands that print a result
+}
+
+// withOutput adds --output=text|json to a command that prints a result.
+func (fs *flagSet) withOutput() *flagSet {
+	fs.output = new(string)
+	fs.StringVar(fs.output, "output", "text", "text or json")
+	return fs
+}
+
+// emit prints a command's result: v as JSON with --output=json, else
+// what text writes.
+func (fs *flagSet) emit(w io.Writer, v any, text func(io.Writer) error) error {
+	if fs.output != nil && *fs.output == "json" {
+		return json.NewEncoder(w).Encode(v)
+	}
+	return text(w)
 }
 
 func newFlagSet(name, synopsis string) *flagSet {
@@ -46,7 +64,13 @@ func (fs *flagSet) parse(s *streams, args []string) error {
 	if fs.NArg() > 0 {
 		return usagef("unexpected argument %q (see etcdbackup %s --help)", fs.Arg(0), fs.Name())
 	}
-	return fs.fromEnv(os.LookupEnv)
+	if err := fs.fromEnv(os.LookupEnv); err != nil {
+		return err
+	}
+	if fs.output != nil && *fs.output != "text" && *fs.output != "json" {
+		return usagef("--output %q: want text or json", *fs.output)
+	}
+	return nil
 }
 
 // etcdctlFallbacks are etcdctl's variables, read for the flags of the same

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,7 +18,7 @@ import (
 const streamDestination = "-"
 
 func runExport(ctx context.Context, s *streams, args []string) error {
-	fs := newFlagSet("export", "(--endpoints=HOST:PORT[,...] | --from-backup=ID) --destination=URL|NAME|- --cluster=NAME [--prefix=P]... [flags]")
+	fs := newFlagSet("export", "(--endpoints=HOST:PORT[,...] | --from-backup=ID) --destination=URL|NAME|- --cluster=NAME [--prefix=P]... [flags]").withOutput()
 	var (
 		dest             destinationFlags
 		etcd             etcdFlags
@@ -95,7 +96,7 @@ func runExport(ctx context.Context, s *streams, args []string) error {
 		return err
 	}
 	if dest.destination != streamDestination {
-		fmt.Fprintln(s.stdout, res.ID)
+		return fs.emit(s.stdout, saveOutput(res), func(w io.Writer) error { _, err := fmt.Fprintln(w, res.ID); return err })
 	}
 	return nil
 }
@@ -112,7 +113,7 @@ func (u *streamUploader) Upload(ctx context.Context, m *backup.Manifest, r io.Re
 func (u *streamUploader) Commit(context.Context, *backup.Manifest) error { return nil }
 
 func runImport(ctx context.Context, s *streams, args []string) error {
-	fs := newFlagSet("import", "--endpoints=HOST:PORT[,...] (--destination=URL|NAME --cluster=NAME [--backup=ID|latest] | --from=-) [--prefix=P]... [flags]")
+	fs := newFlagSet("import", "--endpoints=HOST:PORT[,...] (--destination=URL|NAME --cluster=NAME [--backup=ID|latest] | --from=-) [--prefix=P]... [flags]").withOutput()
 	var (
 		dest       destinationFlags
 		etcd       etcdFlags
@@ -179,8 +180,7 @@ func runImport(ctx context.Context, s *streams, args []string) error {
 			return importError(err)
 		}
 	}
-	printImport(s.stdout, res)
-	return nil
+	return fs.emit(s.stdout, res, func(w io.Writer) error { printImport(w, res); return nil })
 }
 
 // importBackup fetches and verifies the keys-json backup the flags select
@@ -234,7 +234,7 @@ func printImport(w io.Writer, r *restore.ImportResult) {
 }
 
 func runDiff(ctx context.Context, s *streams, args []string) error {
-	fs := newFlagSet("diff", "--destination=URL|NAME --cluster=NAME --backup=ID|latest (--endpoints=HOST:PORT[,...] | --against=ID) [--prefix=P]...")
+	fs := newFlagSet("diff", "--destination=URL|NAME --cluster=NAME --backup=ID|latest (--endpoints=HOST:PORT[,...] | --against=ID) [--prefix=P]...").withOutput()
 	var (
 		dest     destinationFlags
 		etcd     etcdFlags
@@ -294,8 +294,14 @@ func runDiff(ctx context.Context, s *streams, args []string) error {
 		to = restore.NewEtcdKeys(cli, scope)
 	}
 	n := 0
+	var changes []diffChange
+	asJSON := *fs.output == "json"
 	err = restore.Diff(ctx, from, to, func(c restore.KeyChange) error {
 		n++
+		if asJSON {
+			changes = append(changes, diffChange{Op: string(c.Op), Key: string(c.Key)})
+			return nil
+		}
 		_, err := fmt.Fprintf(s.stdout, "%s %q\n", c.Op, c.Key)
 		return err
 	})
@@ -303,7 +309,19 @@ func runDiff(ctx context.Context, s *streams, args []string) error {
 		return importError(err)
 	}
 	fmt.Fprintf(s.stderr, "%d keys differ\n", n)
+	if asJSON {
+		if changes == nil {
+			changes = []diffChange{}
+		}
+		return json.NewEncoder(s.stdout).Encode(map[string]any{"changes": changes, "count": n})
+	}
 	return nil
+}
+
+// diffChange is a line of diff's JSON output.
+type diffChange struct {
+	Op  string `json:"op"`
+	Key string `json:"key"`
 }
 
 // fetchKeys fetches and verifies backup id into path as keys-json, and

@@ -16,7 +16,7 @@ import (
 )
 
 func runRestore(ctx context.Context, s *streams, args []string) error {
-	fs := newFlagSet("restore", "--destination=URL|NAME --cluster=NAME --data-dir=DIR [--backup=ID|latest | --to-revision=N | --to-time=RFC3339] [--identity=FILE] [member flags]")
+	fs := newFlagSet("restore", "--destination=URL|NAME --cluster=NAME --data-dir=DIR [--backup=ID|latest | --to-revision=N | --to-time=RFC3339] [--identity=FILE] [member flags]").withOutput()
 	var (
 		dest                   destinationFlags
 		sel                    selectFlags
@@ -82,7 +82,7 @@ func runRestore(ctx context.Context, s *streams, args []string) error {
 		if point != nil {
 			return usagef("--from=- restores the snapshot it reads; --to-revision and --to-time need a destination")
 		}
-		return restoreStream(ctx, s, r, member)
+		return restoreStream(ctx, s, fs, r, member)
 	}
 
 	reg, d, err := openDestination(ctx, &dest, destination.Options{Logger: fs.logger(s)})
@@ -91,7 +91,7 @@ func runRestore(ctx context.Context, s *streams, args []string) error {
 	}
 	defer reg.Close()
 	if point != nil {
-		return restorePoint(ctx, s, r, restoreSources(d), *point, member)
+		return restorePoint(ctx, s, fs, r, restoreSources(d), *point, member)
 	}
 	b, err := sel.find(ctx, restoreSources(d), dest.cluster)
 	if err != nil {
@@ -101,14 +101,17 @@ func runRestore(ctx context.Context, s *streams, args []string) error {
 	if err != nil {
 		return fmt.Errorf("backup %s: %w", b.ID, err)
 	}
-	fmt.Fprintf(s.stdout, "restored %s into %s: member %s, member ID %x, cluster ID %x\n", b.ID, m.DataDir, m.Name, m.MemberID, m.ClusterID)
-	return nil
+	return fs.emit(s.stdout, restoreOutput{ID: b.ID, DataDir: m.DataDir, Member: m.Name, MemberID: fmt.Sprintf("%x", m.MemberID), ClusterID: fmt.Sprintf("%x", m.ClusterID)},
+		func(w io.Writer) error {
+			_, err := fmt.Fprintf(w, "restored %s into %s: member %s, member ID %x, cluster ID %x\n", b.ID, m.DataDir, m.Name, m.MemberID, m.ClusterID)
+			return err
+		})
 }
 
 // restoreStream restores a member from stored snapshot bytes on stdin.
 // Without a manifest, etcd's sha256 trailer is the check: the snapshot is
 // decoded into a file beside the data directory and restored from it.
-func restoreStream(ctx context.Context, s *streams, r *restore.Restorer, member restore.Member) error {
+func restoreStream(ctx context.Context, s *streams, fs *flagSet, r *restore.Restorer, member restore.Member) error {
 	dec, err := restore.DecodeStream(s.stdin, r.Identities)
 	if err != nil {
 		return err
@@ -128,7 +131,13 @@ func restoreStream(ctx context.Context, s *streams, r *restore.Restorer, member 
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(s.stdout, "restored the snapshot from stdin into %s: member %s, member ID %x, cluster ID %x\n", m.DataDir, m.Name, m.MemberID, m.ClusterID)
+	out := restoreOutput{DataDir: m.DataDir, Member: m.Name, MemberID: fmt.Sprintf("%x", m.MemberID), ClusterID: fmt.Sprintf("%x", m.ClusterID)}
+	if err := fs.emit(s.stdout, out, func(w io.Writer) error {
+		_, err := fmt.Fprintf(w, "restored the snapshot from stdin into %s: member %s, member ID %x, cluster ID %x\n", m.DataDir, m.Name, m.MemberID, m.ClusterID)
+		return err
+	}); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -180,7 +189,7 @@ func pointFlags(fs *flagSet, cluster string, rev int64, at string) (*restore.Poi
 }
 
 // restorePoint restores a revision or a time.
-func restorePoint(ctx context.Context, s *streams, r *restore.Restorer, sources []restore.Source, p restore.Point, m restore.Member) error {
+func restorePoint(ctx context.Context, s *streams, fs *flagSet, r *restore.Restorer, sources []restore.Source, p restore.Point, m restore.Member) error {
 	plan, err := restore.FindPoint(ctx, sources, p)
 	if err != nil {
 		return err
@@ -189,8 +198,24 @@ func restorePoint(ctx context.Context, s *streams, r *restore.Restorer, sources 
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(s.stdout, "restored revision %d into %s from %s (revision %d) and %d delta segments (%d events in %s): member %s, member ID %x, cluster ID %x\n",
-		res.Revision, res.DataDir, plan.Full.ID, res.FullRevision, res.Segments, res.Events, res.Replay.Round(time.Millisecond),
-		res.Name, res.MemberID, res.ClusterID)
-	return nil
+	out := restoreOutput{ID: plan.Full.ID, DataDir: res.DataDir, Member: res.Name, MemberID: fmt.Sprintf("%x", res.MemberID),
+		ClusterID: fmt.Sprintf("%x", res.ClusterID), Revision: res.Revision, Segments: res.Segments, Events: res.Events}
+	return fs.emit(s.stdout, out, func(w io.Writer) error {
+		_, err := fmt.Fprintf(w, "restored revision %d into %s from %s (revision %d) and %d delta segments (%d events in %s): member %s, member ID %x, cluster ID %x\n",
+			res.Revision, res.DataDir, plan.Full.ID, res.FullRevision, res.Segments, res.Events, res.Replay.Round(time.Millisecond),
+			res.Name, res.MemberID, res.ClusterID)
+		return err
+	})
+}
+
+// restoreOutput is restore's result as JSON.
+type restoreOutput struct {
+	ID        string `json:"id,omitempty"`
+	DataDir   string `json:"dataDir"`
+	Member    string `json:"member"`
+	MemberID  string `json:"memberID"`
+	ClusterID string `json:"clusterID"`
+	Revision  int64  `json:"revision,omitempty"`
+	Segments  int64  `json:"segments,omitempty"`
+	Events    int64  `json:"events,omitempty"`
 }

@@ -16,7 +16,7 @@ import (
 )
 
 func runSave(ctx context.Context, s *streams, args []string) error {
-	fs := newFlagSet("save", "--endpoints=HOST:PORT[,...] --destination=URL|NAME|- --cluster=NAME [flags]")
+	fs := newFlagSet("save", "--endpoints=HOST:PORT[,...] --destination=URL|NAME|- --cluster=NAME [flags]").withOutput()
 	var (
 		dest     destinationFlags
 		etcd     etcdFlags
@@ -92,10 +92,33 @@ func runSave(ctx context.Context, s *streams, args []string) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintln(s.stdout, res.ID)
-		return nil
+		return fs.emit(s.stdout, saveOutput(res), func(w io.Writer) error { _, err := fmt.Fprintln(w, res.ID); return err })
 	}
-	return fanOutResult(s, res)
+	return fanOutResult(s, fs, res)
+}
+
+// savedOn is a destination's outcome in save's JSON output.
+type savedOn struct {
+	Destination string `json:"destination"`
+	Stored      bool   `json:"stored"`
+	Error       string `json:"error,omitempty"`
+}
+
+// saveOutput is save's result as JSON: the ID and each destination's
+// outcome.
+func saveOutput(res *backup.Result) any {
+	out := struct {
+		ID           string    `json:"id"`
+		Destinations []savedOn `json:"destinations"`
+	}{ID: res.ID}
+	for _, o := range res.Outcomes {
+		d := savedOn{Destination: o.Destination, Stored: o.Err == nil}
+		if o.Err != nil {
+			d.Error = oneLine(o.Err)
+		}
+		out.Destinations = append(out.Destinations, d)
+	}
+	return out
 }
 
 // openTargets opens every destination of the flags, each in a registry
@@ -136,7 +159,7 @@ func openTargets(ctx context.Context, dest destinationFlags, opts destination.Op
 // fanOutResult prints the outcome on each destination: one line each on
 // stderr, the ID on stdout when any holds the backup. It fails when any
 // destination failed; the others keep their backup.
-func fanOutResult(s *streams, res *backup.Result) error {
+func fanOutResult(s *streams, fs *flagSet, res *backup.Result) error {
 	var errs []error
 	for _, o := range res.Outcomes {
 		if o.Err != nil {
@@ -147,7 +170,9 @@ func fanOutResult(s *streams, res *backup.Result) error {
 		fmt.Fprintf(s.stderr, "destination %s: stored %s\n", o.Destination, res.ID)
 	}
 	if len(errs) < len(res.Outcomes) {
-		fmt.Fprintln(s.stdout, res.ID)
+		if err := fs.emit(s.stdout, saveOutput(res), func(w io.Writer) error { _, err := fmt.Fprintln(w, res.ID); return err }); err != nil {
+			return err
+		}
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%d of %d destinations failed: %w", len(errs), len(res.Outcomes), errors.Join(errs...))

@@ -60,7 +60,7 @@ func (f *selectFlags) find(ctx context.Context, sources []restore.Source, cluste
 }
 
 func runVerify(ctx context.Context, s *streams, args []string) error {
-	fs := newFlagSet("verify", "--destination=URL|NAME --cluster=NAME [--backup=ID|latest] [--identity=FILE]")
+	fs := newFlagSet("verify", "--destination=URL|NAME --cluster=NAME [--backup=ID|latest] [--identity=FILE]").withOutput()
 	var (
 		dest    destinationFlags
 		sel     selectFlags
@@ -100,20 +100,41 @@ func runVerify(ctx context.Context, s *streams, args []string) error {
 	if !res.Passed() {
 		return fmt.Errorf("backup %s: drill did not restore it", b.ID)
 	}
-	w := s.stdout
-	fmt.Fprintf(w, "backup      %s (%s, created %s)\n", res.ID, res.Kind, res.Created.UTC().Format(time.RFC3339))
-	fmt.Fprintf(w, "destination %s, key %s\n", res.Source, res.Key)
-	if res.ManifestChecked {
-		fmt.Fprintf(w, "stored      %s, sha256 %s: matches the manifest\n", size(res.Stored.Size), res.Stored.SHA256)
-		fmt.Fprintf(w, "snapshot    %s, sha256 %s: matches the manifest and etcd's trailer\n", size(res.Raw.Size), res.Raw.SHA256)
-	} else {
-		fmt.Fprintf(w, "stored      %s, sha256 %s: no manifest to compare with (legacy object)\n", size(res.Stored.Size), res.Stored.SHA256)
-		fmt.Fprintf(w, "snapshot    %s, sha256 %s: matches etcd's trailer\n", size(res.Raw.Size), res.Raw.SHA256)
-	}
-	fmt.Fprintf(w, "etcd        revision %d, %d keys, hash %08x\n", res.Status.Revision, res.Status.TotalKeys, res.Status.Hash)
-	fmt.Fprintf(w, "restore     etcd restored a data directory holding the same revision and keys in %s\n", res.Duration.Round(time.Millisecond))
-	fmt.Fprintf(w, "verified %s\n", res.ID)
-	return nil
+	return fs.emit(s.stdout, verifyOutput{ID: res.ID, Kind: string(res.Kind), Created: res.Created, Destination: res.Source, Key: res.Key,
+		StoredSize: res.Stored.Size, StoredSHA256: res.Stored.SHA256, RawSize: res.Raw.Size, RawSHA256: res.Raw.SHA256,
+		ManifestChecked: res.ManifestChecked, Revision: res.Status.Revision, Keys: int64(res.Status.TotalKeys), Duration: res.Duration.Seconds()},
+		func(w io.Writer) error {
+			fmt.Fprintf(w, "backup      %s (%s, created %s)\n", res.ID, res.Kind, res.Created.UTC().Format(time.RFC3339))
+			fmt.Fprintf(w, "destination %s, key %s\n", res.Source, res.Key)
+			if res.ManifestChecked {
+				fmt.Fprintf(w, "stored      %s, sha256 %s: matches the manifest\n", size(res.Stored.Size), res.Stored.SHA256)
+				fmt.Fprintf(w, "snapshot    %s, sha256 %s: matches the manifest and etcd's trailer\n", size(res.Raw.Size), res.Raw.SHA256)
+			} else {
+				fmt.Fprintf(w, "stored      %s, sha256 %s: no manifest to compare with (legacy object)\n", size(res.Stored.Size), res.Stored.SHA256)
+				fmt.Fprintf(w, "snapshot    %s, sha256 %s: matches etcd's trailer\n", size(res.Raw.Size), res.Raw.SHA256)
+			}
+			fmt.Fprintf(w, "etcd        revision %d, %d keys, hash %08x\n", res.Status.Revision, res.Status.TotalKeys, res.Status.Hash)
+			fmt.Fprintf(w, "restore     etcd restored a data directory holding the same revision and keys in %s\n", res.Duration.Round(time.Millisecond))
+			fmt.Fprintf(w, "verified %s\n", res.ID)
+			return nil
+		})
+}
+
+// verifyOutput is verify's result as JSON.
+type verifyOutput struct {
+	ID              string    `json:"id"`
+	Kind            string    `json:"kind"`
+	Created         time.Time `json:"created"`
+	Destination     string    `json:"destination"`
+	Key             string    `json:"key"`
+	StoredSize      int64     `json:"storedSize"`
+	StoredSHA256    string    `json:"storedSha256"`
+	RawSize         int64     `json:"rawSize"`
+	RawSHA256       string    `json:"rawSha256"`
+	ManifestChecked bool      `json:"manifestChecked"`
+	Revision        int64     `json:"revision"`
+	Keys            int64     `json:"keys"`
+	Duration        float64   `json:"durationSeconds"`
 }
 
 // restoreProgress prints the events of a fetch or restore to stderr.
