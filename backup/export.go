@@ -10,6 +10,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // KeysExporter reads the keys under a set of prefixes from a live etcd at
@@ -20,11 +22,13 @@ import (
 // to KindKeysJSON.
 //
 // The read is consistent: the first request fixes the revision, and every
-// page after it is read at that revision. Memory is bounded by a page
-// whatever the number of keys: at most PageSize keys, and about PageBytes
-// of keys and values (the limit of each request is sized from the keys
-// read so far). A compaction past that revision while the export runs
-// fails it with etcd's ErrCompacted.
+// key after it is read at that revision, streamed by etcd in chunks of
+// about its request size limit (RangeStream, etcd 3.7 and later) or, on
+// older servers, page by page: at most PageSize keys and about PageBytes
+// of keys and values a page (the limit of each request is sized from the
+// keys read so far). Memory is bounded by two chunks or pages whatever
+// the number of keys. A compaction past that revision while the export
+// runs fails it with etcd's ErrCompacted.
 type KeysExporter struct {
 	// Client reads the keys. The exporter does not close it.
 	Client *clientv3.Client
@@ -39,6 +43,12 @@ type KeysExporter struct {
 	// cost etcd more: a range request with a limit still counts every key
 	// of its range.
 	PageBytes int64
+	// NoStream pages with Get even when etcd streams ranges (RangeStream,
+	// etcd 3.7 and later), which costs etcd a count of the rest of the
+	// range at every page: time quadratic in the number of keys. Past the
+	// first page an export streams by default, and pages on a server
+	// without RangeStream.
+	NoStream bool
 	// Now stamps the header; nil means time.Now.
 	Now func() time.Time
 }
@@ -213,7 +223,10 @@ func (e *KeysExporter) write(ctx context.Context, w io.Writer, h KeysJSONHeader,
 }
 
 // read sends every page of every range on pages, the first page first,
-// until ctx ends.
+// until ctx ends. Past the first page it streams each range from etcd
+// (RangeStream, etcd 3.7 and later: chunks the server sizes, no count of
+// the rest of the range per chunk), or pages through it with Get on a
+// server without it.
 func (e *KeysExporter) read(ctx context.Context, rev int64, prefixes []string, first *clientv3.GetResponse, pages chan<- *clientv3.GetResponse) error {
 	pg := &pager{maxKeys: e.pageSize(), target: cmp.Or(e.PageBytes, DefaultExportPageBytes)}
 	send := func(resp *clientv3.GetResponse) error {
@@ -225,27 +238,91 @@ func (e *KeysExporter) read(ctx context.Context, rev int64, prefixes []string, f
 			return ctx.Err()
 		}
 	}
+	stream := !e.NoStream
 	ranges := max(len(prefixes), 1)
 	for i := range ranges {
 		r := rangeOf(prefixes, i)
-		resp := first
-		first = nil // not held past its page
-		for {
-			if resp == nil {
-				var err error
-				if resp, err = e.page(ctx, r, rev, pg.limit()); err != nil {
-					return err
-				}
-			}
-			if err := send(resp); err != nil {
+		if i == 0 {
+			if err := send(first); err != nil {
 				return err
 			}
-			if !resp.More || len(resp.Kvs) == 0 {
-				break
+			if !first.More || len(first.Kvs) == 0 {
+				first = nil
+				continue
 			}
-			r.key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
-			resp = nil
+			r.key = string(first.Kvs[len(first.Kvs)-1].Key) + "\x00"
+			first = nil // not held past its page
+		}
+		if stream {
+			streamed, err := e.stream(ctx, r, rev, send)
+			if err != nil || streamed {
+				if err != nil {
+					return err
+				}
+				continue
+			}
+			stream = false // etcd has no RangeStream: page from here on
+		}
+		if err := e.pages(ctx, r, rev, pg, send); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// stream sends the keys of r at rev, chunk by chunk, as etcd streams them.
+// It reports false, having sent nothing, when etcd does not know
+// RangeStream.
+func (e *KeysExporter) stream(ctx context.Context, r keyRange, rev int64, send func(*clientv3.GetResponse) error) (bool, error) {
+	sctx, cancel := context.WithCancel(ctx)
+	chunks, err := e.Client.GetStream(sctx, r.key, clientv3.WithRange(r.end), clientv3.WithRev(rev))
+	defer func() {
+		cancel()
+		drain(chunks)
+	}()
+	received := false
+	for err == nil {
+		c, ok := <-chunks
+		if !ok {
+			return true, nil
+		}
+		if err = c.Err(); err != nil {
+			break
+		}
+		received = true
+		if err = send(&clientv3.GetResponse{Kvs: c.Kvs}); err != nil {
+			return true, err
+		}
+	}
+	if !received && status.Code(err) == codes.Unimplemented {
+		return false, nil
+	}
+	return true, fmt.Errorf("read keys: %w", err)
+}
+
+// drain reads a stream's channel to its end, so that the client's
+// goroutine feeding it can end; a nil channel is no stream.
+func drain(chunks clientv3.GetStreamChan) {
+	if chunks == nil {
+		return
+	}
+	for range chunks {
+	}
+}
+
+// pages sends the keys of r at rev page by page, with Get.
+func (e *KeysExporter) pages(ctx context.Context, r keyRange, rev int64, pg *pager, send func(*clientv3.GetResponse) error) error {
+	for {
+		resp, err := e.page(ctx, r, rev, pg.limit())
+		if err != nil {
+			return err
+		}
+		if err := send(resp); err != nil {
+			return err
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return nil
+		}
+		r.key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
 }

@@ -3,9 +3,11 @@ package restore_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +19,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/etcdbackup/etcdbackup/backup"
 	"github.com/etcdbackup/etcdbackup/internal/etcdtest"
@@ -326,4 +330,57 @@ func TestImportLargeValues(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 30, r.Created)
 	requireSameValues(t, keysAt(t, src, []string{"/registry/secrets/"}, 0), keysAt(t, dst, []string{"/registry/secrets/"}, 0))
+}
+
+// noStreamKV is an etcd client's KV as a server older than 3.7 serves it:
+// no RangeStream.
+type noStreamKV struct {
+	clientv3.KV
+	asked *atomic.Int64
+}
+
+func (kv noStreamKV) GetStream(context.Context, string, ...clientv3.OpOption) (clientv3.GetStreamChan, error) {
+	kv.asked.Add(1)
+	return nil, status.Error(codes.Unimplemented, "unknown method RangeStream")
+}
+
+// TestExportStreamsOrPages: an export streams the ranges from etcd, pages
+// through them on a server without RangeStream (once asked, it does not
+// ask again), or with NoStream, and all three hold the same keys: those
+// etcd serves at the export's revision.
+func TestExportStreamsOrPages(t *testing.T) {
+	srv := etcdtest.Start(t)
+	cli := srv.Client(t)
+	prefixes := []string{"/registry/a/", "/registry/b/"}
+	fillKeys(t, cli, prefixes, 3000, strings.Repeat("v", 600))
+
+	export := func(c *clientv3.Client, noStream bool) (map[string][]byte, float64) {
+		t.Helper()
+		snap, err := (&backup.KeysExporter{Client: c, Prefixes: prefixes, PageSize: 500, NoStream: noStream}).Snapshot(t.Context())
+		require.NoError(t, err)
+		raw, err := io.ReadAll(snap)
+		require.NoError(t, err)
+		require.NoError(t, snap.Close())
+		header, values := readScript(t, raw)
+		return values, header["revision"].(float64)
+	}
+	streamed, rev := export(cli, false)
+	want := keysAt(t, cli, prefixes, int64(rev))
+	require.Len(t, want, 6000)
+	require.Len(t, streamed, len(want))
+	for k, kv := range want {
+		require.Equal(t, kv.Value, streamed[k], k)
+	}
+
+	old := srv.Client(t)
+	asked := &atomic.Int64{}
+	old.KV = noStreamKV{KV: old.KV, asked: asked}
+	paged, _ := export(old, false)
+	require.Equal(t, streamed, paged, "a server without RangeStream gives the same keys, page by page")
+	require.Equal(t, int64(1), asked.Load(), "asked once, then paged for every range")
+
+	asked.Store(0)
+	paged, _ = export(old, true)
+	require.Equal(t, streamed, paged)
+	require.Zero(t, asked.Load(), "NoStream never asks")
 }

@@ -17,7 +17,17 @@ import (
 // through the pipeline, zstd: the export row, read against the snapshot
 // backup of the same etcd.
 func runExportKeys(ctx context.Context, env modeEnv) (modeResult, error) {
-	bucket, err := env.bucket()
+	return exportKeysWithin(ctx, env, 0)
+}
+
+// runExportKeysMem is runExportKeys within the CLI's default --memory,
+// split as the CLI splits it.
+func runExportKeysMem(ctx context.Context, env modeEnv) (modeResult, error) {
+	return exportKeysWithin(ctx, env, 32<<20)
+}
+
+func exportKeysWithin(ctx context.Context, env modeEnv, budget int64) (modeResult, error) {
+	bucket, err := env.bucketWithin(budget / 2)
 	if err != nil {
 		return modeResult{}, err
 	}
@@ -26,7 +36,7 @@ func runExportKeys(ctx context.Context, env modeEnv) (modeResult, error) {
 		return modeResult{}, err
 	}
 	defer cli.Close()
-	p := &backup.Pipeline{Snapshotter: &backup.KeysExporter{Client: cli}, Compression: backup.Zstd}
+	p := &backup.Pipeline{Snapshotter: &backup.KeysExporter{Client: cli}, Compression: backup.Zstd, MemoryBudget: budget / 2}
 	start := time.Now()
 	res, err := p.Run(ctx, backup.Request{Cluster: "bench", Name: env.Name, Kind: backup.ManifestKindKeysJSON,
 		Targets: []backup.Target{{Destination: "minio", Uploader: &backup.BucketUploader{Bucket: bucket}}}})

@@ -73,6 +73,7 @@ var modes = []mode{
 	{name: "snapshot-read", short: "snapshot read only", label: "(ref) snapshot read and trailer check only, to /dev/null", group: "backup", reference: true, run: runSnapshotRead},
 	{name: "idle", short: "idle process", label: "(ref) idle child: the bench binary doing nothing", group: "backup", reference: true, run: runIdle},
 	{name: "export-keys", short: "keys-json export", label: "(ref) etcdbackup keys-json export of every key, zstd: a logical backup, read against (c)", group: "backup", reference: true, run: runExportKeys},
+	{name: "export-keys-mem", short: "keys-json export, --memory=32MiB", label: "(ref) the same export within 32 MiB (`--memory`, the CLI's default), as (c')", group: "backup", reference: true, run: runExportKeysMem},
 
 	{name: "download-restore", short: "(f) download, etcdutl restore", label: "(f) download with minio-go `FGetObject` (as `mc cp`), then `etcdutl snapshot restore`", group: "restore", source: "stream", run: runDownloadRestore},
 	{name: "restore", short: "(g) restore", label: "(g) etcdbackup `Restorer.Restore`, the same object as (f)", group: "restore", source: "stream", run: runRestore},
@@ -233,13 +234,13 @@ func (env modeEnv) bucketWithin(budget int64) (*s3.Bucket, error) {
 	return s3.New(s3.Options{
 		PartSize:      size,
 		PartsInFlight: parts,
-		Endpoint:     env.S3,
-		Bucket:       env.Bucket,
-		Region:       "us-east-1",
-		Insecure:     true,
-		BucketLookup: s3.LookupPath,
-		Credentials:  s3.StaticCredentials(env.Access, env.Secret, ""),
-		Logger:       traceLoggerIf(env.Trace),
+		Endpoint:      env.S3,
+		Bucket:        env.Bucket,
+		Region:        "us-east-1",
+		Insecure:      true,
+		BucketLookup:  s3.LookupPath,
+		Credentials:   s3.StaticCredentials(env.Access, env.Secret, ""),
+		Logger:        traceLoggerIf(env.Trace),
 	})
 }
 
