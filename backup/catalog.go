@@ -254,15 +254,9 @@ func claimEntry(cluster string, info storage.ObjectInfo, r manifestRead, data ma
 		e.Manifest = m
 		return e
 	}
-	kind := KindBackup
-	switch {
-	case m.IsDelta():
-		kind = KindDelta
-	case m.IsKeysJSON():
-		kind = KindKeysJSON
-	}
-	return Entry{Kind: kind, Cluster: cluster, ID: m.ID, Key: obj.Key, ManifestKey: info.Key,
-		Manifest: m, Created: m.Created, Size: obj.Size, Compression: m.Compression}
+	e := EntryOf(m) // the manifest is checked against what was listed
+	e.Key, e.ManifestKey = obj.Key, info.Key
+	return e
 }
 
 // EntryOf returns the entry a listing finds for the committed backup m:

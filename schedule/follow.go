@@ -116,23 +116,9 @@ func (s *Scheduler) followOnce(ctx context.Context, f *followRun) error {
 		if err != nil {
 			return fmt.Errorf("lock continuous backup: %w", err)
 		}
-		var cancel context.CancelCauseFunc
-		ctx, cancel = context.WithCancelCause(ctx)
-		defer cancel(nil)
-		go func() {
-			select {
-			case <-held.Lost():
-				cancel(errLockLost)
-			case <-ctx.Done():
-			}
-		}()
-		defer func() {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-			defer cancel()
-			if err := held.Release(rctx, false); err != nil {
-				s.log.Warn("continuous backup lock release", "job", f.job.ID, "err", err)
-			}
-		}()
+		var unlock func(bool)
+		ctx, unlock = s.whileHeld(ctx, held, "continuous backup lock", f.job.ID)
+		defer unlock(false)
 	}
 	started := func() {
 		release()

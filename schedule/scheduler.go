@@ -644,29 +644,36 @@ func (s *Scheduler) perform(ctx context.Context, job Job, tick time.Time) outcom
 		case err != nil:
 			return outcome{err: fmt.Errorf("lock job: %w", err)}
 		}
-		var cancel context.CancelCauseFunc
-		ctx, cancel = context.WithCancelCause(ctx)
-		defer cancel(nil)
-		go func() {
-			select {
-			case <-held.Lost():
-				cancel(errLockLost)
-			case <-ctx.Done():
-			}
-		}()
+		ctx, release := s.whileHeld(ctx, held, "job lock", job.ID)
 		completed := false
-		defer func() {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-			defer cancel()
-			if err := held.Release(rctx, completed); err != nil {
-				s.log.Warn("job lock release", "job", job.ID, "err", err)
-			}
-		}()
+		defer func() { release(completed) }() // a panic of the runner releases it too
 		out := s.backupAndPrune(ctx, job, tick)
 		completed = out.err == nil
 		return out
 	}
 	return s.backupAndPrune(ctx, job, tick)
+}
+
+// whileHeld returns a context that ends with errLockLost when held is
+// lost, and the function that releases the lock (completing its tick or
+// not) and ends that context.
+func (s *Scheduler) whileHeld(ctx context.Context, held Held, what, jobID string) (context.Context, func(completed bool)) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	go func() {
+		select {
+		case <-held.Lost():
+			cancel(errLockLost)
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func(completed bool) {
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		defer rcancel()
+		if err := held.Release(rctx, completed); err != nil {
+			s.log.Warn(what+" release", "job", jobID, "err", err)
+		}
+		cancel(nil)
+	}
 }
 
 func (s *Scheduler) backupAndPrune(ctx context.Context, job Job, tick time.Time) outcome {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -65,24 +64,7 @@ func TestControllerManager(t *testing.T) {
 	write(mainDest, prodA("main"))
 
 	logs := &syncBuffer{}
-	listening := make(chan net.Addr, 1)
-	stopped := make(chan error, 1)
-	go func() {
-		stopped <- run(context.Background(), options{
-			config: config, listen: "127.0.0.1:0", poll: 50 * time.Millisecond, drillEvery: 200 * time.Millisecond,
-			logger:    slog.New(slog.NewTextHandler(logs, nil)),
-			listening: func(a net.Addr) { listening <- a },
-		})
-	}()
-	var base string
-	select {
-	case a := <-listening:
-		base = "http://" + a.String()
-	case err := <-stopped:
-		t.Fatalf("run returned %v\n%s", err, logs)
-	case <-time.After(waitFor):
-		t.Fatalf("not listening\n%s", logs)
-	}
+	base, stopped := serveManager(t, context.Background(), config, logs, 200*time.Millisecond)
 	get := func(path string) (int, string) {
 		resp, err := http.Get(base + path)
 		require.NoError(t, err)

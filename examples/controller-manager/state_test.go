@@ -73,21 +73,30 @@ func TestBindingSurvivesRestart(t *testing.T) {
 func startManager(t *testing.T, config string, logs *syncBuffer) (base string, stop func() error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
+	base, stopped := serveManager(t, ctx, config, logs, time.Hour)
+	return base, func() error { cancel(); return <-stopped }
+}
+
+// serveManager runs the controller-manager on config until ctx ends (or
+// a signal stops it), with drills every drillEvery, and returns the base
+// URL of its HTTP endpoints once it listens, and what run returns.
+func serveManager(t *testing.T, ctx context.Context, config string, logs *syncBuffer, drillEvery time.Duration) (string, <-chan error) {
+	t.Helper()
 	listening := make(chan net.Addr, 1)
 	stopped := make(chan error, 1)
 	go func() {
-		stopped <- run(ctx, options{config: config, listen: "127.0.0.1:0", poll: 50 * time.Millisecond, drillEvery: time.Hour,
+		stopped <- run(ctx, options{config: config, listen: "127.0.0.1:0", poll: 50 * time.Millisecond, drillEvery: drillEvery,
 			logger: slog.New(slog.NewTextHandler(logs, nil)), listening: func(a net.Addr) { listening <- a }})
 	}()
 	select {
 	case a := <-listening:
-		base = "http://" + a.String()
+		return "http://" + a.String(), stopped
 	case err := <-stopped:
 		t.Fatalf("run returned %v\n%s", err, logs)
 	case <-time.After(waitFor):
 		t.Fatalf("not listening\n%s", logs)
 	}
-	return base, func() error { cancel(); return <-stopped }
+	return "", nil
 }
 
 // TestFreshnessSurvivesRestart: after a restart, the newest backup's time

@@ -63,9 +63,7 @@ type follower struct {
 
 // output is what the follower printed to stderr so far.
 func (f *follower) output() string {
-	f.stderr.mu.Lock()
-	defer f.stderr.mu.Unlock()
-	return f.stderr.w.String()
+	return f.stderr.String()
 }
 
 func startFollow(t *testing.T, args ...string) *follower {
@@ -99,6 +97,13 @@ func (f *follower) stop(t *testing.T, sig syscall.Signal) error {
 type syncWriter struct {
 	mu sync.Mutex
 	w  *bytes.Buffer
+}
+
+// String returns what was written so far.
+func (s *syncWriter) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.String()
 }
 
 func (s *syncWriter) Write(p []byte) (int, error) {

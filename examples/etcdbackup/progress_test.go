@@ -5,7 +5,6 @@ import (
 	"io"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,29 +15,11 @@ import (
 	"github.com/etcdbackup/etcdbackup/internal/etcdtest"
 )
 
-// ptyOutput collects what is written to a pseudo-terminal.
-type ptyOutput struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (o *ptyOutput) Write(p []byte) (int, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.buf.Write(p)
-}
-
-func (o *ptyOutput) String() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.buf.String()
-}
-
-func openPTY(t *testing.T) (tty *os.File, out *ptyOutput) {
+func openPTY(t *testing.T) (tty *os.File, out *syncWriter) {
 	t.Helper()
 	ptmx, tty, err := pty.Open()
 	require.NoError(t, err)
-	out = &ptyOutput{}
+	out = &syncWriter{w: &bytes.Buffer{}}
 	done := make(chan struct{})
 	go func() { defer close(done); _, _ = io.Copy(out, ptmx) }()
 	t.Cleanup(func() { _ = tty.Close(); _ = ptmx.Close(); <-done })

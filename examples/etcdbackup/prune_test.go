@@ -17,16 +17,21 @@ import (
 	"github.com/etcdbackup/etcdbackup/storage/blob"
 )
 
-// TestPrunePerConfig: prune --name counts one config's backups only.
-func TestPrunePerConfig(t *testing.T) {
-	tr := &transcript{t: t}
+// pruneSetup starts an etcd holding a key and makes an empty file
+// destination: the CLI's flags for both, and the destination's directory.
+func pruneSetup(t *testing.T) (tr *transcript, endpoints, dir, dest string) {
+	t.Helper()
 	etcd := etcdtest.Start(t)
 	_, err := etcd.Client(t).Put(t.Context(), "/registry/k", "v")
 	require.NoError(t, err)
-	endpoints := "--endpoints=" + strings.Join(etcd.Endpoints(), ",")
-	dir := filepath.Join(t.TempDir(), "backups")
+	dir = filepath.Join(t.TempDir(), "backups")
 	require.NoError(t, os.Mkdir(dir, 0o700))
-	dest := "--destination=file://" + dir
+	return &transcript{t: t}, "--endpoints=" + strings.Join(etcd.Endpoints(), ","), dir, "--destination=file://" + dir
+}
+
+// TestPrunePerConfig: prune --name counts one config's backups only.
+func TestPrunePerConfig(t *testing.T) {
+	tr, endpoints, _, dest := pruneSetup(t)
 	for _, name := range []string{"hourly", "daily", "hourly", "daily", "hourly"} {
 		tr.ok("save", endpoints, dest, "--cluster=c", "--name="+name, "--quiet")
 	}
@@ -50,14 +55,7 @@ func TestPrunePerConfig(t *testing.T) {
 // for the same backups and policy; --max-age and --keep-within are
 // policies too; no rule at all, or a malformed one, is a usage error.
 func TestPrunePolicies(t *testing.T) {
-	tr := &transcript{t: t}
-	etcd := etcdtest.Start(t)
-	_, err := etcd.Client(t).Put(t.Context(), "/registry/k", "v")
-	require.NoError(t, err)
-	endpoints := "--endpoints=" + strings.Join(etcd.Endpoints(), ",")
-	dir := filepath.Join(t.TempDir(), "backups")
-	require.NoError(t, os.Mkdir(dir, 0o700))
-	dest := "--destination=file://" + dir
+	tr, endpoints, dir, dest := pruneSetup(t)
 	for range 4 {
 		tr.ok("save", endpoints, dest, "--cluster=c", "--quiet")
 	}

@@ -53,20 +53,11 @@ func runPITR(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	run, logs := filepath.Join(*work, "pitr-run"), filepath.Join(*work, "logs")
-	if err := os.RemoveAll(run); err != nil {
+	self, run, logs, err := scratchDirs(*work, "pitr-run")
+	if err != nil {
 		return err
-	}
-	for _, d := range []string{run, logs} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return err
-		}
 	}
 	defer os.RemoveAll(run)
 
@@ -146,6 +137,25 @@ collect:
 	md := rep.markdown(*rate, strings.Join(args, " "))
 	fmt.Print(md)
 	return os.WriteFile(*out, []byte(md), 0o644)
+}
+
+// scratchDirs makes a fresh scratch directory name under work, and the
+// logs directory, and returns their paths with this binary's, which the
+// subcommands run again as etcd and as a follower.
+func scratchDirs(work, name string) (self, run, logs string, err error) {
+	if self, err = os.Executable(); err != nil {
+		return "", "", "", err
+	}
+	run, logs = filepath.Join(work, name), filepath.Join(work, "logs")
+	if err := os.RemoveAll(run); err != nil {
+		return "", "", "", err
+	}
+	for _, d := range []string{run, logs} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return "", "", "", err
+		}
+	}
+	return self, run, logs, nil
 }
 
 // pitrFull takes the full backup the follower's chain starts from.

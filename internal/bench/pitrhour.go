@@ -40,20 +40,11 @@ func runPITRRestore(args []string) error {
 	if err != nil {
 		return err
 	}
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	run, logs := filepath.Join(*work, "pitr-restore-run"), filepath.Join(*work, "logs")
-	if err := os.RemoveAll(run); err != nil {
+	self, run, logs, err := scratchDirs(*work, "pitr-restore-run")
+	if err != nil {
 		return err
-	}
-	for _, d := range []string{run, logs} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return err
-		}
 	}
 	defer os.RemoveAll(run)
 
