@@ -35,6 +35,9 @@ type configs struct {
 	registry  *destination.Registry
 	scheduler *schedule.Scheduler
 	clusters  *clusters
+	// metrics gets each job's cluster and destinations when it is set,
+	// so that their failure counters exist at zero before the first run.
+	metrics *backup.Metrics
 	// ran carries the end of each run into the controller, which then
 	// writes the config's status, and the configs whose destination the
 	// registry changed.
@@ -164,6 +167,9 @@ func (c *configs) set(ctx context.Context, bc *v1alpha1.EtcdBackupConfig) error 
 	return c.clusters.unlessTornDown(&cl, func() error {
 		if err := c.scheduler.Set(job); err != nil {
 			return err
+		}
+		if c.metrics != nil {
+			c.metrics.Known(job.Cluster, job.Destinations...)
 		}
 		c.applied[id] = valid
 		return nil

@@ -98,7 +98,7 @@ func (r *restores) run(ctx context.Context, rs *v1alpha1.EtcdRestore) error {
 	}
 	rs.Status.BackupID, rs.Status.Destination = b.ID, b.Source
 	restorer := &restore.Restorer{Identities: r.identities, Observer: &restoreEvents{events: r.events, obj: rs},
-		Logger: r.log, Now: r.now, Pins: r.pins}
+		Logger: r.log, Now: r.now, Pins: r.pins, Job: rs.Namespace + "/" + rs.Name}
 	rm, err := restorer.Restore(ctx, b, restore.Member{
 		Name: m.Name, DataDir: filepath.Join(r.dir, m.DataDir), PeerURLs: m.PeerURLs,
 		InitialCluster: m.InitialCluster, ClusterToken: m.ClusterToken, RevisionBump: uint64(max(m.RevisionBump, 0)),

@@ -106,7 +106,7 @@ func Setup(mgr manager.Manager, o Options) (*Controllers, error) {
 	dests.registry = registry
 
 	metrics := backup.NewMetrics()
-	configs := &configs{client: c, events: rec, registry: registry, ran: make(chan event.GenericEvent, 64)}
+	configs := &configs{client: c, events: rec, registry: registry, metrics: metrics, ran: make(chan event.GenericEvent, 64)}
 	dests.configs = configs
 	clusters := &clusters{client: c, events: rec, registry: registry, pins: pins, configs: configs}
 	configs.clusters = clusters
