@@ -26,8 +26,8 @@ import (
 // about its request size limit (RangeStream, etcd 3.7 and later) or, on
 // older servers, page by page: at most PageSize keys and about PageBytes
 // of keys and values a page (the limit of each request is sized from the
-// keys read so far). Memory is bounded by two chunks or pages whatever
-// the number of keys. A compaction past that revision while the export
+// keys read so far). Memory is bounded by three chunks (etcd's client
+// reads one ahead) or two pages, whatever the number of keys. A compaction past that revision while the export
 // runs fails it with etcd's ErrCompacted.
 type KeysExporter struct {
 	// Client reads the keys. The exporter does not close it.
@@ -189,9 +189,11 @@ func (e *KeysExporter) page(ctx context.Context, r keyRange, rev, limit int64) (
 }
 
 // write writes the object to w: the header, then every key of every
-// range, page by page at the first page's revision. One page is read
-// ahead while the page before it is written, so that etcd's work and the
-// encoding overlap; at most two pages are held.
+// range at the first page's revision, as read chunk by chunk or page by
+// page. Reading and writing overlap without a stage of their own: etcd's
+// client reads the next chunk of a stream while one is written, and pages
+// read the next page while one is written (see pages). At most three
+// chunks or two pages are held, whatever the number of keys.
 func (e *KeysExporter) write(ctx context.Context, w io.Writer, h KeysJSONHeader, prefixes []string, first *clientv3.GetResponse) (int64, error) {
 	kw, err := NewKeysJSONWriter(w, h)
 	if err != nil {
@@ -199,45 +201,34 @@ func (e *KeysExporter) write(ctx context.Context, w io.Writer, h KeysJSONHeader,
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	pages := make(chan *clientv3.GetResponse, 1)
-	var readErr error
-	go func() {
-		defer close(pages)
-		readErr = e.read(ctx, h.Revision, prefixes, first, pages)
-	}()
-	for resp := range pages {
+	var writeErr error
+	put := func(resp *clientv3.GetResponse) error {
 		for _, kv := range resp.Kvs {
 			if err := kw.Write(KeyValue{Key: kv.Key, CreateRevision: kv.CreateRevision, ModRevision: kv.ModRevision,
 				Version: kv.Version, Value: kv.Value, Lease: kv.Lease}); err != nil {
-				cancel()
-				for range pages { // let the reader end
-				}
-				return kw.Keys(), err
+				writeErr = err
+				return err
 			}
 		}
+		return nil
 	}
-	if readErr != nil { // written before pages was closed
-		return kw.Keys(), fmt.Errorf("read keys: %w", readErr)
+	if err := e.read(ctx, h.Revision, prefixes, first, put); err != nil {
+		if writeErr != nil {
+			return kw.Keys(), writeErr
+		}
+		return kw.Keys(), fmt.Errorf("read keys: %w", err)
 	}
 	return kw.Keys(), kw.Flush()
 }
 
-// read sends every page of every range on pages, the first page first,
-// until ctx ends. Past the first page it streams each range from etcd
-// (RangeStream, etcd 3.7 and later: chunks the server sizes, no count of
-// the rest of the range per chunk), or pages through it with Get on a
-// server without it.
-func (e *KeysExporter) read(ctx context.Context, rev int64, prefixes []string, first *clientv3.GetResponse, pages chan<- *clientv3.GetResponse) error {
+// read passes every page of every range to put, the first page first.
+// Past the first page it streams each range from etcd (RangeStream, etcd
+// 3.7 and later: chunks the server sizes, no count of the rest of the
+// range per chunk), or pages through it with Get on a server without it.
+func (e *KeysExporter) read(ctx context.Context, rev int64, prefixes []string, first *clientv3.GetResponse, put func(*clientv3.GetResponse) error) error {
 	pg := &pager{maxKeys: e.pageSize(), target: cmp.Or(e.PageBytes, DefaultExportPageBytes)}
-	send := func(resp *clientv3.GetResponse) error {
-		pg.saw(resp)
-		select {
-		case pages <- resp:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	pg.saw(first)
+	send := put
 	stream := !e.NoStream
 	ranges := max(len(prefixes), 1)
 	for i := range ranges {
@@ -310,19 +301,41 @@ func drain(chunks clientv3.GetStreamChan) {
 	}
 }
 
-// pages sends the keys of r at rev page by page, with Get.
+// pages sends the keys of r at rev page by page, with Get: the next page
+// is read while one is sent, so that etcd's work and the encoding overlap
+// and at most two pages are held.
 func (e *KeysExporter) pages(ctx context.Context, r keyRange, rev int64, pg *pager, send func(*clientv3.GetResponse) error) error {
+	type page struct {
+		resp *clientv3.GetResponse
+		err  error
+	}
+	fetch := func(key string) <-chan page {
+		c := make(chan page, 1) // the reader ends whether or not its page is taken
+		kr, limit := keyRange{key: key, end: r.end}, pg.limit()
+		go func() {
+			resp, err := e.page(ctx, kr, rev, limit)
+			c <- page{resp, err}
+		}()
+		return c
+	}
+	next := fetch(r.key)
 	for {
-		resp, err := e.page(ctx, r, rev, pg.limit())
-		if err != nil {
+		var p page
+		select {
+		case p = <-next:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if p.err != nil {
+			return p.err
+		}
+		pg.saw(p.resp)
+		more := p.resp.More && len(p.resp.Kvs) > 0
+		if more {
+			next = fetch(string(p.resp.Kvs[len(p.resp.Kvs)-1].Key) + "\x00")
+		}
+		if err := send(p.resp); err != nil || !more {
 			return err
 		}
-		if err := send(resp); err != nil {
-			return err
-		}
-		if !resp.More || len(resp.Kvs) == 0 {
-			return nil
-		}
-		r.key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
 	"github.com/etcdbackup/etcdbackup/backup"
 	"github.com/etcdbackup/etcdbackup/destination"
@@ -55,9 +56,10 @@ func (f *etcdFlags) config(log *slog.Logger) backup.EtcdConfig {
 	return backup.EtcdConfig{Endpoints: f.endpoints, DialTimeout: f.dialTimeout, TLS: f.tls(), Logger: log}
 }
 
-// client connects to the endpoints; the caller closes it.
-func (f *etcdFlags) client() (*clientv3.Client, error) {
-	cfg := clientv3.Config{Endpoints: f.endpoints, DialTimeout: f.dialTimeout, Logger: zap.NewNop()}
+// client connects to the endpoints with the given gRPC dial options; the
+// caller closes it.
+func (f *etcdFlags) client(dial ...grpc.DialOption) (*clientv3.Client, error) {
+	cfg := clientv3.Config{Endpoints: f.endpoints, DialTimeout: f.dialTimeout, Logger: zap.NewNop(), DialOptions: dial}
 	if info := f.tls(); info != nil {
 		tc, err := info.ClientConfig()
 		if err != nil {
@@ -86,7 +88,7 @@ const defaultMemory = 32 << 20
 
 func (f *encodingFlags) register(fs *flagSet) {
 	f.memory = defaultMemory
-	fs.Var(&f.memory, "memory", "`bytes` of upload buffers and compressor, half each (e.g. 32MiB; 0 for the library's defaults: 32 MiB of parts, 40 MiB of zstd)")
+	fs.Var(&f.memory, "memory", "`bytes` of upload buffers and compressor, half each, which also sets the Go runtime's memory limit to half plus 32 MiB unless GOMEMLIMIT is set (e.g. 32MiB; 0 for the library's defaults: 32 MiB of parts, 40 MiB of zstd, no limit)")
 	fs.StringVar(&f.compression, "compression", string(backup.Zstd), "zstd, gzip or none")
 	fs.Var(&f.recipients, "recipient", "age public `key` to encrypt to; repeatable")
 	fs.StringVar(&f.recipientFile, "recipient-file", "", "`file` of age public keys, one a line (- for stdin)")
@@ -130,8 +132,10 @@ func (b *byteSize) Set(v string) error {
 	return nil
 }
 
-// parse returns the compression and encryption the flags ask for.
+// parse returns the compression and encryption the flags ask for, and
+// sets the process' memory limit for --memory.
 func (f *encodingFlags) parse(s *streams) (backup.Compression, backup.Encryption, error) {
+	s.memoryBudget(int64(f.memory))
 	comp := backup.Compression(f.compression)
 	if err := comp.Validate(); err != nil || comp == "" {
 		return "", backup.Encryption{}, usagef("--compression %q: want zstd, gzip or none", f.compression)

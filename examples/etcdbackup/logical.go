@@ -58,7 +58,7 @@ func runExport(ctx context.Context, s *streams, args []string) error {
 	}
 	pipeline := &backup.Pipeline{Compression: comp, Encryption: enc, Logger: fs.logger(s), MemoryBudget: encoding.compressorMemory()}
 	if fromBackup == "" {
-		cli, err := etcd.client()
+		cli, err := etcd.client(backup.ExportDialOptions()...)
 		if err != nil {
 			return err
 		}
@@ -137,6 +137,7 @@ func runImport(ctx context.Context, s *streams, args []string) error {
 	if err := fs.parse(s, args); err != nil {
 		return err
 	}
+	s.memoryBudget(defaultMemory) // an import's memory is that of a backup's download at the default budget
 	if err := etcd.validate(); err != nil {
 		return err
 	}

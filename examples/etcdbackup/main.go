@@ -60,6 +60,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 
@@ -79,7 +80,7 @@ const (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	code := runStreams(ctx, os.Args[1:], &streams{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, limitMemory: limitMemory})
 	stop()
 	os.Exit(code)
 }
@@ -95,6 +96,26 @@ type command struct {
 type streams struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
+	// limitMemory sets the process' soft memory limit for a --memory
+	// budget; nil (in tests, which run commands inside the test process)
+	// leaves the limit alone.
+	limitMemory func(budget int64)
+}
+
+// limitMemory sets the Go runtime's soft memory limit for a budget of
+// --memory bytes (backup.MemoryLimit), unless GOMEMLIMIT sets one or the
+// budget is 0 (the library's defaults).
+func limitMemory(budget int64) {
+	if budget > 0 && os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(backup.MemoryLimit(budget))
+	}
+}
+
+// memoryBudget applies budget through s.limitMemory, when there is one.
+func (s *streams) memoryBudget(budget int64) {
+	if s.limitMemory != nil {
+		s.limitMemory(budget)
+	}
 }
 
 var commands = []command{
@@ -114,7 +135,12 @@ var commands = []command{
 
 // run is main without the process: it returns the exit code.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	s := &streams{stdin: stdin, stdout: stdout, stderr: stderr}
+	return runStreams(ctx, args, &streams{stdin: stdin, stdout: stdout, stderr: stderr})
+}
+
+// runStreams is run on s.
+func runStreams(ctx context.Context, args []string, s *streams) int {
+	stdout, stderr := s.stdout, s.stderr
 	if len(args) == 0 {
 		printUsage(stderr)
 		return exitUsage

@@ -26,12 +26,20 @@ func runExportKeysMem(ctx context.Context, env modeEnv) (modeResult, error) {
 	return exportKeysWithin(ctx, env, 32<<20)
 }
 
+// exportKeysWithin is the export as the CLI runs it within a budget:
+// its memory limit and a client with fixed gRPC windows. A budget of 0 is
+// the library's defaults.
 func exportKeysWithin(ctx context.Context, env modeEnv, budget int64) (modeResult, error) {
+	limitMemory(budget)
 	bucket, err := env.bucketWithin(budget / 2)
 	if err != nil {
 		return modeResult{}, err
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{env.Etcd}, Logger: zap.NewNop()})
+	cfg := clientv3.Config{Endpoints: []string{env.Etcd}, Logger: zap.NewNop()}
+	if budget > 0 {
+		cfg.DialOptions = backup.ExportDialOptions()
+	}
+	cli, err := clientv3.New(cfg)
 	if err != nil {
 		return modeResult{}, err
 	}
@@ -51,8 +59,10 @@ func exportKeysWithin(ctx context.Context, env modeEnv, budget int64) (modeResul
 
 // runImportKeys imports the export its source mode prepared into an empty
 // etcd, a process of its own started for the run: the fetch and check of
-// the object and the import, as restore.Importer does them.
+// the object and the import, as restore.Importer does them, under the
+// memory limit the CLI's import sets.
 func runImportKeys(ctx context.Context, env modeEnv) (modeResult, error) {
+	limitMemory(32 << 20) // as the CLI's import does
 	bucket, err := env.bucket()
 	if err != nil {
 		return modeResult{}, err

@@ -1,0 +1,33 @@
+package main
+
+import (
+	"math"
+	"runtime/debug"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/etcdbackup/etcdbackup/backup"
+)
+
+// TestLimitMemory: --memory sets the Go runtime's soft memory limit,
+// unless GOMEMLIMIT sets one or the budget is the library's defaults (0).
+func TestLimitMemory(t *testing.T) {
+	prev := debug.SetMemoryLimit(math.MaxInt64)
+	t.Cleanup(func() { debug.SetMemoryLimit(prev) })
+	current := func() int64 { return debug.SetMemoryLimit(-1) }
+
+	t.Setenv("GOMEMLIMIT", "")
+	limitMemory(32 << 20)
+	got := current()
+	debug.SetMemoryLimit(math.MaxInt64) // not kept while the test runs on
+	require.Equal(t, int64(48<<20), got)
+	require.Equal(t, backup.MemoryLimit(32<<20), got)
+
+	limitMemory(0)
+	require.Equal(t, int64(math.MaxInt64), current(), "--memory=0 leaves the runtime's default")
+
+	t.Setenv("GOMEMLIMIT", "1GiB")
+	limitMemory(32 << 20)
+	require.Equal(t, int64(math.MaxInt64), current(), "GOMEMLIMIT wins")
+}
