@@ -414,6 +414,30 @@ func TestSeedController(t *testing.T) {
 		}
 	})
 
+	t.Run("a backup created before its destination waits for it", func(t *testing.T) {
+		create(t, c, &v1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "early"},
+			Spec: v1alpha1.EtcdBackupSpec{Cluster: "prod-a", Destination: "late"}})
+		get := func() v1alpha1.EtcdBackupStatus {
+			var b v1alpha1.EtcdBackup
+			if err := c.Get(ctx, types.NamespacedName{Namespace: "default", Name: "early"}, &b); err != nil {
+				t.Fatal(err)
+			}
+			return b.Status
+		}
+		eventually(t, "the backup waits", func() bool {
+			st := get()
+			return st.Phase == v1alpha1.PhasePending && strings.Contains(st.Message, "waiting") && strings.Contains(st.Message, "late")
+		})
+		create(t, c, dest("late", s3.bucket(t, "late"), "minio"))
+		eventually(t, "the backup completes", func() bool {
+			st := get()
+			return st.Phase == v1alpha1.PhaseCompleted || st.Phase == v1alpha1.PhaseFailed
+		})
+		if st := get(); st.Phase != v1alpha1.PhaseCompleted || manifests(t, s3, "late", "prod-a") != 1 {
+			t.Fatalf("backup status %+v", st)
+		}
+	})
+
 	t.Run("deleting a cluster deletes its backups only", func(t *testing.T) {
 		// An archive holds a backup of prod-a, then becomes read-only: the
 		// teardown leaves it there.

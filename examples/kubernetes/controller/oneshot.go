@@ -31,9 +31,15 @@ func (o *oneShots) setup(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).For(&v1alpha1.EtcdBackup{}).Complete(o)
 }
 
+// waitAgain is how soon a backup waiting for its cluster or destination
+// looks again.
+const waitAgain = 2 * time.Second
+
 // Reconcile runs a backup that has not ended. One interrupted by a
 // restart of the controller (left Running) runs again: a backup becomes
-// visible only when complete, so a second run writes a whole new one.
+// visible only when complete, so a second run writes a whole new one. A
+// backup whose cluster or destination does not exist yet (created in the
+// same apply, and not seen yet) stays Pending until they do.
 func (o *oneShots) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	var b v1alpha1.EtcdBackup
 	if err := o.client.Get(ctx, req.NamespacedName, &b); err != nil {
@@ -42,14 +48,27 @@ func (o *oneShots) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 	if !b.DeletionTimestamp.IsZero() || b.Status.Phase == v1alpha1.PhaseCompleted || b.Status.Phase == v1alpha1.PhaseFailed {
 		return reconcile.Result{}, nil
 	}
+	snap, d, err := o.resolve(ctx, &b)
+	if errors.Is(err, errNoCluster) || errors.Is(err, destination.ErrNotFound) {
+		if msg := "waiting: " + err.Error(); b.Status.Phase != v1alpha1.PhasePending || b.Status.Message != msg {
+			b.Status.Phase, b.Status.Message = v1alpha1.PhasePending, msg
+			if err := o.client.Status().Update(ctx, &b); err != nil {
+				return reconcile.Result{}, client.IgnoreNotFound(err)
+			}
+		}
+		return reconcile.Result{RequeueAfter: waitAgain}, nil
+	}
 	// Update, not Patch: a cache that has not seen the end of the last
 	// run yet holds an old resourceVersion, and the conflict stops a
 	// second run.
-	b.Status.Phase, b.Status.StartTime = v1alpha1.PhaseRunning, now(o.now)
+	b.Status.Phase, b.Status.Message, b.Status.StartTime = v1alpha1.PhaseRunning, "", now(o.now)
 	if err := o.client.Status().Update(ctx, &b); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	res, err := o.run(ctx, &b)
+	var res *backup.Result
+	if err == nil {
+		res, err = o.run(ctx, &b, snap, d)
+	}
 	b.Status.CompletionTime = now(o.now)
 	if res != nil {
 		b.Status.BackupID = res.ID
@@ -66,10 +85,11 @@ func (o *oneShots) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 	return reconcile.Result{}, client.IgnoreNotFound(o.client.Status().Update(ctx, &b))
 }
 
-func (o *oneShots) run(ctx context.Context, b *v1alpha1.EtcdBackup) (*backup.Result, error) {
+// resolve returns the snapshotter of b's cluster and b's destination.
+func (o *oneShots) resolve(ctx context.Context, b *v1alpha1.EtcdBackup) (backup.Snapshotter, *destination.Destination, error) {
 	snap, err := o.clusters.snapshotter(ctx, b.Spec.Cluster)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var d *destination.Destination
 	if b.Spec.Destination == "" {
@@ -77,9 +97,10 @@ func (o *oneShots) run(ctx context.Context, b *v1alpha1.EtcdBackup) (*backup.Res
 	} else {
 		d, err = o.registry.Get(b.Spec.Destination)
 	}
-	if err != nil {
-		return nil, err
-	}
+	return snap, d, err
+}
+
+func (o *oneShots) run(ctx context.Context, b *v1alpha1.EtcdBackup, snap backup.Snapshotter, d *destination.Destination) (*backup.Result, error) {
 	if d.ReadOnly() {
 		return nil, destination.ErrReadOnly
 	}
