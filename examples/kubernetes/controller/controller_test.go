@@ -414,7 +414,7 @@ func TestSeedController(t *testing.T) {
 		}
 	})
 
-	t.Run("a backup created before its destination waits for it", func(t *testing.T) {
+	t.Run("a backup or restore created before its destination waits for it", func(t *testing.T) {
 		create(t, c, &v1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "early"},
 			Spec: v1alpha1.EtcdBackupSpec{Cluster: "prod-a", Destination: "late"}})
 		get := func() v1alpha1.EtcdBackupStatus {
@@ -428,6 +428,19 @@ func TestSeedController(t *testing.T) {
 			st := get()
 			return st.Phase == v1alpha1.PhasePending && strings.Contains(st.Message, "waiting") && strings.Contains(st.Message, "late")
 		})
+		create(t, c, &v1alpha1.EtcdRestore{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "early"},
+			Spec: v1alpha1.EtcdRestoreSpec{Cluster: "prod-a", Destination: "late", BackupID: "prod-a-early",
+				Member: v1alpha1.RestoreMember{Name: "early", DataDir: "early", PeerURLs: []string{"http://" + freeAddr(t)}}}})
+		eventually(t, "the restore waits", func() bool {
+			var rs v1alpha1.EtcdRestore
+			if err := c.Get(ctx, types.NamespacedName{Namespace: "default", Name: "early"}, &rs); err != nil {
+				t.Fatal(err)
+			}
+			return rs.Status.Phase == v1alpha1.PhasePending && strings.Contains(rs.Status.Message, "waiting") && strings.Contains(rs.Status.Message, "late")
+		})
+		if err := c.Delete(ctx, &v1alpha1.EtcdRestore{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "early"}}); err != nil {
+			t.Fatal(err)
+		}
 		create(t, c, dest("late", s3.bucket(t, "late"), "minio"))
 		eventually(t, "the backup completes", func() bool {
 			st := get()

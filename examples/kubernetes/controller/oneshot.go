@@ -31,9 +31,21 @@ func (o *oneShots) setup(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).For(&v1alpha1.EtcdBackup{}).Complete(o)
 }
 
-// waitAgain is how soon a backup waiting for its cluster or destination
-// looks again.
+// waitAgain is how soon a backup or restore waiting for its cluster or
+// destination looks again.
 const waitAgain = 2 * time.Second
+
+// wait marks obj, whose status phase and message are given, Pending for
+// why, and has it looked at again after waitAgain.
+func wait(ctx context.Context, c client.Client, obj client.Object, phase *v1alpha1.Phase, message *string, why error) (reconcile.Result, error) {
+	if msg := "waiting: " + why.Error(); *phase != v1alpha1.PhasePending || *message != msg {
+		*phase, *message = v1alpha1.PhasePending, msg
+		if err := c.Status().Update(ctx, obj); err != nil {
+			return reconcile.Result{}, client.IgnoreNotFound(err)
+		}
+	}
+	return reconcile.Result{RequeueAfter: waitAgain}, nil
+}
 
 // Reconcile runs a backup that has not ended. One interrupted by a
 // restart of the controller (left Running) runs again: a backup becomes
@@ -50,13 +62,7 @@ func (o *oneShots) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 	}
 	snap, d, err := o.resolve(ctx, &b)
 	if errors.Is(err, errNoCluster) || errors.Is(err, destination.ErrNotFound) {
-		if msg := "waiting: " + err.Error(); b.Status.Phase != v1alpha1.PhasePending || b.Status.Message != msg {
-			b.Status.Phase, b.Status.Message = v1alpha1.PhasePending, msg
-			if err := o.client.Status().Update(ctx, &b); err != nil {
-				return reconcile.Result{}, client.IgnoreNotFound(err)
-			}
-		}
-		return reconcile.Result{RequeueAfter: waitAgain}, nil
+		return wait(ctx, o.client, &b, &b.Status.Phase, &b.Status.Message, err)
 	}
 	// Update, not Patch: a cache that has not seen the end of the last
 	// run yet holds an old resourceVersion, and the conflict stops a

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -39,7 +40,9 @@ func (r *restores) setup(mgr ctrl.Manager) error {
 // Reconcile runs a restore that has not ended. A restore writes its data
 // directory aside and renames it into place at the end, so one
 // interrupted by a restart runs again from the start; one that had
-// finished finds its directory there and fails with ErrTargetExists.
+// finished finds its directory there and fails with ErrTargetExists. A
+// restore whose destination is not known yet (created in the same apply,
+// and not seen yet) stays Pending until it is.
 func (r *restores) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	var rs v1alpha1.EtcdRestore
 	if err := r.client.Get(ctx, req.NamespacedName, &rs); err != nil {
@@ -48,10 +51,15 @@ func (r *restores) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 	if !rs.DeletionTimestamp.IsZero() || rs.Status.Phase == v1alpha1.PhaseCompleted || rs.Status.Phase == v1alpha1.PhaseFailed {
 		return reconcile.Result{}, nil
 	}
+	if rs.Spec.Destination != "" {
+		if _, err := r.registry.Get(rs.Spec.Destination); errors.Is(err, destination.ErrNotFound) {
+			return wait(ctx, r.client, &rs, &rs.Status.Phase, &rs.Status.Message, err) // created in the same apply
+		}
+	}
 	// Update, not Patch: a cache that has not seen the end of the last
 	// run yet holds an old resourceVersion, and the conflict stops a
 	// second run.
-	rs.Status.Phase, rs.Status.StartTime = v1alpha1.PhaseRunning, now(r.now)
+	rs.Status.Phase, rs.Status.Message, rs.Status.StartTime = v1alpha1.PhaseRunning, "", now(r.now)
 	if err := r.client.Status().Update(ctx, &rs); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
