@@ -239,6 +239,14 @@ func (h *harness) advanceTo(t time.Time) {
 	h.settle()
 }
 
+// jumpTo moves the clock to t at once, as a process paused until t sees
+// it (fakeclock.Jump), and waits for the scheduler to settle.
+func (h *harness) jumpTo(t time.Time) {
+	h.t.Helper()
+	h.clk.Jump(t)
+	h.settle()
+}
+
 // status returns the status of one job.
 func (h *harness) status(id string) Status {
 	h.t.Helper()

@@ -417,7 +417,11 @@ func TestMissedTicksCollapse(t *testing.T) {
 	h := newHarness(t, utc("2026-01-01T00:00:00Z"), Config{})
 	require.NoError(t, h.s.Set(job("j", "*/10 * * * *")))
 	h.start()
-	h.advanceTo(utc("2026-01-01T01:05:00Z"))
+	// Paused from before the first tick to 01:05: the ticks from 00:10 to
+	// 01:00 are one run. (With Set, the scheduler could see 00:10, run
+	// that tick on time and wait for 00:20 after the clock had passed it:
+	// a pause from 00:10 on, whose ticks collapse into a second run.)
+	h.jumpTo(utc("2026-01-01T01:05:00Z"))
 	calls := h.rec.callsOf("j")
 	require.Len(t, calls, 1)
 	assert.Equal(t, utc("2026-01-01T00:10:00Z"), calls[0].tick.UTC(), "the first tick missed")

@@ -71,6 +71,22 @@ func (c *Clock) Advance(d time.Duration) {
 	c.Set(c.Now().Add(d))
 }
 
+// Jump moves the clock to t at once, as a process paused until t finds
+// it, then calls the functions waiting for a time up to t in the order of
+// their times, each with the clock reading t. Unlike Set, no function sees
+// a time between the clock's and t, so none can wait again for a time the
+// jump passed.
+func (c *Clock) Jump(t time.Time) {
+	c.mu.Lock()
+	if t.Before(c.now) {
+		c.mu.Unlock()
+		panic("fakeclock: time moved backwards")
+	}
+	c.now = t
+	c.mu.Unlock()
+	c.Set(t)
+}
+
 // Set moves the clock to t, which must not be before its time. The
 // functions waiting for a time up to t are called in the order of their
 // times, each with the clock reading its time, in the caller's goroutine.

@@ -49,3 +49,23 @@ func TestClock(t *testing.T) {
 
 	assert.Panics(t, func() { c.Set(t0) })
 }
+
+func TestJump(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	c := New(t0)
+	var fired []string
+	var again func()
+	again = func() { // waits again for a minute later, as a ticker does
+		fired = append(fired, c.Now().Sub(t0).String())
+		c.At(c.Now().Add(time.Minute), again)
+	}
+	c.At(t0.Add(time.Minute), again)
+	c.Jump(t0.Add(5 * time.Minute))
+	assert.Equal(t, []string{"5m0s"}, fired, "one call, reading the time jumped to")
+	next, _ := c.Next()
+	assert.Equal(t, t0.Add(6*time.Minute), next)
+	assert.Panics(t, func() { c.Jump(t0) })
+
+	c.Set(t0.Add(8 * time.Minute))
+	assert.Equal(t, []string{"5m0s", "6m0s", "7m0s", "8m0s"}, fired, "Set calls it at every time it passes")
+}
