@@ -27,8 +27,9 @@ import (
 // older servers, page by page: at most PageSize keys and about PageBytes
 // of keys and values a page (the limit of each request is sized from the
 // keys read so far). Memory is bounded by three chunks (etcd's client
-// reads one ahead) or two pages, whatever the number of keys. A compaction past that revision while the export
-// runs fails it with etcd's ErrCompacted.
+// reads one ahead) or two pages, whatever the number of keys. A
+// compaction past that revision while the export runs fails it with
+// etcd's ErrCompacted.
 type KeysExporter struct {
 	// Client reads the keys. The exporter does not close it.
 	Client *clientv3.Client
@@ -221,14 +222,13 @@ func (e *KeysExporter) write(ctx context.Context, w io.Writer, h KeysJSONHeader,
 	return kw.Keys(), kw.Flush()
 }
 
-// read passes every page of every range to put, the first page first.
+// read passes every page of every range to send, the first page first.
 // Past the first page it streams each range from etcd (RangeStream, etcd
 // 3.7 and later: chunks the server sizes, no count of the rest of the
 // range per chunk), or pages through it with Get on a server without it.
-func (e *KeysExporter) read(ctx context.Context, rev int64, prefixes []string, first *clientv3.GetResponse, put func(*clientv3.GetResponse) error) error {
+func (e *KeysExporter) read(ctx context.Context, rev int64, prefixes []string, first *clientv3.GetResponse, send func(*clientv3.GetResponse) error) error {
 	pg := &pager{maxKeys: e.pageSize(), target: cmp.Or(e.PageBytes, DefaultExportPageBytes)}
 	pg.saw(first)
-	send := put
 	stream := !e.NoStream
 	ranges := max(len(prefixes), 1)
 	for i := range ranges {
