@@ -157,9 +157,13 @@ func (s *Server) launch() (*servertest.Process, error) {
 		"MINIO_CI_CD=on",
 		"MINIO_KMS_SECRET_KEY="+s.kmsKey,
 	)
+	// The health endpoints can answer before the object layer is up, when
+	// S3 calls still get 503 "Server not initialized yet" (seen after a
+	// restart); an anonymous ListBuckets answers 403 only once it is.
 	return servertest.Launch(cmd, startTimeout, servertest.HTTPSReady(s.tlsConfig(),
 		s.url()+"/minio/health/live",
-		s.url()+"/minio/health/ready"))
+		s.url()+"/minio/health/ready",
+		s.url()+"/"))
 }
 
 // installTLS puts the certificate where MinIO looks for it and trusts its
