@@ -26,10 +26,13 @@ import (
 // about its request size limit (RangeStream, etcd 3.7 and later) or, on
 // older servers, page by page: at most PageSize keys and about PageBytes
 // of keys and values a page (the limit of each request is sized from the
-// keys read so far). Memory is bounded by three chunks (etcd's client
-// reads one ahead) or two pages, whatever the number of keys. A
-// compaction past that revision while the export runs fails it with
-// etcd's ErrCompacted.
+// keys read so far). Memory is bounded by a chunk and gRPC's flow-control
+// window, or two pages, whatever the number of keys: a client made by
+// clientv3.New is streamed from through its connection, and key lines are
+// written from the buffers gRPC received a chunk in, not decoded first; a
+// client whose KV its user set (a namespace, a proxy) is read through that
+// KV, and holds three decoded chunks. A compaction past that revision
+// while the export runs fails it with etcd's ErrCompacted.
 type KeysExporter struct {
 	// Client reads the keys. The exporter does not close it.
 	Client *clientv3.Client
@@ -191,10 +194,10 @@ func (e *KeysExporter) page(ctx context.Context, r keyRange, rev, limit int64) (
 
 // write writes the object to w: the header, then every key of every
 // range at the first page's revision, as read chunk by chunk or page by
-// page. Reading and writing overlap without a stage of their own: etcd's
-// client reads the next chunk of a stream while one is written, and pages
-// read the next page while one is written (see pages). At most three
-// chunks or two pages are held, whatever the number of keys.
+// page. Reading and writing overlap without a stage of their own: etcd
+// sends the next chunk of a stream while one is written, and pages read
+// the next page while one is written (see pages). At most a chunk and
+// gRPC's window, or two pages, are held, whatever the number of keys.
 func (e *KeysExporter) write(ctx context.Context, w io.Writer, h KeysJSONHeader, prefixes []string, first *clientv3.GetResponse) (int64, error) {
 	kw, err := NewKeysJSONWriter(w, h)
 	if err != nil {
@@ -203,17 +206,11 @@ func (e *KeysExporter) write(ctx context.Context, w io.Writer, h KeysJSONHeader,
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var writeErr error
-	put := func(resp *clientv3.GetResponse) error {
-		for _, kv := range resp.Kvs {
-			if err := kw.Write(KeyValue{Key: kv.Key, CreateRevision: kv.CreateRevision, ModRevision: kv.ModRevision,
-				Version: kv.Version, Value: kv.Value, Lease: kv.Lease}); err != nil {
-				writeErr = err
-				return err
-			}
-		}
-		return nil
+	emit := func(kv KeyValue) error {
+		writeErr = kw.Write(kv)
+		return writeErr
 	}
-	if err := e.read(ctx, h.Revision, prefixes, first, put); err != nil {
+	if err := e.read(ctx, h.Revision, prefixes, first, emit); err != nil {
 		if writeErr != nil {
 			return kw.Keys(), writeErr
 		}
@@ -222,11 +219,24 @@ func (e *KeysExporter) write(ctx context.Context, w io.Writer, h KeysJSONHeader,
 	return kw.Keys(), kw.Flush()
 }
 
-// read passes every page of every range to send, the first page first.
+// emitPage passes the keys of a page to emit.
+func emitPage(resp *clientv3.GetResponse, emit func(KeyValue) error) error {
+	for _, kv := range resp.Kvs {
+		if err := emit(KeyValue{Key: kv.Key, CreateRevision: kv.CreateRevision, ModRevision: kv.ModRevision,
+			Version: kv.Version, Value: kv.Value, Lease: kv.Lease}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// read passes every key of every range to emit, the first page's first.
 // Past the first page it streams each range from etcd (RangeStream, etcd
 // 3.7 and later: chunks the server sizes, no count of the rest of the
 // range per chunk), or pages through it with Get on a server without it.
-func (e *KeysExporter) read(ctx context.Context, rev int64, prefixes []string, first *clientv3.GetResponse, send func(*clientv3.GetResponse) error) error {
+// A client whose KV is its own is streamed from through its connection
+// (streamConn); one whose KV was set by its user, through that KV.
+func (e *KeysExporter) read(ctx context.Context, rev int64, prefixes []string, first *clientv3.GetResponse, emit func(KeyValue) error) error {
 	pg := &pager{maxKeys: e.pageSize(), target: cmp.Or(e.PageBytes, DefaultExportPageBytes)}
 	pg.saw(first)
 	stream := !e.NoStream
@@ -234,7 +244,7 @@ func (e *KeysExporter) read(ctx context.Context, rev int64, prefixes []string, f
 	for i := range ranges {
 		r := rangeOf(prefixes, i)
 		if i == 0 {
-			if err := send(first); err != nil {
+			if err := emitPage(first, emit); err != nil {
 				return err
 			}
 			if !first.More || len(first.Kvs) == 0 {
@@ -245,26 +255,32 @@ func (e *KeysExporter) read(ctx context.Context, rev int64, prefixes []string, f
 			first = nil // not held past its page
 		}
 		if stream {
-			streamed, err := e.stream(ctx, r, rev, send)
-			if err != nil || streamed {
-				if err != nil {
-					return err
-				}
+			var streamed bool
+			var err error
+			if readsConn(e.Client) {
+				streamed, err = e.streamConn(ctx, r, rev, emit)
+			} else {
+				streamed, err = e.stream(ctx, r, rev, emit)
+			}
+			if err != nil {
+				return err
+			}
+			if streamed {
 				continue
 			}
 			stream = false // etcd has no RangeStream: page from here on
 		}
-		if err := e.pages(ctx, r, rev, pg, send); err != nil {
+		if err := e.pages(ctx, r, rev, pg, emit); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// stream sends the keys of r at rev, chunk by chunk, as etcd streams them.
-// It reports false, having sent nothing, when etcd does not know
-// RangeStream.
-func (e *KeysExporter) stream(ctx context.Context, r keyRange, rev int64, send func(*clientv3.GetResponse) error) (bool, error) {
+// stream sends the keys of r at rev, chunk by chunk, as etcd streams them
+// through the client's KV. It reports false, having sent nothing, when
+// etcd does not know RangeStream.
+func (e *KeysExporter) stream(ctx context.Context, r keyRange, rev int64, emit func(KeyValue) error) (bool, error) {
 	sctx, cancel := context.WithCancel(ctx)
 	chunks, err := e.Client.GetStream(sctx, r.key, clientv3.WithRange(r.end), clientv3.WithRev(rev))
 	defer func() {
@@ -281,14 +297,14 @@ func (e *KeysExporter) stream(ctx context.Context, r keyRange, rev int64, send f
 			break
 		}
 		received = true
-		if err = send(&clientv3.GetResponse{Kvs: c.Kvs}); err != nil {
+		if err = emitPage(&clientv3.GetResponse{Kvs: c.Kvs}, emit); err != nil {
 			return true, err
 		}
 	}
 	if !received && status.Code(err) == codes.Unimplemented {
 		return false, nil
 	}
-	return true, fmt.Errorf("read keys: %w", err)
+	return true, err
 }
 
 // drain reads a stream's channel to its end, so that the client's
@@ -304,7 +320,7 @@ func drain(chunks clientv3.GetStreamChan) {
 // pages sends the keys of r at rev page by page, with Get: the next page
 // is read while one is sent, so that etcd's work and the encoding overlap
 // and at most two pages are held.
-func (e *KeysExporter) pages(ctx context.Context, r keyRange, rev int64, pg *pager, send func(*clientv3.GetResponse) error) error {
+func (e *KeysExporter) pages(ctx context.Context, r keyRange, rev int64, pg *pager, emit func(KeyValue) error) error {
 	type page struct {
 		resp *clientv3.GetResponse
 		err  error
@@ -334,7 +350,7 @@ func (e *KeysExporter) pages(ctx context.Context, r keyRange, rev int64, pg *pag
 		if more {
 			next = fetch(string(p.resp.Kvs[len(p.resp.Kvs)-1].Key) + "\x00")
 		}
-		if err := send(p.resp); err != nil || !more {
+		if err := emitPage(p.resp, emit); err != nil || !more {
 			return err
 		}
 	}

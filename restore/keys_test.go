@@ -14,10 +14,12 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"filippo.io/age"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -383,4 +385,84 @@ func TestExportStreamsOrPages(t *testing.T) {
 	paged, _ = export(old, true)
 	require.Equal(t, streamed, paged)
 	require.Zero(t, asked.Load(), "NoStream never asks")
+}
+
+// passKV is the client's own KV behind a type of the caller's, as a
+// namespace or a proxy sets one: the exporter reads through it.
+type passKV struct{ clientv3.KV }
+
+// TestExportReadsTheConnection: an export from a client whose KV is its
+// own writes its key lines from the buffers gRPC received each chunk in;
+// the object is byte for byte the one read through a KV the caller set,
+// whatever the sizes of keys and values across gRPC's 16 KiB frames, and
+// with leases, empty values and binary bytes.
+func TestExportReadsTheConnection(t *testing.T) {
+	ctx := t.Context()
+	srv := etcdtest.Start(t)
+	cli := srv.Client(t)
+	lease, err := cli.Grant(ctx, 3600)
+	require.NoError(t, err)
+	sizes := []int{0, 1, 100, 5 << 10, 16<<10 - 40, 16 << 10, 16<<10 + 1, 40 << 10, 300 << 10, 1 << 20}
+	for i := range 600 {
+		value := bytes.Repeat([]byte{byte(i), 0, '"', '\n', 0xff}, sizes[i%len(sizes)]/5+1)[:sizes[i%len(sizes)]]
+		key := fmt.Sprintf("/registry/k/%s%05d", strings.Repeat("x", i%7*3000), i)
+		var opts []clientv3.OpOption
+		if i%3 == 0 {
+			opts = append(opts, clientv3.WithLease(lease.ID))
+		}
+		_, err := cli.Put(ctx, key, string(value), opts...)
+		require.NoError(t, err)
+	}
+	now := func() time.Time { return time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC) }
+	export := func(c *clientv3.Client) []byte {
+		t.Helper()
+		snap, err := (&backup.KeysExporter{Client: c, Now: now}).Snapshot(ctx)
+		require.NoError(t, err)
+		raw, err := io.ReadAll(snap)
+		require.NoError(t, err)
+		require.NoError(t, snap.Close())
+		return raw
+	}
+	direct := export(cli)
+	wrapped := srv.Client(t)
+	wrapped.KV = passKV{KV: wrapped.KV}
+	require.Equal(t, export(wrapped), direct)
+
+	header, values := readScript(t, direct)
+	want := keysAt(t, cli, []string{"/registry/k/"}, int64(header["revision"].(float64)))
+	require.Len(t, values, 600)
+	for k, kv := range want {
+		require.Equal(t, len(kv.Value), len(values[k]), k)
+		require.True(t, bytes.Equal(kv.Value, values[k]), k)
+	}
+	r, err := backup.NewKeysJSONReader(bytes.NewReader(direct))
+	require.NoError(t, err)
+	for {
+		kv, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		require.NoError(t, err)
+		require.Equal(t, want[string(kv.Key)], &kv)
+	}
+}
+
+// TestExportFailsOnCompaction: a compaction past an export's revision
+// while it streams fails it with etcd's ErrCompacted, and the keys read
+// before do not make a complete object.
+func TestExportFailsOnCompaction(t *testing.T) {
+	ctx := t.Context()
+	cli := etcdtest.Start(t).Client(t)
+	fillKeys(t, cli, []string{"/registry/c/"}, 3000, strings.Repeat("v", 10<<10))
+	snap, err := (&backup.KeysExporter{Client: cli}).Snapshot(ctx)
+	require.NoError(t, err)
+	defer snap.Close()
+	// The writer is blocked on the pipe until it is read, and etcd on
+	// gRPC's flow control: the stream is not read to its end yet.
+	put, err := cli.Put(ctx, "/other", "x")
+	require.NoError(t, err)
+	_, err = cli.Compact(ctx, put.Header.Revision)
+	require.NoError(t, err)
+	_, err = io.Copy(io.Discard, snap)
+	require.ErrorIs(t, err, rpctypes.ErrCompacted)
 }
