@@ -21,16 +21,20 @@ func ExportDialOptions() []grpc.DialOption {
 // (debug.SetMemoryLimit, GOMEMLIMIT) of a process that backs up within
 // budget bytes, half for the store's part buffers (s3.PartsWithin) and
 // half for the compressor (Pipeline.MemoryBudget), as the CLI's --memory
-// splits it: the compressor's half, plus 32 MiB for the etcd client's
-// buffers, the keys being encoded and the runtime. The part buffers of
-// storage/s3 are mapped outside the Go heap and are not counted.
+// splits it: the compressor's half, plus 16 MiB for the etcd client's
+// buffers (a snapshot's messages, or an export's chunk of at most 3 MiB
+// and its gRPC window), the keys being encoded and the runtime. The part
+// buffers of storage/s3 are mapped outside the Go heap and are not
+// counted.
 //
 // Without a limit the collector lets the heap grow to twice what is live
-// between collections, which an export, allocating about its size again
-// in decoded keys, reaches at every cycle. With one it collects more often
-// as the heap nears the limit, which costs CPU, and more than half of it
-// only when what is live exceeds the limit. The limit is process-wide: a
-// host that runs other work beside its backups sets its own.
+// between collections, which a snapshot, whose etcd client allocates about
+// its size again in messages, reaches at every cycle. With one it collects
+// more often as the heap nears the limit, which costs CPU, and more than
+// half of it only when what is live exceeds the limit: at 32 MiB of budget
+// (a 32 MiB limit) a backup of a 1 GiB etcd runs about 100 collections, an
+// export about 7 (BENCHMARKS.md). The limit is process-wide: a host that
+// runs other work beside its backups sets its own.
 func MemoryLimit(budget int64) int64 {
-	return max(budget, 0)/2 + 32<<20
+	return max(budget, 0)/2 + 16<<20
 }

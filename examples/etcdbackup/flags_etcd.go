@@ -88,7 +88,7 @@ const defaultMemory = 32 << 20
 
 func (f *encodingFlags) register(fs *flagSet) {
 	f.memory = defaultMemory
-	fs.Var(&f.memory, "memory", "`bytes` of upload buffers and compressor, half each, which also sets the Go runtime's memory limit to half plus 32 MiB unless GOMEMLIMIT is set (e.g. 32MiB; 0 for the library's defaults: 32 MiB of parts, 40 MiB of zstd, no limit)")
+	fs.Var(&f.memory, "memory", "`bytes` of upload buffers and compressor, half each, which also sets the Go runtime's memory limit to half plus 16 MiB unless GOMEMLIMIT is set (e.g. 32MiB; 0 for the library's defaults: 32 MiB of parts, 40 MiB of zstd, no limit)")
 	fs.StringVar(&f.compression, "compression", string(backup.Zstd), "zstd, gzip or none")
 	fs.Var(&f.recipients, "recipient", "age public `key` to encrypt to; repeatable")
 	fs.StringVar(&f.recipientFile, "recipient-file", "", "`file` of age public keys, one a line (- for stdin)")

@@ -21,7 +21,7 @@ func TestLimitMemory(t *testing.T) {
 	limitMemory(32 << 20)
 	got := current()
 	debug.SetMemoryLimit(math.MaxInt64) // not kept while the test runs on
-	require.Equal(t, int64(48<<20), got)
+	require.Equal(t, int64(32<<20), got)
 	require.Equal(t, backup.MemoryLimit(32<<20), got)
 
 	limitMemory(0)
