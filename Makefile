@@ -77,6 +77,7 @@ lint: $(TOOLS)/staticcheck
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	go vet ./...
 	$(TOOLS)/staticcheck ./...
+	go vet -tags benchlean ./internal/bench
 	cd $(KUBE_DIR) && go vet ./... && $(TOOLS)/staticcheck ./...
 
 fmt:
@@ -116,6 +117,7 @@ FUZZ_TARGETS := \
 	./backup:FuzzValidateName \
 	./backup:FuzzParseManifest \
 	./backup:FuzzParseKeyLine \
+	./backup:FuzzRangeChunk \
 	./destination:FuzzParseURL
 
 # release: the CLI as shipped: stripped, without file paths.
@@ -155,6 +157,7 @@ fuzz:
 .PHONY: bench
 bench: $(TOOLS)/minio
 	go build -o bench-out/etcdbackup-bench ./internal/bench
+	go build -tags benchlean -o bench-out/etcdbackup-bench-lean ./internal/bench
 	bench-out/etcdbackup-bench $(BENCH_FLAGS)
 	bench-out/etcdbackup-bench pitr $(PITR_FLAGS)
 	bench-out/etcdbackup-bench pitr-restore $(PITR_RESTORE_FLAGS)

@@ -2,15 +2,12 @@ package main
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
 	"github.com/etcdbackup/etcdbackup/backup"
-	"github.com/etcdbackup/etcdbackup/restore"
 )
 
 // runExportKeys stores every key of the etcd as a keys-json logical backup
@@ -55,50 +52,4 @@ func exportKeysWithin(ctx context.Context, env modeEnv, budget int64) (modeResul
 	m := res.Outcomes[0].Manifest
 	return modeResult{Wall: wall.Seconds(), Raw: res.Raw.Size, Stored: res.Stored.Size,
 		Key: backup.ClusterPrefix(m.Cluster) + m.DataKey, ID: m.ID}, nil
-}
-
-// runImportKeys imports the export its source mode prepared into an empty
-// etcd, a process of its own started for the run: the fetch and check of
-// the object and the import, as restore.Importer does them, under the
-// memory limit the CLI's import sets.
-func runImportKeys(ctx context.Context, env modeEnv) (modeResult, error) {
-	limitMemory(32 << 20) // as the CLI's import does
-	bucket, err := env.bucket()
-	if err != nil {
-		return modeResult{}, err
-	}
-	self, err := os.Executable()
-	if err != nil {
-		return modeResult{}, err
-	}
-	dir, err := os.MkdirTemp(env.TmpDir, "import-")
-	if err != nil {
-		return modeResult{}, err
-	}
-	defer os.RemoveAll(dir)
-	target, err := startEtcd(ctx, self, filepath.Join(dir, "etcd"), filepath.Join(dir, "etcd.log"), false)
-	if err != nil {
-		return modeResult{}, err
-	}
-	defer target.stop(time.Minute)
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{target.endpoint}, Logger: zap.NewNop()})
-	if err != nil {
-		return modeResult{}, err
-	}
-	defer cli.Close()
-	b, err := restore.Find(ctx, []restore.Source{{Name: "minio", Catalog: bucket}},
-		restore.Query{Cluster: "bench", ID: env.Source.ID, Kind: backup.KindKeysJSON})
-	if err != nil {
-		return modeResult{}, err
-	}
-	start := time.Now()
-	path := filepath.Join(dir, "keys.jsonl")
-	fetched, err := (&restore.Restorer{}).Fetch(ctx, b, path)
-	if err != nil {
-		return modeResult{}, err
-	}
-	if _, err := (&restore.Importer{Client: cli, TempDir: dir, BatchSize: 100}).ImportFile(ctx, path); err != nil {
-		return modeResult{}, err
-	}
-	return modeResult{Wall: time.Since(start).Seconds(), Raw: fetched.Raw.Size, Stored: fetched.Stored.Size}, nil
 }

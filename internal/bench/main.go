@@ -1,3 +1,5 @@
+//go:build !benchlean
+
 // Command etcdbackup-bench measures backups of an etcd to MinIO: the
 // two-step approach of cron-job tools (snapshot to a file, then upload the
 // file) against etcdbackup's streaming pipeline with and without
@@ -7,14 +9,18 @@
 // `make bench` builds and runs it. By hand, from the module root:
 //
 //	go build -o bench-out/etcdbackup-bench ./internal/bench
+//	go build -tags benchlean -o bench-out/etcdbackup-bench-lean ./internal/bench
 //	bench-out/etcdbackup-bench [-sizes 256MiB,1GiB,2GiB] [-runs 5] [-modes two-step,stream,...]
 //	bench-out/etcdbackup-bench report   # render BENCHMARKS.md again from bench-out/results.json
 //	bench-out/etcdbackup-bench pitr     # continuous backup: commit lag, follower RSS, replay speed
 //
 // etcd and MinIO run as processes of their own, and so does every run of a
-// mode (the binary re-executes itself with the "etcd" and "mode"
-// subcommands), so that the peak RSS and CPU time reported for a mode are
-// those of the backup alone. The etcd is filled with Kubernetes-like data
+// mode, so that the peak RSS and CPU time reported for a mode are those of
+// the backup alone: the binary re-executes itself with the "etcd"
+// subcommand, and with the "mode" subcommand for the restore modes; backup
+// modes run in etcdbackup-bench-lean, this package built with the
+// benchlean tag, which links what a host backing up links and not the
+// bench's etcd server, generator or report (see leanBinary). The etcd is filled with Kubernetes-like data
 // (see gen.go) to each size; filled data directories are kept under
 // bench-out/etcd and reused by later runs.
 package main
@@ -136,8 +142,10 @@ func parseConfig(args []string) (*config, error) {
 
 // bench is one measuring run.
 type bench struct {
-	cfg   *config
-	self  string
+	cfg  *config
+	self string
+	// lean is the backup modes' binary (see leanBinary).
+	lean  string
 	run   string // scratch directory of this run
 	logs  string
 	minio *minioServer
@@ -163,7 +171,11 @@ func runBench(args []string) error {
 	if err != nil {
 		return err
 	}
-	b := &bench{cfg: cfg, self: self, run: filepath.Join(cfg.work, "run"), logs: filepath.Join(cfg.work, "logs"), identity: id.String()}
+	lean, err := leanBinary(self, cfg.modes)
+	if err != nil {
+		return err
+	}
+	b := &bench{cfg: cfg, self: self, lean: lean, run: filepath.Join(cfg.work, "run"), logs: filepath.Join(cfg.work, "logs"), identity: id.String()}
 	if err := os.RemoveAll(b.run); err != nil {
 		return err
 	}
@@ -352,6 +364,29 @@ func (b *bench) env(etcd *etcdServer, name, profile string) modeEnv {
 	}
 }
 
+// leanBinary returns the path of the backup modes' binary, next to self
+// and named after it with "-lean": this package built with the benchlean
+// tag (lean.go), as make bench builds it. Backup modes run in it, so that
+// their peak RSS is not that of the bench's own etcd server, generator and
+// report code, which every process of the bench binary maps and
+// initialises: about 24 MiB before a mode does anything, against about 12
+// MiB. Restore modes run in the bench binary, whose etcd server packages
+// they link anyway. It fails when a backup mode is to run and the binary
+// is missing.
+func leanBinary(self string, modes []mode) (string, error) {
+	lean := self + "-lean"
+	for _, m := range modes {
+		if m.group != groupBackup {
+			continue
+		}
+		if _, err := os.Stat(lean); err != nil {
+			return "", fmt.Errorf("backup modes run in %s, built with: go build -tags benchlean -o %s ./internal/bench (make bench builds it): %w", lean, lean, err)
+		}
+		break
+	}
+	return lean, nil
+}
+
 // child runs one mode in a child process and returns its result and
 // resource usage.
 func (b *bench) child(ctx context.Context, m mode, env modeEnv) (modeResult, *syscall.Rusage, error) {
@@ -360,7 +395,11 @@ func (b *bench) child(ctx context.Context, m mode, env modeEnv) (modeResult, *sy
 		return modeResult{}, nil, err
 	}
 	var out, errOut bytes.Buffer
-	cmd := exec.CommandContext(ctx, b.self, "mode", "-mode", m.name)
+	bin := b.self
+	if m.group == groupBackup {
+		bin = b.lean
+	}
+	cmd := exec.CommandContext(ctx, bin, "mode", "-mode", m.name)
 	cmd.Stdin = bytes.NewReader(in)
 	cmd.Stdout = &out
 	cmd.Stderr = io.MultiWriter(&errOut, os.Stderr)

@@ -64,23 +64,21 @@ const (
 
 // modes lists every mode, in the order of the report. The first mode of a
 // group is its baseline.
-var modes = []mode{
+var modes = append(backupModes, restoreModes...)
+
+// backupModes are the modes of the backup group. They run in the backup
+// modes' binary (see leanBinary).
+var backupModes = []mode{
 	{name: "two-step", short: "(a) two-step", label: "(a) two-step: `etcdctl snapshot save` to a file, then `mc cp`", group: "backup", run: runTwoStep},
 	{name: "stream", short: "(b) streaming", label: "(b) etcdbackup streaming, no compression", group: "backup", run: runPipeline(backup.None, false, false)},
 	{name: "stream-zstd", short: "(c) streaming zstd", label: "(c) etcdbackup streaming, zstd", group: "backup", run: runPipeline(backup.Zstd, false, false)},
 	{name: "stream-zstd-age", short: "(d) streaming zstd+age", label: "(d) etcdbackup streaming, zstd + age", group: "backup", run: runPipeline(backup.Zstd, true, false)},
 	{name: "spool-zstd", short: "(e) spool zstd", label: "(e) etcdbackup spool mode, zstd", group: "backup", run: runPipeline(backup.Zstd, false, true)},
-	{name: "stream-zstd-mem", short: "(c') zstd, --memory=32MiB", label: "(c') etcdbackup streaming, zstd, within 32 MiB (`--memory`, the CLI's default): 8 MiB parts, 2 in flight; two zstd encoders, 2 MiB windows; the Go runtime's memory limit the CLI sets for it (48 MiB)", group: "backup", run: runPipelineWithin(backup.Zstd, false, false, 32<<20)},
+	{name: "stream-zstd-mem", short: "(c') zstd, --memory=32MiB", label: "(c') etcdbackup streaming, zstd, within 32 MiB (`--memory`, the CLI's default): 8 MiB parts, 2 in flight; two zstd encoders, 2 MiB windows; the Go runtime's memory limit the CLI sets for it (32 MiB)", group: "backup", run: runPipelineWithin(backup.Zstd, false, false, 32<<20)},
 	{name: "snapshot-read", short: "snapshot read only", label: "(ref) snapshot read and trailer check only, to /dev/null", group: "backup", reference: true, run: runSnapshotRead},
-	{name: "idle", short: "idle process", label: "(ref) idle child: the bench binary doing nothing", group: "backup", reference: true, run: runIdle},
-	{name: "export-keys", short: "keys-json export", label: "(ref) etcdbackup keys-json export of every key, zstd: a logical backup, read against (c)", group: "backup", reference: true, run: runExportKeys},
+	{name: "idle", short: "idle process", label: "(ref) idle child: the backup modes' binary doing nothing", group: "backup", reference: true, run: runIdle},
+	{name: "export-keys", short: "keys-json export", label: "(ref) etcdbackup keys-json export of every key, zstd, with the library's defaults: a logical backup, read against (c)", group: "backup", reference: true, run: runExportKeys},
 	{name: "export-keys-mem", short: "keys-json export, --memory=32MiB", label: "(ref) the same export as the CLI runs it by default: within 32 MiB (`--memory`) and its memory limit, as (c'), and 1 MiB gRPC windows (`backup.ExportDialOptions`)", group: "backup", reference: true, run: runExportKeysMem},
-
-	{name: "download-restore", short: "(f) download, etcdutl restore", label: "(f) download with minio-go `FGetObject` (as `mc cp`), then `etcdutl snapshot restore`", group: "restore", source: "stream", run: runDownloadRestore},
-	{name: "restore", short: "(g) restore", label: "(g) etcdbackup `Restorer.Restore`, the same object as (f)", group: "restore", source: "stream", run: runRestore},
-	{name: "restore-zstd-age", short: "(h) restore zstd+age", label: "(h) etcdbackup `Restorer.Restore` of a zstd + age backup", group: "restore", source: "stream-zstd-age", run: runRestore},
-	{name: "download", short: "download only", label: "(ref) download of (f)'s object to a file only", group: "restore", reference: true, source: "stream", run: runDownload},
-	{name: "import-keys", short: "keys-json import", label: "(ref) etcdbackup `Importer` of the CLI-default export (export-keys-mem) into an empty etcd (a process of its own), under the memory limit the CLI's import sets (48 MiB)", group: "restore", reference: true, source: "export-keys-mem", run: runImportKeys},
 }
 
 func findMode(name string) (mode, bool) {

@@ -1,3 +1,5 @@
+//go:build !benchlean
+
 package main
 
 import (
@@ -10,9 +12,11 @@ import (
 	"filippo.io/age"
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/etcdutl/v3/snapshot"
 	"go.uber.org/zap"
 
+	"github.com/etcdbackup/etcdbackup/backup"
 	"github.com/etcdbackup/etcdbackup/restore"
 )
 
@@ -24,6 +28,17 @@ const (
 	restoreInitial  = restoreMember + "=" + restorePeerURL
 	restoreClusterT = "etcd-cluster"
 )
+
+// restoreModes are the modes of the restore group. They link etcd's
+// server packages (etcdutl, the restore's replay) and run in the bench
+// binary.
+var restoreModes = []mode{
+	{name: "download-restore", short: "(f) download, etcdutl restore", label: "(f) download with minio-go `FGetObject` (as `mc cp`), then `etcdutl snapshot restore`", group: "restore", source: "stream", run: runDownloadRestore},
+	{name: "restore", short: "(g) restore", label: "(g) etcdbackup `Restorer.Restore`, the same object as (f)", group: "restore", source: "stream", run: runRestore},
+	{name: "restore-zstd-age", short: "(h) restore zstd+age", label: "(h) etcdbackup `Restorer.Restore` of a zstd + age backup", group: "restore", source: "stream-zstd-age", run: runRestore},
+	{name: "download", short: "download only", label: "(ref) download of (f)'s object to a file only", group: "restore", reference: true, source: "stream", run: runDownload},
+	{name: "import-keys", short: "keys-json import", label: "(ref) etcdbackup `Importer` of the CLI-default export (export-keys-mem) into an empty etcd (a process of its own), under the memory limit the CLI's import sets (32 MiB)", group: "restore", reference: true, source: "export-keys-mem", run: runImportKeys},
+}
 
 // runDownloadRestore does what an operator does by hand: download the
 // object with `mc cp` (minio-go's FGetObject: a ".part.minio" file renamed
@@ -152,4 +167,50 @@ func checkDataDir(dir string) error {
 		return fmt.Errorf("restored data directory %s has an empty database", dir)
 	}
 	return nil
+}
+
+// runImportKeys imports the export its source mode prepared into an empty
+// etcd, a process of its own started for the run: the fetch and check of
+// the object and the import, as restore.Importer does them, under the
+// memory limit the CLI's import sets.
+func runImportKeys(ctx context.Context, env modeEnv) (modeResult, error) {
+	limitMemory(32 << 20) // as the CLI's import does
+	bucket, err := env.bucket()
+	if err != nil {
+		return modeResult{}, err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return modeResult{}, err
+	}
+	dir, err := os.MkdirTemp(env.TmpDir, "import-")
+	if err != nil {
+		return modeResult{}, err
+	}
+	defer os.RemoveAll(dir)
+	target, err := startEtcd(ctx, self, filepath.Join(dir, "etcd"), filepath.Join(dir, "etcd.log"), false)
+	if err != nil {
+		return modeResult{}, err
+	}
+	defer target.stop(time.Minute)
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{target.endpoint}, Logger: zap.NewNop()})
+	if err != nil {
+		return modeResult{}, err
+	}
+	defer cli.Close()
+	b, err := restore.Find(ctx, []restore.Source{{Name: "minio", Catalog: bucket}},
+		restore.Query{Cluster: "bench", ID: env.Source.ID, Kind: backup.KindKeysJSON})
+	if err != nil {
+		return modeResult{}, err
+	}
+	start := time.Now()
+	path := filepath.Join(dir, "keys.jsonl")
+	fetched, err := (&restore.Restorer{}).Fetch(ctx, b, path)
+	if err != nil {
+		return modeResult{}, err
+	}
+	if _, err := (&restore.Importer{Client: cli, TempDir: dir, BatchSize: 100}).ImportFile(ctx, path); err != nil {
+		return modeResult{}, err
+	}
+	return modeResult{Wall: time.Since(start).Seconds(), Raw: fetched.Raw.Size, Stored: fetched.Stored.Size}, nil
 }
