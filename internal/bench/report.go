@@ -89,7 +89,7 @@ func renderReport(r *results, chart string) string {
 	w("## How to read the figures\n\n")
 	w("- **wall**: from the first request to etcd to the last byte stored (for etcdbackup: the manifest committed), timed inside the process; process start is not included.\n")
 	w("- **vs (a)**: median wall time divided by that of the two-step approach on the same etcd.\n")
-	w("- **peak RSS**: the high-water mark of the resident set of the mode's process (`VmHWM`, read by the process at its end), the bench binary's own floor included (the idle row). `ru_maxrss` is not used: Linux carries into it the resident set of the parent, whose memory a child started by Go's `os/exec` shares until `execve`.\n")
+	w("- **peak RSS**: the high-water mark of the resident set of the mode's process (`VmHWM`, read by the process at its end), the floor of the binary it runs in included (the idle row: backup modes run in `etcdbackup-bench-lean`, which links what a host backing up links; restore modes in the bench binary, with etcd's server). `ru_maxrss` is not used: Linux carries into it the resident set of the parent, whose memory a child started by Go's `os/exec` shares until `execve`.\n")
 	w("- **stored / raw**: stored object size over the snapshot stream's size.\n")
 	w("- **etcd stream open**: how long etcd's snapshot stream, and so its read transaction, stayed open.\n")
 	w("- **CPU**: user + system seconds of the backup process, and of etcd and MinIO during the run. On %d cores the three share the CPU, so CPU seconds explain wall times.\n", r.Machine.CPUs)
