@@ -141,7 +141,7 @@ func (p *chunkParser) each(data mem.BufferSlice, emit func(KeyValue) error) erro
 			}
 			kv, err := parseKeyValue(b)
 			if err != nil {
-				return err
+				return fmt.Errorf("%w: %w", ErrRangeChunk, err)
 			}
 			return emit(kv)
 		})
@@ -161,16 +161,9 @@ func (p *chunkParser) message(end int, field func(num protowire.Number, end int)
 		if num < protowire.MinValidNumber {
 			return fmt.Errorf("%w: field number %d", ErrRangeChunk, num)
 		}
-		switch typ {
-		case protowire.VarintType:
-			_, err = p.varint()
-		case protowire.Fixed64Type:
-			err = p.skip(8)
-		case protowire.Fixed32Type:
-			err = p.skip(4)
-		case protowire.StartGroupType: // deprecated, but valid protobuf
-			err = p.skipGroup(num, 0)
-		case protowire.BytesType:
+		if typ != protowire.BytesType {
+			err = p.skipField(num, typ, 0)
+		} else {
 			var n uint64
 			if n, err = p.varint(); err == nil {
 				if n > uint64(end-p.pos) {
@@ -178,8 +171,6 @@ func (p *chunkParser) message(end int, field func(num protowire.Number, end int)
 				}
 				err = field(num, p.pos+int(n))
 			}
-		default:
-			return fmt.Errorf("%w: field %d has wire type %d", ErrRangeChunk, num, typ)
 		}
 		if err != nil {
 			return err
@@ -191,7 +182,30 @@ func (p *chunkParser) message(end int, field func(num protowire.Number, end int)
 	return nil
 }
 
-// skipGroup skips the fields of group num, nested in depth groups, to
+// skipField skips the value of field num, of wire type typ, in depth
+// groups.
+func (p *chunkParser) skipField(num protowire.Number, typ protowire.Type, depth int) error {
+	switch typ {
+	case protowire.VarintType:
+		_, err := p.varint()
+		return err
+	case protowire.Fixed64Type:
+		return p.skip(8)
+	case protowire.Fixed32Type:
+		return p.skip(4)
+	case protowire.BytesType:
+		n, err := p.varint()
+		if err != nil {
+			return err
+		}
+		return p.skip(int(min(n, math.MaxInt32)))
+	case protowire.StartGroupType: // deprecated, but valid protobuf
+		return p.skipGroup(num, depth+1)
+	}
+	return fmt.Errorf("%w: field %d has wire type %d", ErrRangeChunk, num, typ)
+}
+
+// skipGroup skips the fields of group num, the depth-th nested one, to
 // its end.
 func (p *chunkParser) skipGroup(num protowire.Number, depth int) error {
 	if depth > maxGroupDepth {
@@ -203,29 +217,13 @@ func (p *chunkParser) skipGroup(num protowire.Number, depth int) error {
 			return err
 		}
 		n, typ := protowire.DecodeTag(tag)
-		switch typ {
-		case protowire.EndGroupType:
+		if typ == protowire.EndGroupType {
 			if n != num {
 				return fmt.Errorf("%w: group %d ends as %d", ErrRangeChunk, num, n)
 			}
 			return nil
-		case protowire.StartGroupType:
-			err = p.skipGroup(n, depth+1)
-		case protowire.VarintType:
-			_, err = p.varint()
-		case protowire.Fixed64Type:
-			err = p.skip(8)
-		case protowire.Fixed32Type:
-			err = p.skip(4)
-		case protowire.BytesType:
-			var l uint64
-			if l, err = p.varint(); err == nil {
-				err = p.skip(int(min(l, math.MaxInt32)))
-			}
-		default:
-			return fmt.Errorf("%w: field %d has wire type %d", ErrRangeChunk, n, typ)
 		}
-		if err != nil {
+		if err := p.skipField(n, typ, depth); err != nil {
 			return err
 		}
 	}
@@ -301,13 +299,13 @@ func (p *chunkParser) skip(n int) error {
 }
 
 // parseKeyValue reads an etcd KeyValue (mvccpb) from its encoding, with
-// its key and value in place.
+// its key and value in place: a chunk's, or a watch event's in a segment.
 func parseKeyValue(b []byte) (KeyValue, error) {
 	var kv KeyValue
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
-			return KeyValue{}, fmt.Errorf("%w: key: %w", ErrRangeChunk, protowire.ParseError(n))
+			return KeyValue{}, fmt.Errorf("key value: %w", protowire.ParseError(n))
 		}
 		b = b[n:]
 		var v uint64
@@ -332,7 +330,7 @@ func parseKeyValue(b []byte) (KeyValue, error) {
 			n = protowire.ConsumeFieldValue(num, typ, b)
 		}
 		if n < 0 {
-			return KeyValue{}, fmt.Errorf("%w: key: field %d: %w", ErrRangeChunk, num, protowire.ParseError(n))
+			return KeyValue{}, fmt.Errorf("key value: field %d: %w", num, protowire.ParseError(n))
 		}
 		b = b[n:]
 	}

@@ -163,49 +163,12 @@ func parseEvent(p []byte, e *SegmentEvent) error {
 }
 
 func parseKV(p []byte, e *SegmentEvent) error {
-	for len(p) > 0 {
-		num, typ, n := protowire.ConsumeTag(p)
-		if n < 0 {
-			return protowire.ParseError(n)
-		}
-		p = p[n:]
-		switch typ {
-		case protowire.BytesType:
-			v, n := protowire.ConsumeBytes(p)
-			if n < 0 {
-				return protowire.ParseError(n)
-			}
-			switch num {
-			case 1:
-				e.Key = v
-			case 5:
-				e.Value = v
-			}
-			p = p[n:]
-		case protowire.VarintType:
-			v, n := protowire.ConsumeVarint(p)
-			if n < 0 {
-				return protowire.ParseError(n)
-			}
-			switch num {
-			case 2:
-				e.CreateRevision = int64(v)
-			case 3:
-				e.ModRevision = int64(v)
-			case 4:
-				e.Version = int64(v)
-			case 6:
-				e.Lease = int64(v)
-			}
-			p = p[n:]
-		default:
-			n := protowire.ConsumeFieldValue(num, typ, p)
-			if n < 0 {
-				return protowire.ParseError(n)
-			}
-			p = p[n:]
-		}
+	kv, err := parseKeyValue(p)
+	if err != nil {
+		return err
 	}
+	e.Key, e.Value, e.Lease = kv.Key, kv.Value, kv.Lease
+	e.CreateRevision, e.ModRevision, e.Version = kv.CreateRevision, kv.ModRevision, kv.Version
 	return nil
 }
 
