@@ -239,7 +239,10 @@ func emitPage(resp *clientv3.GetResponse, emit func(KeyValue) error) error {
 func (e *KeysExporter) read(ctx context.Context, rev int64, prefixes []string, first *clientv3.GetResponse, emit func(KeyValue) error) error {
 	pg := &pager{maxKeys: e.pageSize(), target: cmp.Or(e.PageBytes, DefaultExportPageBytes)}
 	pg.saw(first)
-	stream := !e.NoStream
+	stream, streamRange := !e.NoStream, e.stream
+	if readsConn(e.Client) {
+		streamRange = e.streamConn
+	}
 	ranges := max(len(prefixes), 1)
 	for i := range ranges {
 		r := rangeOf(prefixes, i)
@@ -255,13 +258,7 @@ func (e *KeysExporter) read(ctx context.Context, rev int64, prefixes []string, f
 			first = nil // not held past its page
 		}
 		if stream {
-			var streamed bool
-			var err error
-			if readsConn(e.Client) {
-				streamed, err = e.streamConn(ctx, r, rev, emit)
-			} else {
-				streamed, err = e.stream(ctx, r, rev, emit)
-			}
+			streamed, err := streamRange(ctx, r, rev, emit)
 			if err != nil {
 				return err
 			}

@@ -375,14 +375,11 @@ func (b *bench) env(etcd *etcdServer, name, profile string) modeEnv {
 // is missing.
 func leanBinary(self string, modes []mode) (string, error) {
 	lean := self + "-lean"
-	for _, m := range modes {
-		if m.group != groupBackup {
-			continue
-		}
-		if _, err := os.Stat(lean); err != nil {
-			return "", fmt.Errorf("backup modes run in %s, built with: go build -tags benchlean -o %s ./internal/bench (make bench builds it): %w", lean, lean, err)
-		}
-		break
+	if !slices.ContainsFunc(modes, func(m mode) bool { return m.group == groupBackup }) {
+		return lean, nil
+	}
+	if _, err := os.Stat(lean); err != nil {
+		return "", fmt.Errorf("backup modes run in %s, built with: go build -tags benchlean -o %s ./internal/bench (make bench builds it): %w", lean, lean, err)
 	}
 	return lean, nil
 }
