@@ -145,7 +145,8 @@ rules:
 # (internal/stress/stress.sh). Run it before submitting a change to
 # concurrent code. STRESS_PACKAGES picks package:rounds pairs,
 # STRESS_ROUNDS overrides every package's rounds, STRESS_HOGS the busy
-# loops, STRESS_RUN a -run pattern, e.g.
+# loops, STRESS_RUN and STRESS_SKIP a -run and a -skip pattern; schedule's
+# 20 rounds take about 8 minutes on two cores (README), e.g.
 #   make stress STRESS_PACKAGES=./schedule:20 STRESS_RUN=TestFires
 STRESS_PACKAGES ?= ./schedule:20 ./backup:5 ./destination:5 ./restore:5 ./examples/kubernetes/controller:3
 .PHONY: stress
