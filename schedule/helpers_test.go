@@ -67,7 +67,7 @@ func (h *harness) runsReached() bool {
 	return h.s.loopIdleLocked() && h.s.inFlight == h.rec.inFlight
 }
 
-// stoppingWithTimer reports whether Start is stopping and waits for the
+// isStopping reports whether Start is stopping and waits for the
 // runs in flight.
 func (s *Scheduler) isStopping() bool {
 	s.mu.Lock()
