@@ -5,6 +5,7 @@
 #   make lint    gofmt check, go vet, staticcheck
 #   make tools   install the pinned tools into .tools/bin (reused when present)
 #   make generate  regenerate examples/kubernetes' deepcopy code, CRDs and RBAC
+#   make stress  run the concurrent packages' tests many times beside CPU hogs
 
 SHELL := /bin/bash
 .SHELLFLAGS := -o pipefail -ec
@@ -137,6 +138,20 @@ rules:
 	@mkdir -p bench-out
 	ETCDBACKUP_EXPOSITION=$(CURDIR)/bench-out/exposition.txt go test -count=1 -run '^TestExposition$$' ./examples/alerts
 	promtool check metrics < bench-out/exposition.txt
+
+# stress: the packages whose tests use goroutines and clocks, with -race
+# and -count=N, beside two busy loops that leave at most one core free;
+# a summary per package names each failing test and how often it failed
+# (internal/stress/stress.sh). Run it before submitting a change to
+# concurrent code. STRESS_PACKAGES picks package:rounds pairs,
+# STRESS_ROUNDS overrides every package's rounds, STRESS_HOGS the busy
+# loops, STRESS_RUN and STRESS_SKIP a -run and a -skip pattern; schedule's
+# 20 rounds take about 8 minutes on two cores (README), e.g.
+#   make stress STRESS_PACKAGES=./schedule:20 STRESS_RUN=TestFires
+STRESS_PACKAGES ?= ./schedule:20 ./backup:5 ./destination:5 ./restore:5 ./examples/kubernetes/controller:3
+.PHONY: stress
+stress: $(SERVERS) $(KUBE_TOOLS)
+	STRESS_PACKAGES='$(STRESS_PACKAGES)' internal/stress/stress.sh
 
 .PHONY: fuzz
 fuzz:

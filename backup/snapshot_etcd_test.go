@@ -191,7 +191,7 @@ func TestEtcdSnapshotRevisionBoundsUnderWrites(t *testing.T) {
 			}
 		}
 	})
-	require.Eventually(t, func() bool { return writes.Load() > 10 }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return writes.Load() > 10 }, 30*time.Second, 5*time.Millisecond)
 
 	s := etcdSnapshotterFor(t, backup.EtcdConfig{Endpoints: srv.Endpoints()})
 	snap, err := s.Snapshot(ctx)

@@ -16,6 +16,11 @@ import (
 	"github.com/etcdbackup/etcdbackup/internal/backuptest"
 )
 
+// waitFor bounds the real time a test waits for the registry's
+// goroutines: long enough for a busy machine, where checks and syncs run
+// late.
+const waitFor = 30 * time.Second
+
 func testCtx(t *testing.T) context.Context {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

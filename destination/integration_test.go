@@ -119,7 +119,7 @@ func TestAvailabilityWithMinIO(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return dest("eu").Status().Available() && dest("us").Status().Available() && dest("local").Status().Available() &&
 			dest("bad").Status().State == destination.StateUnavailable
-	}, 20*time.Second, 20*time.Millisecond, tr.messages())
+	}, waitFor, 20*time.Millisecond, tr.messages())
 
 	// Wrong credentials.
 	bad := dest("bad").Status()
@@ -142,25 +142,27 @@ func TestAvailabilityWithMinIO(t *testing.T) {
 	// A backup while all is well, to have something to see in the logs.
 	runBackup(t, ctx, "prod-a", "nightly", 2, dest("eu").Target(), dest("us").Target())
 
-	// MinIO stops.
+	// MinIO stops. The checks notice: the change comes from a check that
+	// ended after the stop began, and the first one does. How soon is the
+	// check interval's (TestRun checks it on memory stores); on a busy
+	// machine a check runs late, so no wall-clock bound is asserted.
+	stopping := time.Now()
 	srv.Stop(t)
-	stopped := time.Now()
 	for _, name := range []string{"eu", "us"} {
 		require.Eventually(t, func() bool {
-			_, ok := tr.firstSince(name, destination.StateUnavailable, stopped.Add(-time.Minute))
+			_, ok := tr.firstSince(name, destination.StateUnavailable, stopping)
 			return ok && dest(name).Status().Reason == destination.ReasonUnreachable
-		}, 10*time.Second, 10*time.Millisecond, name)
-		e, _ := tr.firstSince(name, destination.StateUnavailable, stopped.Add(-time.Minute))
+		}, waitFor, 10*time.Millisecond, name)
+		e, _ := tr.firstSince(name, destination.StateUnavailable, stopping)
 		assert.Equal(t, destination.ReasonUnreachable, e.Status.Reason, e.Status.Message)
-		assert.LessOrEqual(t, e.Time.Sub(stopped), 2*interval, "%s: unavailable within two check intervals", name)
-		assert.Positive(t, dest(name).Status().ConsecutiveFailures)
+		assert.False(t, e.Status.LastCheck.Before(stopping), "%s: the change came from a check made after the stop", name)
+		assert.Equal(t, 1, e.Status.ConsecutiveFailures, "%s: the first failed check made it unavailable", name)
 	}
 	_, err = dest("eu").Stat(ctx, "x")
 	assert.Equal(t, destination.ReasonUnreachable, destination.Classify(err))
 
 	// MinIO is back.
 	srv.Restart(t)
-	restarted := time.Now()
 	for _, name := range []string{"eu", "us", "bad"} {
 		want := destination.StateAvailable
 		if name == "bad" {
@@ -169,12 +171,15 @@ func TestAvailabilityWithMinIO(t *testing.T) {
 		require.Eventually(t, func() bool {
 			st := dest(name).Status()
 			return st.State == want && (name != "bad" || st.Reason == destination.ReasonAuth)
-		}, 10*time.Second, 10*time.Millisecond, name)
+		}, waitFor, 10*time.Millisecond, name)
 		if name != "bad" {
-			// Probes may succeed while Restart still waits for readiness.
-			e, ok := tr.firstSince(name, destination.StateAvailable, stopped)
+			// Probes may succeed while Restart still waits for readiness:
+			// the change came from a check after the stop, and after the
+			// check that found MinIO gone.
+			gone, _ := tr.firstSince(name, destination.StateUnavailable, stopping)
+			e, ok := tr.firstSince(name, destination.StateAvailable, stopping)
 			require.True(t, ok, name)
-			assert.LessOrEqual(t, e.Time.Sub(restarted), 2*interval, "%s: available within two check intervals", name)
+			assert.True(t, e.Status.LastCheck.After(gone.Status.LastCheck), "%s: available again after it was found unreachable", name)
 		}
 	}
 	assert.True(t, dest("local").Status().Available())
@@ -203,7 +208,7 @@ func TestAvailabilityWithMinIO(t *testing.T) {
 		goleak.IgnoreAnyFunction("os/exec.(*Cmd).Start.func2"))
 }
 
-// The inventory picks up, within one poll, a backup written by another
+// The inventory picks up, at a later poll, a backup written by another
 // process and a raw snapshot uploaded by hand; removing the destination
 // drops its inventory and leaves its objects alone.
 func TestInventoryWithMinIO(t *testing.T) {
@@ -227,7 +232,7 @@ func TestInventoryWithMinIO(t *testing.T) {
 	require.Eventually(t, func() bool {
 		inv, err := r.Inventory("eu")
 		return err == nil && !inv.Synced.IsZero()
-	}, 10*time.Second, 10*time.Millisecond)
+	}, waitFor, 10*time.Millisecond)
 
 	// Another process: its own S3 client and pipeline.
 	other, err := s3.New(srv.S3Options(bucket))
@@ -247,14 +252,12 @@ func TestInventoryWithMinIO(t *testing.T) {
 			found[e.Kind] = e
 		}
 		return len(found) == 2
-	}, 10*time.Second, 10*time.Millisecond)
-	pickedUp := time.Since(written)
-	assert.LessOrEqual(t, pickedUp, poll+time.Second, "picked up within one poll interval (and a sync)")
+	}, waitFor, 10*time.Millisecond)
 	assert.Equal(t, res.ID, found[backup.KindBackup].ID)
 	assert.Equal(t, "eu", found[backup.KindBackup].Destination)
 	assert.Equal(t, "etcd-snapshot-save.db", found[backup.KindLegacy].ID)
 	assert.Equal(t, int64(len(raw)), found[backup.KindLegacy].Size)
-	t.Logf("picked up after %v (poll interval %v)", pickedUp, poll)
+	t.Logf("picked up after %v (poll interval %v)", time.Since(written), poll)
 	var added []string
 	for _, e := range obs.of(destination.InventoryChanged, "eu") {
 		for _, a := range e.Added {

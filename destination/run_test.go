@@ -37,17 +37,17 @@ func TestRun(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- r.Run(runCtx) }()
 
-	require.Eventually(t, func() bool { return eu.Status().Available() }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return eu.Status().Available() }, waitFor, 5*time.Millisecond)
 	local, err := r.Get("local")
 	require.NoError(t, err)
 	assert.Equal(t, destination.ReasonMissingBucket, local.Status().Reason)
-	require.Eventually(t, func() bool { return local.Status().ConsecutiveFailures >= 3 }, 5*time.Second, 5*time.Millisecond,
+	require.Eventually(t, func() bool { return local.Status().ConsecutiveFailures >= 3 }, waitFor, 5*time.Millisecond,
 		"checked again at every interval")
 	require.ErrorContains(t, r.Run(ctx), "already running")
 
 	// The directory appears: the next check opens it and finds it.
 	require.NoError(t, os.MkdirAll(dir, 0o700))
-	require.Eventually(t, func() bool { return local.Status().Available() }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return local.Status().Available() }, waitFor, 5*time.Millisecond)
 	changes := obs.of(destination.StatusChanged, "local")
 	require.Len(t, changes, 2, "unknown -> unavailable -> available")
 	assert.Equal(t, destination.ReasonMissingBucket, changes[0].Status.Reason)
@@ -63,12 +63,12 @@ func TestRun(t *testing.T) {
 			}
 		}
 		return false
-	}, 5*time.Second, 5*time.Millisecond)
+	}, waitFor, 5*time.Millisecond)
 
 	// A destination added while running is checked at once.
 	us, err := r.Add(ctx, destination.Spec{Name: "us", URL: "mem://us", CheckInterval: time.Hour, PollInterval: time.Hour})
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return us.Status().Available() }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return us.Status().Available() }, waitFor, 5*time.Millisecond)
 
 	metrics := `
 # HELP etcdbackup_destination_available Whether the destination's last availability check succeeded (1) or failed (0).
@@ -98,7 +98,7 @@ etcdbackup_destination_inventory_entries{destination="us",kind="invalid"} 0
 etcdbackup_destination_inventory_entries{destination="us",kind="legacy"} 0
 etcdbackup_destination_inventory_entries{destination="us",kind="orphan"} 0
 `), destination.MetricInventoryEntries) == nil
-	}, 5*time.Second, 5*time.Millisecond)
+	}, waitFor, 5*time.Millisecond)
 
 	// A removed destination's series go with it.
 	require.NoError(t, r.Remove("local"))
@@ -119,12 +119,12 @@ func TestRunEndsOnClose(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- r.Run(context.Background()) }()
 	d, _ := r.Get("eu")
-	require.Eventually(t, func() bool { return d.Status().Available() }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return d.Status().Available() }, waitFor, 5*time.Millisecond)
 	require.NoError(t, r.Close())
 	select {
 	case err := <-done:
 		require.NoError(t, err)
-	case <-time.After(5 * time.Second):
+	case <-time.After(waitFor):
 		t.Fatal("Run did not return after Close")
 	}
 	require.ErrorIs(t, r.Run(context.Background()), destination.ErrClosed)

@@ -239,7 +239,7 @@ func TestPointInTimeMinIO(t *testing.T) {
 		}
 		expired = resp.Header.Revision
 		return true
-	}, 15*time.Second, 50*time.Millisecond, "the short lease expired")
+	}, 30*time.Second, 50*time.Millisecond, "the short lease expired")
 	// A time target: the follower receives the revision of the expiry
 	// well before the time, the next revision comes after it.
 	waitCommitted(t, rec, expired)

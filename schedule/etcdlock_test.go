@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -59,7 +60,9 @@ func newReplicas(t *testing.T, srv *etcdtest.Server, locks func(i int, l Lock) L
 		if i == 0 {
 			r.client = cli
 		}
-		var lock Lock = &EtcdLock{Client: cli, Prefix: r.prefix, TTL: 5 * time.Second}
+		// The default TTL: a short one can expire on a busy machine, whose
+		// keep-alives come late, and cancel a run the test expects to end.
+		var lock Lock = &EtcdLock{Client: cli, Prefix: r.prefix}
 		if locks != nil {
 			lock = locks(i, lock)
 		}
@@ -224,13 +227,29 @@ func (f lockFunc) Acquire(ctx context.Context, id string, tick time.Time) (Held,
 	return f(ctx, id, tick)
 }
 
+// countingLock is a Lock that counts the acquisitions it refused with
+// ErrLocked: a test waits for refusals, not for time, to know that a
+// replica tried and lost.
+type countingLock struct {
+	Lock
+	refused atomic.Int64
+}
+
+func (l *countingLock) Acquire(ctx context.Context, id string, tick time.Time) (Held, error) {
+	h, err := l.Lock.Acquire(ctx, id, tick)
+	if errors.Is(err, ErrLocked) {
+		l.refused.Add(1)
+	}
+	return h, err
+}
+
 // TestEtcdLockDirect checks EtcdLock on its own: mutual exclusion, the
 // tick record, zero ticks, and cleanup of a refused acquisition.
 func TestEtcdLockDirect(t *testing.T) {
 	srv, running := startEtcd(t)
 	cli := newEtcdClient(t, srv)
 	ctx := t.Context()
-	l := &EtcdLock{Client: cli, Prefix: "/direct/", TTL: 5 * time.Second}
+	l := &EtcdLock{Client: cli, Prefix: "/direct/"} // the default TTL: no lease expires under load
 	t1, t2 := utc("2026-01-01T01:00:00Z"), utc("2026-01-01T02:00:00Z")
 
 	h, err := l.Acquire(ctx, "a/b", t1)

@@ -14,31 +14,60 @@ import (
 	"github.com/etcdbackup/etcdbackup/internal/fakeclock"
 )
 
-// waitFor bounds the real time a test waits for the scheduler's goroutines.
-const waitFor = 10 * time.Second
+// waitFor bounds the real time a test waits for the scheduler's
+// goroutines: long enough for a busy machine, where a goroutine may wait
+// seconds for a core.
+const waitFor = 30 * time.Second
 
 // quiet reports whether the scheduler is running and has nothing left to
-// do until its clock moves: the loop waits with no wake-up pending, and
-// nothing is in flight or queued.
+// do until its clock moves: the loop waits with no wake-up pending and no
+// tick due, and nothing is in flight or queued.
 func (s *Scheduler) quiet() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.loopIdleLocked() && s.inFlight == 0 && len(s.queue) == 0 && s.checking == 0 && len(s.checks) == 0
 }
 
-// loopIdle reports whether the loop waits with no wake-up pending (runs
-// may be in flight).
+// loopIdle reports whether the loop waits with no wake-up pending and no
+// tick due (runs may be in flight).
 func (s *Scheduler) loopIdle() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.loopIdleLocked()
 }
 
+// loopIdleLocked is loopIdle; the caller holds s.mu. Idle with no signal
+// unseen is not enough: the loop may have taken a wake-up sent before its
+// last pass (so seen already counts it) and cancelled its clock call, and
+// not yet have taken s.mu. A clock moved then calls nothing, and the loop
+// finds the tick when it runs, later than the test looked. So the time
+// the loop waits for (its next tick, or its heartbeat's maxSleep) must
+// also be ahead of the clock.
 func (s *Scheduler) loopIdleLocked() bool {
-	return s.running && !s.stopping && s.idle && s.seen == s.signals.Load()
+	if !s.running || s.stopping || !s.idle || s.seen != s.signals.Load() {
+		return false
+	}
+	wake := s.heartbeat.Add(maxSleep)
+	if len(s.timeline) > 0 && s.timeline[0].fire.Before(wake) {
+		wake = s.timeline[0].fire
+	}
+	return wake.After(s.clock.Now())
 }
 
-// stoppingWithTimer reports whether Start is stopping and waits for the
+// runsReached reports whether the loop is idle and every run the
+// scheduler has in flight has reached the recorder: a run's goroutine may
+// start late on a busy machine, so a count of the recorder's calls means
+// nothing before. For a harness whose recorder is the runner and that has
+// no Lock (a run refused by the lock never reaches the runner).
+func (h *harness) runsReached() bool {
+	h.s.mu.Lock()
+	defer h.s.mu.Unlock()
+	h.rec.mu.Lock()
+	defer h.rec.mu.Unlock()
+	return h.s.loopIdleLocked() && h.s.inFlight == h.rec.inFlight
+}
+
+// isStopping reports whether Start is stopping and waits for the
 // runs in flight.
 func (s *Scheduler) isStopping() bool {
 	s.mu.Lock()

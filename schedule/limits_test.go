@@ -113,7 +113,7 @@ func TestPerDestinationLimitLetsOthersPass(t *testing.T) {
 	h.start()
 	h.clk.Set(utc("2026-01-01T01:00:00Z"))
 	eventually(t, func() bool { return len(h.rec.callsOf("z-free")) == 1 }, "the free destination's run")
-	eventually(t, h.s.loopIdle, "loop idle")
+	eventually(t, h.runsReached, "loop idle, the busy run in the runner")
 	assert.Equal(t, 2, h.rec.count(), "one busy run, the free one; two busy runs wait")
 	close(release)
 	h.settle()

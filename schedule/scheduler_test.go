@@ -429,6 +429,34 @@ func TestMissedTicksCollapse(t *testing.T) {
 	require.NoError(t, h.stop())
 }
 
+// TestSettleSeesALateLoop: the harness's settle does not pass while the
+// loop has a tick due that it has not seen. The loop can take a wake-up
+// sent before its last pass (whose signal it already counted), cancel its
+// clock call, and wait for a core before it takes s.mu: a clock moved then
+// calls nothing, and the loop looks idle with nothing unseen. Only the
+// time it waits for, behind the clock, tells. (TestFiresAcrossDaylightSaving
+// failed this way on a busy machine.)
+func TestSettleSeesALateLoop(t *testing.T) {
+	noLeaks(t)
+	h := newHarness(t, utc("2026-01-01T00:00:00Z"), Config{})
+	require.NoError(t, h.s.Set(job("j", "@hourly")))
+	h.start()
+
+	h.s.mu.Lock() // the loop, once woken, waits here as if for a core
+	h.s.wake <- struct{}{}
+	eventually(t, func() bool { return h.clk.Pending() == 0 }, "the loop cancelled its clock call")
+	h.clk.Set(utc("2026-01-01T01:00:00Z"))
+	idle := h.s.loopIdleLocked()
+	h.s.mu.Unlock()
+	assert.False(t, idle, "a tick is due: the loop is not idle")
+
+	h.settle()
+	calls := h.rec.callsOf("j")
+	require.Len(t, calls, 1)
+	assert.Equal(t, utc("2026-01-01T01:00:00Z"), calls[0].at.UTC(), "run on time")
+	require.NoError(t, h.stop())
+}
+
 func TestConfigValidate(t *testing.T) {
 	runner := RunnerFuncs{}
 	tests := []struct {

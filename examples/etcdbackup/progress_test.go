@@ -36,11 +36,11 @@ func TestProgressOnATerminal(t *testing.T) {
 	require.True(t, ok, "a terminal gets the redrawn line")
 	p.Observe(backup.Event{Kind: backup.Started, ID: "prod-manual-1", Cluster: "prod"})
 	p.Observe(backup.Event{Kind: backup.Progress, RawBytes: 256 << 20, ExpectedBytes: 1 << 30})
-	require.Eventually(t, func() bool { return strings.Count(out.String(), "(25%)") >= 2 }, 5*time.Second, 50*time.Millisecond,
+	require.Eventually(t, func() bool { return strings.Count(out.String(), "(25%)") >= 2 }, 30*time.Second, 50*time.Millisecond,
 		"redrawn at least twice with no new event:\n%q", out.String())
 	p.Observe(backup.Event{Kind: backup.Completed, ID: "prod-manual-1", RawBytes: 1 << 30, Elapsed: 3 * time.Second})
 	p.close()
-	require.Eventually(t, func() bool { return strings.Contains(out.String(), "completed in") }, 5*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return strings.Contains(out.String(), "completed in") }, 30*time.Second, 20*time.Millisecond)
 	got := out.String()
 	require.Contains(t, got, "\r\x1b[K  256.0 MiB of 1.0 GiB (25%)")
 	require.Contains(t, got, "left")
@@ -70,7 +70,7 @@ func TestSaveOnATerminal(t *testing.T) {
 	code := run(t.Context(), []string{"save", "--endpoints=" + etcd.Endpoints()[0], "--destination=file://" + t.TempDir(), "--cluster=prod"},
 		strings.NewReader(""), &stdout, tty)
 	require.Equal(t, exitOK, code, out.String())
-	require.Eventually(t, func() bool { return strings.Contains(out.String(), "completed in") }, 5*time.Second, 20*time.Millisecond, "%q", out.String())
+	require.Eventually(t, func() bool { return strings.Contains(out.String(), "completed in") }, 30*time.Second, 20*time.Millisecond, "%q", out.String())
 	require.Contains(t, out.String(), "\r\x1b[Kbackup prod-manual-")
 	require.True(t, strings.HasPrefix(stdout.String(), "prod-manual-"))
 }

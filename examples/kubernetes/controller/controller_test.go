@@ -508,7 +508,11 @@ func TestSeedController(t *testing.T) {
 				return strings.Contains(e, "destination default: ") && strings.Contains(e, "of cluster prod-a deleted, 0 kept")
 			})
 		})
-		time.Sleep(2 * time.Second) // the old schedule would have run twice
+		// The cluster's config left the scheduler: Remove returned, so
+		// nothing of its @every 1s job runs any more (no sleep can tell).
+		if _, ok := cs.Scheduler.Get("default/frequent"); ok { // the job ID is the config's namespace/name
+			t.Error("the deleted cluster's config is still scheduled")
+		}
 		if keys := s3.keys(t, "main", "prod-a/"); len(keys) != 0 {
 			t.Errorf("prod-a backed up after its deletion: %q", keys)
 		}
