@@ -50,7 +50,11 @@
 // and exits 0: stopping is how it ends). Every flag also reads an
 // environment variable, ETCDBACKUP_ and its name (ETCDBACKUP_ENDPOINTS,
 // ETCDBACKUP_DIAL_TIMEOUT), and the etcd flags etcdctl's ETCDCTL_ENDPOINTS,
-// ETCDCTL_CACERT, ETCDCTL_CERT and ETCDCTL_KEY; the command line wins.
+// ETCDCTL_CACERT, ETCDCTL_CERT, ETCDCTL_KEY, ETCDCTL_USER and
+// ETCDCTL_PASSWORD; the command line wins. With etcd's authentication on,
+// --user=NAME[:PASSWORD] names the user, as etcdctl's does; a password not
+// given there comes from --password-file, --password, $ETCDCTL_PASSWORD or
+// a prompt on a terminal, and is never printed.
 package main
 
 import (
@@ -183,7 +187,8 @@ func printUsage(w io.Writer) {
 	fmt.Fprintln(w, "Run etcdbackup COMMAND --help for the flags of a command.")
 	fmt.Fprintln(w, "Exit codes: 0 ok, 1 failure, 2 usage error or invalid input, 130 interrupted (SIGINT, SIGTERM).")
 	fmt.Fprintln(w, "Every flag also reads ETCDBACKUP_<FLAG> (--dial-timeout: ETCDBACKUP_DIAL_TIMEOUT), and --endpoints, --cacert,")
-	fmt.Fprintln(w, "--cert and --key etcdctl's ETCDCTL_ENDPOINTS, ETCDCTL_CACERT, ETCDCTL_CERT and ETCDCTL_KEY; the command line wins.")
+	fmt.Fprintln(w, "--cert, --key, --user and --password etcdctl's ETCDCTL_ENDPOINTS, ETCDCTL_CACERT, ETCDCTL_CERT, ETCDCTL_KEY,")
+	fmt.Fprintln(w, "ETCDCTL_USER and ETCDCTL_PASSWORD; the command line wins.")
 }
 
 // usageError is an error of the command line or of the input it names: the
