@@ -152,8 +152,14 @@ func runStreams(ctx context.Context, args []string, s *streams) int {
 	name := args[0]
 	switch name {
 	case "help", "-h", "-help", "--help":
+		if len(args) == 2 && !strings.HasPrefix(args[1], "-") {
+			// help COMMAND: the command's own --help.
+			return runStreams(ctx, []string{args[1], "--help"}, s)
+		}
 		printUsage(stdout)
 		return exitOK
+	case "-version", "--version":
+		name, args = "version", append([]string{"version"}, args[1:]...)
 	}
 	for _, c := range commands {
 		if c.name != name {
