@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -40,6 +41,30 @@ func (f *etcdFlags) register(fs *flagSet) {
 	fs.StringVar(&f.user, "user", "", "`name[:password]` for etcd's authentication, as etcdctl's; the password, when not here, comes from --password-file, --password, $ETCDCTL_PASSWORD or a prompt on a terminal")
 	fs.StringVar(&f.password, "password", "", "`password` for --user (seen by anyone who lists processes: prefer --password-file or $ETCDCTL_PASSWORD)")
 	fs.StringVar(&f.passwordFile, "password-file", "", "`file` holding the password for --user (its first line)")
+}
+
+// checkEndpoint refuses an endpoint etcd's client would only fail to dial
+// after its timeout: one without a port, or with a scheme other than
+// http, https, unix or unixs. It never repeats user information.
+func checkEndpoint(ep string) error {
+	hostPort := ep
+	if scheme, rest, ok := strings.Cut(ep, "://"); ok {
+		switch scheme {
+		case "http", "https":
+		case "unix", "unixs":
+			return nil
+		default:
+			return usagef("--endpoints: scheme %q: want HOST:PORT, http://HOST:PORT or https://HOST:PORT", scheme)
+		}
+		hostPort, _, _ = strings.Cut(rest, "/")
+	}
+	if strings.Contains(hostPort, "@") {
+		return usagef("--endpoints: user information in an endpoint is not allowed; use --user")
+	}
+	if _, port, err := net.SplitHostPort(hostPort); err != nil || port == "" {
+		return usagef("--endpoints: %q has no port: want HOST:PORT, such as 127.0.0.1:2379", hostPort)
+	}
+	return nil
 }
 
 // readPassword reads a password from a terminal without echoing it; tests
@@ -102,6 +127,11 @@ func (f *etcdFlags) auth() error {
 func (f *etcdFlags) validate() error {
 	if len(f.endpoints) == 0 {
 		return usagef("--endpoints is required")
+	}
+	for _, ep := range f.endpoints {
+		if err := checkEndpoint(ep); err != nil {
+			return err
+		}
 	}
 	if (f.cert == "") != (f.key == "") {
 		return usagef("--cert and --key go together")

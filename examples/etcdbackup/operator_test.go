@@ -1,10 +1,13 @@
 package main
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/etcdbackup/etcdbackup/internal/etcdtest"
 )
 
 // TestSmallerOperatorFixes: --version and `help COMMAND` work as an
@@ -36,4 +39,29 @@ func TestSmallerOperatorFixes(t *testing.T) {
 		require.Contains(t, r.stderr, want)
 		require.NotContains(t, r.stderr, "main.")
 	}
+}
+
+// TestPreChecksFirst: what can be checked before etcd is read or a backup
+// downloaded is checked first. An endpoint without a port is a usage
+// error at once; a destination that cannot store anything fails save
+// before the snapshot starts; a data directory whose parent is missing is
+// refused before any download.
+func TestPreChecksFirst(t *testing.T) {
+	tr := &transcript{t: t}
+	etcd := etcdtest.Start(t)
+	endpoints := "--endpoints=" + strings.Join(etcd.Endpoints(), ",")
+	dir := t.TempDir()
+	dest := "--destination=file://" + dir
+
+	r := tr.fails(exitUsage, "save", "--endpoints=127.0.0.1", dest, "--cluster=c")
+	require.Contains(t, r.stderr, "has no port")
+	tr.fails(exitUsage, "save", "--endpoints=ftp://127.0.0.1:2379", dest, "--cluster=c")
+
+	r = tr.fails(exitFailure, "save", endpoints, "--destination=file://"+filepath.Join(dir, "missing"), "--cluster=c")
+	require.Contains(t, r.stderr, "unavailable")
+	require.NotContains(t, r.stderr, "started", "no snapshot was taken:\n%s", r)
+
+	tr.ok("save", endpoints, dest, "--cluster=c", "--quiet")
+	r = tr.fails(exitUsage, "restore", dest, "--cluster=c", "--data-dir="+filepath.Join(dir, "no", "such", "member"))
+	require.Contains(t, r.stderr, "parent")
 }

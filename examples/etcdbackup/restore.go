@@ -147,6 +147,12 @@ func restoreStream(ctx context.Context, s *streams, fs *flagSet, r *restore.Rest
 func emptyOrMissing(dir string) error {
 	f, err := os.Open(dir)
 	if errors.Is(err, os.ErrNotExist) {
+		// It is created beside its parent's other entries: that parent
+		// must be a directory already.
+		parent := filepath.Dir(filepath.Clean(dir))
+		if st, err := os.Stat(parent); err != nil || !st.IsDir() {
+			return usagef("data directory %s: its parent %s is not an existing directory", dir, parent)
+		}
 		return nil
 	}
 	if err != nil {

@@ -136,6 +136,7 @@ func openTargets(ctx context.Context, dest destinationFlags, opts destination.Op
 	var (
 		regs []*destination.Registry
 		locs []destination.Location
+		down []error
 	)
 	labels = map[string]string{}
 	closeAll = func() {
@@ -164,6 +165,16 @@ func openTargets(ctx context.Context, dest destinationFlags, opts destination.Op
 		}
 		locs = append(locs, d.Location())
 		targets = append(targets, d.Target())
+		if st, err := reg.Check(ctx, d.Name()); err == nil && !st.Available() {
+			down = append(down, fmt.Errorf("destination %s: unavailable (%s): %s", cmp.Or(labels[d.Name()], d.Name()), st.Reason, st.Message))
+		}
+	}
+	if len(down) == len(targets) {
+		// Nothing could store the snapshot: say so before reading it
+		// from etcd. With another destination up, save goes on and
+		// reports this one's failure with the others' outcomes.
+		closeAll()
+		return nil, nil, nil, errors.Join(down...)
 	}
 	return targets, labels, closeAll, nil
 }
