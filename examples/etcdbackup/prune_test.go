@@ -167,3 +167,25 @@ func TestDryRunsPredict(t *testing.T) {
 	}
 	require.Len(t, listJSON(t, tr, dest, "--cluster=c"), 1)
 }
+
+// TestRestoreDefaultIsNewestPoint: restore without --backup or a point
+// restores the end of the newest chain and says which revision; with
+// --backup=latest it restores exactly the newest full backup.
+func TestRestoreDefaultIsNewestPoint(t *testing.T) {
+	tr := &transcript{t: t}
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	writeSome(t, cli, "/before", 5)
+	dest := "--destination=file://" + t.TempDir()
+	endpoints := "--endpoints=" + strings.Join(etcd.Endpoints(), ",")
+	f := startFollow(t, endpoints, dest, "--cluster=prod", "--flush-interval=100ms")
+	require.Eventually(t, func() bool { return strings.Contains(f.output(), "chain of prod started") }, 30*time.Second, 20*time.Millisecond)
+	end := writeSome(t, cli, "/a", 12)
+	waitSegments(t, tr, end, dest, "--cluster=prod")
+	require.NoError(t, f.stop(t, syscall.SIGTERM), f.output())
+
+	requireRestored(t, tr, cli, end, dest)
+
+	r := tr.ok("restore", dest, "--cluster=prod", "--backup=latest", "--data-dir="+filepath.Join(t.TempDir(), "m"), "--quiet")
+	require.Contains(t, r.stdout, "restored prod-full-")
+}

@@ -90,6 +90,9 @@ func runRestore(ctx context.Context, s *streams, args []string) error {
 		return err
 	}
 	defer reg.Close()
+	if point == nil {
+		point = newestPoint(ctx, fs, restoreSources(d), dest.cluster)
+	}
 	if point != nil {
 		return restorePoint(ctx, s, fs, r, restoreSources(d), *point, member)
 	}
