@@ -263,8 +263,15 @@ func uploadedLine(e backup.Event) string {
 	if m.Encrypted() {
 		how += ", encrypted"
 	}
-	return fmt.Sprintf("  stored on %s: %s (%s) from a %s snapshot of %s at revision %s",
-		e.Destination, size(e.StoredBytes), how, size(e.RawBytes), m.Etcd.MemberName, revision(m.Etcd.Revision))
+	what := "snapshot of " + m.Etcd.MemberName
+	switch {
+	case m.IsKeysJSON():
+		what = "keys-json export" // read through the client, of no one member
+	case m.Etcd.MemberName == "":
+		what = "snapshot"
+	}
+	return fmt.Sprintf("  stored on %s: %s (%s) from a %s %s at revision %s",
+		e.Destination, size(e.StoredBytes), how, size(e.RawBytes), what, revision(m.Etcd.Revision))
 }
 
 // revision describes a snapshot's revision, exact or bounded.
