@@ -83,10 +83,26 @@ const (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := runStreams(ctx, os.Args[1:], &streams{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, limitMemory: limitMemory})
-	stop()
-	os.Exit(code)
+	ctx := interruptible(os.Stderr)
+	os.Exit(runStreams(ctx, os.Args[1:], &streams{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, limitMemory: limitMemory}))
+}
+
+// interruptible returns a context that SIGINT or SIGTERM ends. The first
+// signal says on w that the command is stopping (a save removes what it
+// wrote, follow stores the segment it holds, which can take as long as
+// the destination does); a second one takes the signal's default action
+// and ends the process at once.
+func interruptible(w io.Writer) context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		sig := <-sigs
+		signal.Reset(os.Interrupt, syscall.SIGTERM)
+		fmt.Fprintf(w, "etcdbackup: %v: stopping; a second interrupt quits at once\n", sig)
+		cancel()
+	}()
+	return ctx
 }
 
 // command is one subcommand. run parses its own flags from args.
