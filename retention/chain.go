@@ -115,6 +115,29 @@ func (c ChainPolicy) Apply(plan *Plan) (*Plan, error) {
 	return &out, nil
 }
 
+// keepChainBases returns plan with every full backup that a delta segment
+// of the cluster names as its chain kept: without a ChainPolicy no segment
+// is deleted, so every restore point of every chain stays restorable.
+func keepChainBases(plan *Plan) *Plan {
+	chains := map[string]bool{}
+	for _, d := range plan.Decisions {
+		if e := d.Entry; e.Cluster == plan.Cluster && e.Kind == backup.KindDelta && e.Manifest != nil {
+			chains[e.Manifest.Chain] = true
+		}
+	}
+	if len(chains) == 0 {
+		return plan
+	}
+	out := *plan
+	out.Decisions = slices.Clone(plan.Decisions)
+	for i := range out.Decisions {
+		if e := out.Decisions[i].Entry; e.Cluster == plan.Cluster && e.Kind == backup.KindBackup && chains[e.ID] {
+			keep(&out.Decisions[i], ReasonChainBase)
+		}
+	}
+	return &out
+}
+
 // keep turns d into a keep, keeping the plan's own reason to keep.
 func keep(d *Decision, reason string) {
 	if d.Action != Keep {

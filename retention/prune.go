@@ -54,7 +54,8 @@ type Pruner struct {
 	// snapshots by default, or keys-json backups.
 	Kind backup.Kind
 	// Chains, when set, applies the rule of continuous backups to the plan
-	// (see ChainPolicy); without it delta segments are never deleted.
+	// (see ChainPolicy); without it delta segments are never deleted, and
+	// neither is any full backup a delta segment's chain starts from.
 	Chains *ChainPolicy
 	// OrphanGrace: see PlanOptions.
 	OrphanGrace time.Duration
@@ -64,7 +65,8 @@ type Pruner struct {
 	UploadGrace time.Duration
 	// Pins, when set, protects backups a restore is reading.
 	Pins Pins
-	// DryRun plans and reports without deleting anything.
+	// DryRun plans and reports without deleting anything. It makes every
+	// check a real run makes (a read-only destination fails both).
 	DryRun bool
 	// Now returns the current time; nil means time.Now.
 	Now func() time.Time
@@ -139,7 +141,8 @@ func (p *Pruner) Prune(ctx context.Context, cluster string) (*Report, error) {
 	if err := backup.ValidateName("cluster", cluster); err != nil {
 		return nil, err
 	}
-	if ro, ok := p.Store.(interface{ ReadOnly() bool }); ok && ro.ReadOnly() && !p.DryRun {
+	// A dry run makes every check a real run does: it predicts the run.
+	if ro, ok := p.Store.(interface{ ReadOnly() bool }); ok && ro.ReadOnly() {
 		return nil, fmt.Errorf("prune %s on %s: %w", cluster, p.Destination, storage.ErrReadOnly)
 	}
 	entries, err := backup.ListBackups(ctx, p.Store, cluster)
@@ -155,6 +158,8 @@ func (p *Pruner) Prune(ctx context.Context, cluster string) (*Report, error) {
 		if plan, err = p.Chains.Apply(plan); err != nil {
 			return nil, err
 		}
+	} else {
+		plan = keepChainBases(plan)
 	}
 	report := &Report{Cluster: cluster, Destination: p.Destination, DryRun: p.DryRun, Plan: plan}
 	var errs []error
@@ -301,7 +306,7 @@ func (p *Pruner) Delete(ctx context.Context, cluster, id string) (Item, error) {
 	if err := backup.ValidateName("cluster", cluster); err != nil {
 		return Item{}, err
 	}
-	if ro, ok := p.Store.(interface{ ReadOnly() bool }); ok && ro.ReadOnly() && !p.DryRun {
+	if ro, ok := p.Store.(interface{ ReadOnly() bool }); ok && ro.ReadOnly() {
 		return Item{}, fmt.Errorf("delete %s on %s: %w", id, p.Destination, storage.ErrReadOnly)
 	}
 	entries, err := backup.ListBackups(ctx, p.Store, cluster)

@@ -70,6 +70,35 @@ func loadConfig(path string) (*config, error) {
 // keys written in the wrong place.
 var yamlValue = regexp.MustCompile(" `[^`]*`")
 
+// yamlTypeError matches what YAML says of a value of the wrong type:
+// "cannot unmarshal !!str into main.credentialsConfig".
+var yamlTypeError = regexp.MustCompile(`cannot unmarshal (!!\w+) into (\S+)`)
+
+// yamlTypes rewrites YAML's type errors in the config's words: the Go
+// types behind the file are not the reader's business.
+func yamlTypes(msg string) string {
+	tags := map[string]string{"!!str": "a string", "!!seq": "a list", "!!map": "a mapping", "!!int": "a number",
+		"!!float": "a number", "!!bool": "true or false", "!!null": "nothing"}
+	want := map[string]string{
+		"main.config": "the config's fields (default, destinations)", "map[string]main.destinationConfig": "a mapping of destination names",
+		"main.destinationConfig": "a destination's fields (url, readOnly, credentials, caFile)",
+		"main.credentialsConfig": "the credentials' fields (accessKeyID, secretAccessKey or secretAccessKeyFile)",
+		"string":                 "a string", "bool": "true or false", "int": "a number", "int64": "a number",
+	}
+	return yamlTypeError.ReplaceAllStringFunc(msg, func(m string) string {
+		sub := yamlTypeError.FindStringSubmatch(m)
+		got, ok := tags[sub[1]]
+		if !ok {
+			got = "a value"
+		}
+		w, ok := want[sub[2]]
+		if !ok {
+			w = "a value of another kind"
+		}
+		return fmt.Sprintf("found %s where the config wants %s", got, w)
+	})
+}
+
 // parseConfig decodes a config strictly: unknown fields, duplicate keys and
 // a second document are errors.
 func parseConfig(raw []byte) (*config, error) {
@@ -82,7 +111,7 @@ func parseConfig(raw []byte) (*config, error) {
 		}
 		var te *yaml.TypeError
 		if errors.As(err, &te) {
-			return nil, errors.New(yamlValue.ReplaceAllString(strings.Join(te.Errors, "; "), ""))
+			return nil, errors.New(yamlTypes(yamlValue.ReplaceAllString(strings.Join(te.Errors, "; "), "")))
 		}
 		return nil, errors.New(yamlValue.ReplaceAllString(err.Error(), ""))
 	}

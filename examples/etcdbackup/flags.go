@@ -80,6 +80,8 @@ var etcdctlFallbacks = map[string]string{
 	"cacert":    "ETCDCTL_CACERT",
 	"cert":      "ETCDCTL_CERT",
 	"key":       "ETCDCTL_KEY",
+	"user":      "ETCDCTL_USER",
+	"password":  "ETCDCTL_PASSWORD",
 }
 
 // envName is the variable of a flag: ETCDBACKUP_ and its name in upper

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"golang.org/x/term"
 	"google.golang.org/grpc"
 
 	"github.com/etcdbackup/etcdbackup/backup"
@@ -23,6 +26,9 @@ type etcdFlags struct {
 	endpoints                     stringList
 	cacert, cert, key, serverName string
 	dialTimeout                   time.Duration
+	// user is NAME[:PASSWORD] as etcdctl's --user; validate splits it
+	// and resolves the password into password.
+	user, password, passwordFile string
 }
 
 func (f *etcdFlags) register(fs *flagSet) {
@@ -32,16 +38,105 @@ func (f *etcdFlags) register(fs *flagSet) {
 	fs.StringVar(&f.key, "key", "", "client key `file` for etcd")
 	fs.StringVar(&f.serverName, "server-name", "", "`name` to verify the etcd server certificate against, when not the endpoint's host")
 	fs.DurationVar(&f.dialTimeout, "dial-timeout", backup.DefaultDialTimeout, "bound on connecting to each etcd member")
+	fs.StringVar(&f.user, "user", "", "`name[:password]` for etcd's authentication, as etcdctl's; the password, when not here, comes from --password-file, --password, $ETCDCTL_PASSWORD or a prompt on a terminal")
+	fs.StringVar(&f.password, "password", "", "`password` for --user (seen by anyone who lists processes: prefer --password-file or $ETCDCTL_PASSWORD)")
+	fs.StringVar(&f.passwordFile, "password-file", "", "`file` holding the password for --user (its first line)")
+}
+
+// checkEndpoint refuses an endpoint etcd's client would only fail to dial
+// after its timeout: one without a port, or with a scheme other than
+// http, https, unix or unixs. It never repeats user information.
+func checkEndpoint(ep string) error {
+	hostPort := ep
+	if scheme, rest, ok := strings.Cut(ep, "://"); ok {
+		switch scheme {
+		case "http", "https":
+		case "unix", "unixs":
+			return nil
+		default:
+			return usagef("--endpoints: scheme %q: want HOST:PORT, http://HOST:PORT or https://HOST:PORT", scheme)
+		}
+		hostPort, _, _ = strings.Cut(rest, "/")
+	}
+	if strings.Contains(hostPort, "@") {
+		return usagef("--endpoints: user information in an endpoint is not allowed; use --user")
+	}
+	if _, port, err := net.SplitHostPort(hostPort); err != nil || port == "" {
+		return usagef("--endpoints: %q has no port: want HOST:PORT, such as 127.0.0.1:2379", hostPort)
+	}
+	return nil
+}
+
+// readPassword reads a password from a terminal without echoing it; tests
+// replace it.
+var readPassword = func(prompt string) (string, error) {
+	if !term.IsTerminal(int(os.Stdin.Fd())) {
+		return "", errors.New("no terminal to ask on")
+	}
+	fmt.Fprint(os.Stderr, prompt)
+	b, err := term.ReadPassword(int(os.Stdin.Fd()))
+	fmt.Fprintln(os.Stderr)
+	return string(b), err
+}
+
+// auth resolves --user, --password, --password-file and the prompt into
+// a user name and password. No message repeats any of them.
+func (f *etcdFlags) auth() error {
+	if f.user == "" {
+		if f.password != "" || f.passwordFile != "" {
+			return usagef("--password and --password-file need --user")
+		}
+		return nil
+	}
+	name, pw, inline := strings.Cut(f.user, ":")
+	if name == "" {
+		return usagef("--user: the user name is empty")
+	}
+	given := 0
+	for _, set := range []bool{inline, f.password != "", f.passwordFile != ""} {
+		if set {
+			given++
+		}
+	}
+	if given > 1 {
+		return usagef("give the password for --user once: in --user, --password or --password-file")
+	}
+	switch {
+	case f.passwordFile != "":
+		b, err := os.ReadFile(f.passwordFile)
+		if err != nil {
+			return invalidInput(fmt.Errorf("--password-file: %w", err))
+		}
+		pw, _, _ = strings.Cut(string(b), "\n")
+		pw = strings.TrimSuffix(pw, "\r")
+	case f.password != "":
+		pw = f.password
+	case !inline:
+		var err error
+		if pw, err = readPassword("etcd password for " + name + ": "); err != nil {
+			return usagef("--user needs a password (--password-file, --password, $ETCDCTL_PASSWORD or a terminal): %v", err)
+		}
+	}
+	if pw == "" {
+		return usagef("--user: the password is empty")
+	}
+	f.user, f.password, f.passwordFile = name, pw, ""
+	return nil
 }
 
 func (f *etcdFlags) validate() error {
 	if len(f.endpoints) == 0 {
 		return usagef("--endpoints is required")
 	}
+	for _, ep := range f.endpoints {
+		if err := checkEndpoint(ep); err != nil {
+			return err
+		}
+	}
 	if (f.cert == "") != (f.key == "") {
 		return usagef("--cert and --key go together")
 	}
-	return nil
+	return f.auth()
 }
 
 func (f *etcdFlags) tls() *transport.TLSInfo {
@@ -53,13 +148,15 @@ func (f *etcdFlags) tls() *transport.TLSInfo {
 
 // config returns the snapshotter's configuration.
 func (f *etcdFlags) config(log *slog.Logger) backup.EtcdConfig {
-	return backup.EtcdConfig{Endpoints: f.endpoints, DialTimeout: f.dialTimeout, TLS: f.tls(), Logger: log}
+	return backup.EtcdConfig{Endpoints: f.endpoints, DialTimeout: f.dialTimeout, TLS: f.tls(), Logger: log,
+		Username: f.user, Password: f.password}
 }
 
 // client connects to the endpoints with the given gRPC dial options; the
 // caller closes it.
 func (f *etcdFlags) client(dial ...grpc.DialOption) (*clientv3.Client, error) {
-	cfg := clientv3.Config{Endpoints: f.endpoints, DialTimeout: f.dialTimeout, Logger: zap.NewNop(), DialOptions: dial}
+	cfg := clientv3.Config{Endpoints: f.endpoints, DialTimeout: f.dialTimeout, Logger: zap.NewNop(), DialOptions: dial,
+		Username: f.user, Password: f.password}
 	if info := f.tls(); info != nil {
 		tc, err := info.ClientConfig()
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	mathrand "math/rand/v2"
 	"net"
 	"os/exec"
 	"strings"
@@ -124,5 +125,56 @@ func TestSaveInterruptedExits130(t *testing.T) {
 	for obj := range srv.Client(t).ListObjects(t.Context(), bucket, minio.ListObjectsOptions{Recursive: true}) {
 		require.NoError(t, obj.Err)
 		t.Errorf("object %s left behind", obj.Key)
+	}
+}
+
+// TestFollowSecondInterruptQuits: follow whose destination hangs while it
+// stores its last segment says it is stopping on the first SIGINT, and a
+// second SIGINT ends the process at once.
+func TestFollowSecondInterruptQuits(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	srv := miniotest.Start(t)
+	bucket := srv.NewBucket(t, miniotest.BucketOptions{})
+	// The full backup of a small etcd goes through; the segment of the
+	// big values written next does not.
+	proxy := startStallingProxy(t, srv.Endpoint(), 1<<20)
+	cmd := exec.Command(binary(t), "follow", "--endpoints="+strings.Join(etcd.Endpoints(), ","), "--cluster=prod",
+		fmt.Sprintf("--destination=s3://%s/seed?endpoint=%s&insecure=true", bucket, proxy.l.Addr()), "--flush-interval=100ms")
+	cmd.Env = append(cmd.Environ(), "AWS_ACCESS_KEY_ID="+srv.AccessKey(), "AWS_SECRET_ACCESS_KEY="+srv.SecretKey())
+	stderr := &syncWriter{w: &bytes.Buffer{}}
+	cmd.Stderr = stderr
+	require.NoError(t, cmd.Start())
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	require.Eventually(t, func() bool { return strings.Contains(stderr.String(), "chain of prod started") }, time.Minute, 20*time.Millisecond, "%s", stderr)
+	rnd := mathrand.New(mathrand.NewPCG(1, 2))
+	for i := range 8 {
+		value := make([]byte, 256<<10) // random: it does not compress
+		for j := range value {
+			value[j] = byte(rnd.Uint32())
+		}
+		_, err := cli.Put(t.Context(), fmt.Sprintf("/big/%d", i), string(value))
+		require.NoError(t, err)
+	}
+	select {
+	case <-proxy.stalled:
+	case err := <-done:
+		t.Fatalf("follow ended: %v\n%s", err, stderr)
+	case <-time.After(time.Minute):
+		t.Fatalf("the segment never reached the stall\n%s", stderr)
+	}
+	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+	require.Eventually(t, func() bool { return strings.Contains(stderr.String(), "stopping; a second interrupt quits at once") },
+		30*time.Second, 20*time.Millisecond, "%s", stderr)
+	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+	select {
+	case err := <-done:
+		var exit *exec.ExitError
+		require.True(t, errors.As(err, &exit), "%v", err)
+		require.False(t, exit.Exited(), "ended by the signal, not by an exit: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatalf("follow did not end on the second SIGINT\n%s", stderr)
 	}
 }

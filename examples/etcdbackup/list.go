@@ -75,6 +75,11 @@ func runList(ctx context.Context, s *streams, args []string) error {
 			list = append(list, listed(d.Name(), e))
 		}
 	}
+	if len(list) == 0 {
+		// An empty table reads like an answer; a typo in the cluster's
+		// name should not.
+		fmt.Fprintf(s.stderr, "no backups of cluster %q on %s\n", dest.cluster, d.Name())
+	}
 	if output == "json" {
 		enc := json.NewEncoder(s.stdout)
 		enc.SetIndent("", "  ")

@@ -50,7 +50,11 @@
 // and exits 0: stopping is how it ends). Every flag also reads an
 // environment variable, ETCDBACKUP_ and its name (ETCDBACKUP_ENDPOINTS,
 // ETCDBACKUP_DIAL_TIMEOUT), and the etcd flags etcdctl's ETCDCTL_ENDPOINTS,
-// ETCDCTL_CACERT, ETCDCTL_CERT and ETCDCTL_KEY; the command line wins.
+// ETCDCTL_CACERT, ETCDCTL_CERT, ETCDCTL_KEY, ETCDCTL_USER and
+// ETCDCTL_PASSWORD; the command line wins. With etcd's authentication on,
+// --user=NAME[:PASSWORD] names the user, as etcdctl's does; a password not
+// given there comes from --password-file, --password, $ETCDCTL_PASSWORD or
+// a prompt on a terminal, and is never printed.
 package main
 
 import (
@@ -79,10 +83,26 @@ const (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := runStreams(ctx, os.Args[1:], &streams{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, limitMemory: limitMemory})
-	stop()
-	os.Exit(code)
+	ctx := interruptible(os.Stderr)
+	os.Exit(runStreams(ctx, os.Args[1:], &streams{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, limitMemory: limitMemory}))
+}
+
+// interruptible returns a context that SIGINT or SIGTERM ends. The first
+// signal says on w that the command is stopping (a save removes what it
+// wrote, follow stores the segment it holds, which can take as long as
+// the destination does); a second one takes the signal's default action
+// and ends the process at once.
+func interruptible(w io.Writer) context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		sig := <-sigs
+		signal.Reset(os.Interrupt, syscall.SIGTERM)
+		fmt.Fprintf(w, "etcdbackup: %v: stopping; a second interrupt quits at once\n", sig)
+		cancel()
+	}()
+	return ctx
 }
 
 // command is one subcommand. run parses its own flags from args.
@@ -148,8 +168,14 @@ func runStreams(ctx context.Context, args []string, s *streams) int {
 	name := args[0]
 	switch name {
 	case "help", "-h", "-help", "--help":
+		if len(args) == 2 && !strings.HasPrefix(args[1], "-") {
+			// help COMMAND: the command's own --help.
+			return runStreams(ctx, []string{args[1], "--help"}, s)
+		}
 		printUsage(stdout)
 		return exitOK
+	case "-version", "--version":
+		name, args = "version", append([]string{"version"}, args[1:]...)
 	}
 	for _, c := range commands {
 		if c.name != name {
@@ -183,7 +209,8 @@ func printUsage(w io.Writer) {
 	fmt.Fprintln(w, "Run etcdbackup COMMAND --help for the flags of a command.")
 	fmt.Fprintln(w, "Exit codes: 0 ok, 1 failure, 2 usage error or invalid input, 130 interrupted (SIGINT, SIGTERM).")
 	fmt.Fprintln(w, "Every flag also reads ETCDBACKUP_<FLAG> (--dial-timeout: ETCDBACKUP_DIAL_TIMEOUT), and --endpoints, --cacert,")
-	fmt.Fprintln(w, "--cert and --key etcdctl's ETCDCTL_ENDPOINTS, ETCDCTL_CACERT, ETCDCTL_CERT and ETCDCTL_KEY; the command line wins.")
+	fmt.Fprintln(w, "--cert, --key, --user and --password etcdctl's ETCDCTL_ENDPOINTS, ETCDCTL_CACERT, ETCDCTL_CERT, ETCDCTL_KEY,")
+	fmt.Fprintln(w, "ETCDCTL_USER and ETCDCTL_PASSWORD; the command line wins.")
 }
 
 // usageError is an error of the command line or of the input it names: the

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/etcdbackup/etcdbackup/backup"
 	"github.com/etcdbackup/etcdbackup/destination"
 	"github.com/etcdbackup/etcdbackup/storage/blob"
 	"github.com/etcdbackup/etcdbackup/storage/blob/azure"
@@ -52,6 +53,11 @@ func openDestination(ctx context.Context, f *destinationFlags, opts destination.
 	}
 
 	if cfg == nil {
+		if backup.ValidateName("destination", f.destination) != nil {
+			// Neither a URL nor a name: it may hold anything, a secret
+			// included, so it is not repeated.
+			return nil, nil, usagef("--destination is neither a URL (scheme://...) nor a destination name")
+		}
 		return nil, nil, usagef("destination %q is not a URL: a destination name needs --config", f.destination)
 	}
 	if name == "" {

@@ -34,12 +34,18 @@ func (p *saveProgress) close() {}
 // percent of the expected size, the rate and the time left, on a timer:
 // the line moves even while no byte does.
 type termProgress struct {
-	mu                 sync.Mutex
-	w                  io.Writer
-	now                func() time.Time
-	started            time.Time
-	raw, expected      int64
-	live               bool // a line is drawn and not ended
+	mu            sync.Mutex
+	w             io.Writer
+	now           func() time.Time
+	started       time.Time
+	raw, expected int64
+	live          bool // a line is drawn and not ended
+	// rate is the read rate smoothed over the redraws (bytes/s), from
+	// the bytes read at lastAt: progress arrives in bursts, and an
+	// average from the start would say hours left in the first second.
+	rate               float64
+	lastRaw            int64
+	lastAt             time.Time
 	stop               chan struct{}
 	done               chan struct{}
 	tickEvery          time.Duration
@@ -103,20 +109,45 @@ func (p *termProgress) tick() {
 // line is the redrawn line: "  512 MiB of 1.0 GiB (50%), 120 MiB/s, 4s left".
 // The caller holds p.mu.
 func (p *termProgress) line() string {
-	elapsed := p.now().Sub(p.started)
-	rate := 0.0
-	if elapsed > 0 {
-		rate = float64(p.raw) / elapsed.Seconds()
-	}
+	now := p.now()
+	elapsed := now.Sub(p.started)
+	p.smooth(now)
+	rate := p.rate
 	if p.expected <= 0 {
 		return fmt.Sprintf("  %s read, %s/s, %s", size(p.raw), size(int64(rate)), elapsed.Round(time.Second))
 	}
 	pct := min(99, p.raw*100/p.expected) // the database size is an estimate of the stream's
 	left := "?"
-	if rate > 0 {
+	if rate > 0 && elapsed >= settleTime {
 		left = (time.Duration(float64(max(p.expected-p.raw, 0))/rate) * time.Second).Round(time.Second).String()
 	}
 	return fmt.Sprintf("  %s of %s (%d%%), %s/s, %s left", size(p.raw), size(p.expected), pct, size(int64(rate)), left)
+}
+
+// settleTime is how long the display reads before it estimates the time
+// left: the first bytes come after etcd opens its snapshot.
+const settleTime = 2 * time.Second
+
+// smoothing is the weight of the newest interval in the smoothed rate.
+const smoothing = 0.3
+
+// smooth folds the rate since the previous redraw into p.rate. The caller
+// holds p.mu.
+func (p *termProgress) smooth(now time.Time) {
+	if p.lastAt.IsZero() {
+		p.lastAt = p.started
+	}
+	dt := now.Sub(p.lastAt).Seconds()
+	if dt <= 0 {
+		return
+	}
+	inst := float64(p.raw-p.lastRaw) / dt
+	if p.rate == 0 {
+		p.rate = inst
+	} else {
+		p.rate = smoothing*inst + (1-smoothing)*p.rate
+	}
+	p.lastRaw, p.lastAt = p.raw, now
 }
 
 // close stops the redraws and ends the line.

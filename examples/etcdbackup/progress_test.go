@@ -74,3 +74,28 @@ func TestSaveOnATerminal(t *testing.T) {
 	require.Contains(t, out.String(), "\r\x1b[Kbackup prod-manual-")
 	require.True(t, strings.HasPrefix(stdout.String(), "prod-manual-"))
 }
+
+// TestProgressEstimateSettles: the time left is not estimated before the
+// read settles (no "5h16m6s left" in the first second), and a pause
+// between bursts of progress moves the rate a little, not to zero.
+func TestProgressEstimateSettles(t *testing.T) {
+	t0 := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	now := t0
+	p := newTermProgress(io.Discard, func() time.Time { return now }, time.Hour)
+	p.Observe(backup.Event{Kind: backup.Started, ID: "prod-manual-1", Cluster: "prod"})
+	defer p.close()
+	at := func(d time.Duration, raw int64) string {
+		now = t0.Add(d)
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.raw, p.expected = raw, 1<<30
+		return p.line()
+	}
+	require.Contains(t, at(500*time.Millisecond, 10<<10), "? left", "no estimate in the first moments")
+	for i := 1; i <= 6; i++ { // 100 MiB/s
+		at(time.Duration(i)*time.Second, int64(i)*100<<20)
+	}
+	require.Contains(t, at(6500*time.Millisecond, 600<<20), "MiB/s")
+	line := at(7*time.Second, 600<<20) // a pause between bursts
+	require.Regexp(t, `, (\d\d)\.\d MiB/s, \ds left$`, line, "a second's pause keeps the estimate in seconds")
+}

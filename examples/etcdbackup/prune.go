@@ -15,7 +15,7 @@ import (
 )
 
 func runPrune(ctx context.Context, s *streams, args []string) error {
-	fs := newFlagSet("prune", "--destination=URL|NAME --cluster=NAME --keep-last=N|--gfs=...|--keep-within=D [--max-age=D] [--name=NAME] [--kind=snapshot|keys-json] [--dry-run] [--output=table|json]")
+	fs := newFlagSet("prune", "--destination=URL|NAME --cluster=NAME --keep-last=N|--gfs=...|--keep-within=D|--max-age=D|--point-in-time=D [--name=NAME] [--kind=snapshot|keys-json] [--dry-run] [--output=table|json]")
 	var (
 		dest               destinationFlags
 		policy             policyFlags
@@ -34,7 +34,7 @@ func runPrune(ctx context.Context, s *streams, args []string) error {
 	if err := dest.validate(); err != nil {
 		return err
 	}
-	pol, err := policy.policy()
+	pol, chains, err := policy.policy()
 	if err != nil {
 		return err
 	}
@@ -56,7 +56,7 @@ func runPrune(ctx context.Context, s *streams, args []string) error {
 		return err
 	}
 	defer reg.Close()
-	p := &retention.Pruner{Store: d, Destination: d.Name(), Policy: pol, Name: name, Kind: kinds[kind],
+	p := &retention.Pruner{Store: d, Destination: d.Name(), Policy: pol, Chains: chains, Name: name, Kind: kinds[kind],
 		DryRun: dryRun, Logger: fs.logger(s)}
 	report, err := p.Prune(ctx, dest.cluster)
 	if report != nil {
@@ -75,6 +75,7 @@ type policyFlags struct {
 	keepLast, keep int
 	keepWithin     time.Duration
 	maxAge         time.Duration
+	pointInTime    time.Duration
 	gfs            string
 }
 
@@ -83,14 +84,33 @@ func (f *policyFlags) register(fs *flagSet) {
 	fs.IntVar(&f.keep, "keep", 0, "the same as --keep-last")
 	fs.DurationVar(&f.keepWithin, "keep-within", 0, "keep every backup younger than this `duration`")
 	fs.StringVar(&f.gfs, "gfs", "", "keep the newest backup of each of the last hours, days, weeks and months: `hours=24,days=7,weeks=4,months=12` (any of them)")
-	fs.DurationVar(&f.maxAge, "max-age", 0, "delete backups older than this `duration`, even those a keep rule selects")
+	fs.DurationVar(&f.maxAge, "max-age", 0, "delete backups older than this `duration`, even those a keep rule selects; alone, keep every backup younger than it")
+	fs.DurationVar(&f.pointInTime, "point-in-time", 0, "keep every revision of the last `duration` restorable (continuous backup): the full backup at the window's base, the segments after it, and every full a kept segment's chain starts from; segments before the base are deleted; alone, also keep every full backup of the window")
 }
 
-// policy returns the retention policy of the flags. At least one keep rule
-// is required: prune never guesses what to keep.
-func (f *policyFlags) policy() (retention.Policy, error) {
+// policy returns the retention policy of the flags, and the chain rule of
+// --point-in-time (nil without it). At least one rule is required: prune
+// never guesses what to keep. Without --point-in-time no delta segment is
+// deleted, and no full backup a segment's chain starts from.
+func (f *policyFlags) policy() (retention.Policy, *retention.ChainPolicy, error) {
+	p, err := f.fullPolicy()
+	if err != nil || f.pointInTime == 0 {
+		return p, nil, err
+	}
+	chains := retention.PointInTime(f.pointInTime)
+	if err := chains.Validate(); err != nil {
+		return retention.Policy{}, nil, invalidInput(err)
+	}
+	return p, &chains, nil
+}
+
+// fullPolicy returns the rules for full backups.
+func (f *policyFlags) fullPolicy() (retention.Policy, error) {
 	if f.keep > 0 && f.keepLast > 0 && f.keep != f.keepLast {
 		return retention.Policy{}, usagef("--keep and --keep-last disagree")
+	}
+	if f.pointInTime < 0 {
+		return retention.Policy{}, usagef("--point-in-time must be positive")
 	}
 	p := retention.Policy{KeepLast: max(f.keep, f.keepLast), KeepWithin: f.keepWithin, MaxAge: f.maxAge}
 	if f.gfs != "" {
@@ -106,7 +126,12 @@ func (f *policyFlags) policy() (retention.Policy, error) {
 		}
 	}
 	if p.KeepLast == 0 && p.KeepWithin == 0 && p.Hours == 0 && p.Days == 0 && p.Weeks == 0 && p.Months == 0 {
-		return retention.Policy{}, usagef("say what to keep: --keep-last, --gfs or --keep-within")
+		switch {
+		case f.pointInTime > 0 && p.MaxAge == 0:
+			p.KeepWithin = f.pointInTime
+		case p.MaxAge == 0:
+			return retention.Policy{}, usagef("say what to keep: --keep-last, --gfs, --keep-within, --max-age or --point-in-time")
+		}
 	}
 	if err := p.Validate(); err != nil {
 		return retention.Policy{}, invalidInput(err)

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -109,4 +111,81 @@ func TestPrunePolicies(t *testing.T) {
 	left := listJSON(t, tr, dest, "--cluster=c")
 	require.Len(t, left, 1)
 	require.Equal(t, all[2]["id"], left[0]["id"])
+}
+
+// TestPruneKeepsChains: a full backup a follow chain starts from survives
+// `prune --keep-last=1` after a newer save, and every revision of the chain
+// still restores; --point-in-time then deletes the chain's segments before
+// the window's base together with their full backup.
+func TestPruneKeepsChains(t *testing.T) {
+	tr := &transcript{t: t}
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	writeSome(t, cli, "/before", 5)
+	dest := "--destination=file://" + t.TempDir()
+	endpoints := "--endpoints=" + strings.Join(etcd.Endpoints(), ",")
+	f := startFollow(t, endpoints, dest, "--cluster=prod", "--flush-interval=100ms")
+	require.Eventually(t, func() bool { return strings.Contains(f.output(), "chain of prod started") }, 30*time.Second, 20*time.Millisecond)
+	mid := writeSome(t, cli, "/a", 20)
+	waitSegments(t, tr, mid, dest, "--cluster=prod")
+	require.NoError(t, f.stop(t, syscall.SIGTERM), f.output())
+	tr.ok("save", endpoints, dest, "--cluster=prod", "--quiet")
+
+	r := tr.ok("prune", dest, "--cluster=prod", "--keep-last=1", "--output=json")
+	var report struct{ Items []pruneItem }
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &report), r.stdout)
+	for _, it := range report.Items {
+		require.NotEqual(t, "deleted", it.Outcome, "%+v: nothing of a chain without a window is deleted, and the other full is the newest", it)
+	}
+	requireRestored(t, tr, cli, mid-3, dest, "--to-revision="+strconv.FormatInt(mid-3, 10))
+
+	// A window that ends now: its base is the newest full, so the chain
+	// before it goes, its full backup with it.
+	tr.ok("prune", dest, "--cluster=prod", "--keep-last=1", "--point-in-time=1ns")
+	all := listJSON(t, tr, dest, "--cluster=prod")
+	require.Len(t, all, 1, "%v", all)
+	require.Equal(t, "backup", all[0]["kind"])
+}
+
+// TestDryRunsPredict: a dry run makes the checks the real run makes, so
+// on a read-only destination `prune --dry-run` and `delete --dry-run` fail
+// as the real runs do.
+func TestDryRunsPredict(t *testing.T) {
+	tr, endpoints, dir, dest := pruneSetup(t)
+	tr.ok("save", endpoints, dest, "--cluster=c", "--quiet")
+	id := listJSON(t, tr, dest, "--cluster=c")[0]["id"].(string)
+	cfg := writeFile(t, t.TempDir(), "config.yaml", "destinations:\n  ro:\n    url: file://"+dir+"\n    readOnly: true\n")
+	for _, args := range [][]string{
+		{"prune", "--config=" + cfg, "--destination=ro", "--cluster=c", "--keep-last=1"},
+		{"delete", "--config=" + cfg, "--destination=ro", "--cluster=c", "--backup=" + id},
+	} {
+		real := tr.run("", args...)
+		dry := tr.run("", append(args, "--dry-run")...)
+		require.NotEqual(t, exitOK, real.code, "%s", real)
+		require.Equal(t, real.code, dry.code, "a dry run exits as the real run: %s\n%s", real, dry)
+		require.Contains(t, dry.stderr, "read-only")
+	}
+	require.Len(t, listJSON(t, tr, dest, "--cluster=c"), 1)
+}
+
+// TestRestoreDefaultIsNewestPoint: restore without --backup or a point
+// restores the end of the newest chain and says which revision; with
+// --backup=latest it restores exactly the newest full backup.
+func TestRestoreDefaultIsNewestPoint(t *testing.T) {
+	tr := &transcript{t: t}
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	writeSome(t, cli, "/before", 5)
+	dest := "--destination=file://" + t.TempDir()
+	endpoints := "--endpoints=" + strings.Join(etcd.Endpoints(), ",")
+	f := startFollow(t, endpoints, dest, "--cluster=prod", "--flush-interval=100ms")
+	require.Eventually(t, func() bool { return strings.Contains(f.output(), "chain of prod started") }, 30*time.Second, 20*time.Millisecond)
+	end := writeSome(t, cli, "/a", 12)
+	waitSegments(t, tr, end, dest, "--cluster=prod")
+	require.NoError(t, f.stop(t, syscall.SIGTERM), f.output())
+
+	requireRestored(t, tr, cli, end, dest)
+
+	r := tr.ok("restore", dest, "--cluster=prod", "--backup=latest", "--data-dir="+filepath.Join(t.TempDir(), "m"), "--quiet")
+	require.Contains(t, r.stdout, "restored prod-full-")
 }

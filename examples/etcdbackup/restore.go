@@ -90,6 +90,9 @@ func runRestore(ctx context.Context, s *streams, args []string) error {
 		return err
 	}
 	defer reg.Close()
+	if point == nil {
+		point = newestPoint(ctx, fs, restoreSources(d), dest.cluster)
+	}
 	if point != nil {
 		return restorePoint(ctx, s, fs, r, restoreSources(d), *point, member)
 	}
@@ -147,6 +150,12 @@ func restoreStream(ctx context.Context, s *streams, fs *flagSet, r *restore.Rest
 func emptyOrMissing(dir string) error {
 	f, err := os.Open(dir)
 	if errors.Is(err, os.ErrNotExist) {
+		// It is created beside its parent's other entries: that parent
+		// must be a directory already.
+		parent := filepath.Dir(filepath.Clean(dir))
+		if st, err := os.Stat(parent); err != nil || !st.IsDir() {
+			return usagef("data directory %s: its parent %s is not an existing directory", dir, parent)
+		}
 		return nil
 	}
 	if err != nil {

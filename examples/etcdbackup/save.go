@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -74,7 +75,7 @@ func runSave(ctx context.Context, s *streams, args []string) error {
 		_, err = pipeline.Run(ctx, req)
 		return err
 	}
-	targets, closeAll, err := openTargets(ctx, dest, encoding.registry(fs.logger(s)))
+	targets, labels, closeAll, err := openTargets(ctx, dest, encoding.registry(fs.logger(s)))
 	if err != nil {
 		return err
 	}
@@ -85,6 +86,11 @@ func runSave(ctx context.Context, s *streams, args []string) error {
 		defer display.close()
 	}
 	res, err := pipeline.Run(ctx, req)
+	if res != nil {
+		for i, o := range res.Outcomes {
+			res.Outcomes[i].Destination = cmp.Or(labels[o.Destination], o.Destination)
+		}
+	}
 	if res == nil || len(req.Targets) == 1 {
 		if err == nil && res.Outcomes[0].Err != nil {
 			err = res.Outcomes[0].Err
@@ -123,12 +129,16 @@ func saveOutput(res *backup.Result) any {
 
 // openTargets opens every destination of the flags, each in a registry
 // of its own; closeAll closes them. Destinations given by a URL the config
-// file does not name are named "default", "default-2", ...
-func openTargets(ctx context.Context, dest destinationFlags, opts destination.Options) (targets []backup.Target, closeAll func(), err error) {
+// file does not name are named "default", "default-2", ...; labels maps
+// those names to the URL as an operator may see it (redacted), which is
+// how the results name them.
+func openTargets(ctx context.Context, dest destinationFlags, opts destination.Options) (targets []backup.Target, labels map[string]string, closeAll func(), err error) {
 	var (
 		regs []*destination.Registry
 		locs []destination.Location
+		down []error
 	)
+	labels = map[string]string{}
 	closeAll = func() {
 		for _, r := range regs {
 			r.Close()
@@ -143,17 +153,30 @@ func openTargets(ctx context.Context, dest destinationFlags, opts destination.Op
 		reg, d, err := openDestination(ctx, &one, opts)
 		if err != nil {
 			closeAll()
-			return nil, nil, fmt.Errorf("--destination %s: %w", url, err)
+			return nil, nil, nil, fmt.Errorf("--destination %s: %w", destination.RedactURL(url), err)
 		}
 		regs = append(regs, reg)
 		if slices.ContainsFunc(locs, d.Location().Overlaps) || slices.ContainsFunc(targets, func(t backup.Target) bool { return t.Destination == d.Name() }) {
 			closeAll()
-			return nil, nil, usagef("--destination %s: the same location as another, or inside it", url)
+			return nil, nil, nil, usagef("--destination %s: the same location as another, or inside it", destination.RedactURL(url))
+		}
+		if strings.Contains(url, "://") && d.Name() == cmp.Or(one.name, destination.DefaultName) {
+			labels[d.Name()] = destination.RedactURL(url)
 		}
 		locs = append(locs, d.Location())
 		targets = append(targets, d.Target())
+		if st, err := reg.Check(ctx, d.Name()); err == nil && !st.Available() {
+			down = append(down, fmt.Errorf("destination %s: unavailable (%s): %s", cmp.Or(labels[d.Name()], d.Name()), st.Reason, st.Message))
+		}
 	}
-	return targets, closeAll, nil
+	if len(down) == len(targets) {
+		// Nothing could store the snapshot: say so before reading it
+		// from etcd. With another destination up, save goes on and
+		// reports this one's failure with the others' outcomes.
+		closeAll()
+		return nil, nil, nil, errors.Join(down...)
+	}
+	return targets, labels, closeAll, nil
 }
 
 // fanOutResult prints the outcome on each destination: one line each on
@@ -240,8 +263,15 @@ func uploadedLine(e backup.Event) string {
 	if m.Encrypted() {
 		how += ", encrypted"
 	}
-	return fmt.Sprintf("  stored on %s: %s (%s) from a %s snapshot of %s at revision %s",
-		e.Destination, size(e.StoredBytes), how, size(e.RawBytes), m.Etcd.MemberName, revision(m.Etcd.Revision))
+	what := "snapshot of " + m.Etcd.MemberName
+	switch {
+	case m.IsKeysJSON():
+		what = "keys-json export" // read through the client, of no one member
+	case m.Etcd.MemberName == "":
+		what = "snapshot"
+	}
+	return fmt.Sprintf("  stored on %s: %s (%s) from a %s %s at revision %s",
+		e.Destination, size(e.StoredBytes), how, size(e.RawBytes), what, revision(m.Etcd.Revision))
 }
 
 // revision describes a snapshot's revision, exact or bounded.

@@ -63,7 +63,7 @@ func TestUsageErrors(t *testing.T) {
 		{"no default", []string{"list", "--config=" + noDefault, "--cluster=prod"}, "no default"},
 		{"half keys", []string{"list", "--config=" + halfKeys, "--cluster=prod"}, "secretAccessKey"},
 		{"both keys", []string{"list", "--config=" + bothKeys, "--cluster=prod"}, "one of secretAccessKey"},
-		{"wrong type", []string{"list", "--config=" + wrongType, "--cluster=prod"}, "bool"},
+		{"wrong type", []string{"list", "--config=" + wrongType, "--cluster=prod"}, "true or false"},
 		{"overlapping destinations", []string{"list", "--config=" + overlap, "--cluster=prod"}, "location"},
 		{"keys on a file destination", []string{"list", "--config=" + keysOnFile, "--cluster=prod"}, "credentials"},
 		{"two documents", []string{"list", "--config=" + twoDocs, "--cluster=prod"}, "more than one"},
