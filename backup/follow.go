@@ -149,6 +149,22 @@ type FollowObserverFunc func(FollowEvent)
 // ObserveFollow calls f(e).
 func (f FollowObserverFunc) ObserveFollow(e FollowEvent) { f(e) }
 
+// ChainBase reports whether e may base a chain of delta segments: a full
+// backup whose revision bounds are both known. A full backup stored when
+// the member could not be asked its revision after the snapshot (High is
+// zero) holds some revision at or after Low, no one knows which: a restore
+// point between Low and the real revision would be claimed and not held.
+// The follower resumes and starts chains only from such entries,
+// retention picks its window's base among them, and restore
+// (restore.FindPoint) starts a point's replay only from them.
+func (e Entry) ChainBase() bool {
+	if e.Kind != KindBackup || e.Manifest == nil || e.Manifest.IsDelta() || e.Manifest.IsKeysJSON() {
+		return false
+	}
+	r := e.Manifest.Etcd.Revision
+	return r.Low > 0 && r.High >= r.Low
+}
+
 // ErrCompacted is reported (wrapped in ChainGap events) when the revision a
 // follower needs was compacted.
 var ErrCompacted = rpctypes.ErrCompacted
@@ -273,7 +289,7 @@ func (f *Follower) newChain(ctx context.Context, compacted int64) (next int64, c
 			return 0, "", fmt.Errorf("find a full backup to start a chain: %w", err)
 		}
 		for _, e := range entries {
-			if e.Kind == KindBackup && e.Manifest.Etcd.Revision.Low >= compacted && compacted > 0 {
+			if e.ChainBase() && e.Manifest.Etcd.Revision.Low >= compacted && compacted > 0 {
 				held[e.ID]++
 				if candidate == nil || e.Manifest.Etcd.Revision.Low > candidate.Etcd.Revision.Low {
 					candidate = e.Manifest
@@ -287,17 +303,36 @@ func (f *Follower) newChain(ctx context.Context, compacted int64) (next int64, c
 	return f.takeFull(ctx)
 }
 
+// maxUnboundedFulls bounds the full backups takeFull takes in a row whose
+// upper revision stays unknown, which may base no chain.
+const maxUnboundedFulls = 3
+
 // takeFull takes a full backup and returns the revision to watch from. A
 // full backup of the same name in the same second (IDs have a resolution
-// of a second) is retried in the next.
+// of a second) is retried in the next. A full backup whose revision could
+// not be bounded (see Entry.ChainBase) starts no chain: another is taken
+// after the retry interval, at most maxUnboundedFulls in all, then Run
+// fails rather than fill the destination.
 func (f *Follower) takeFull(ctx context.Context) (next int64, chain string, err error) {
 	req := Request{Cluster: f.Cluster, Name: f.fullName(), Scheduled: true, Targets: f.Targets}
+	unbounded := 0
 	for attempt := 1; ; attempt++ {
 		res, err := f.Pipeline.Run(ctx, req)
-		if err == nil {
+		switch {
+		case err == nil && res.Snapshot.RevisionLow > 0 && res.Snapshot.RevisionHigh >= res.Snapshot.RevisionLow:
 			return res.Snapshot.RevisionLow + 1, res.ID, nil
-		}
-		if !errors.Is(err, ErrBackupExists) || attempt == 3 {
+		case err == nil:
+			unbounded++
+			if unbounded == maxUnboundedFulls {
+				return 0, "", fmt.Errorf("full backup to start a chain: %d full backups in a row without a known revision (the last %s)", unbounded, res.ID)
+			}
+			f.logger().Warn("full backup has no known revision, it cannot start a chain: taking another",
+				"cluster", f.Cluster, "backup", res.ID)
+			if err := f.retry().wait(ctx, unbounded); err != nil {
+				return 0, "", err
+			}
+			continue
+		case !errors.Is(err, ErrBackupExists) || attempt == 3:
 			return 0, "", fmt.Errorf("full backup to start a chain: %w", err)
 		}
 		if err := (retryPolicy{first: time.Second, max: time.Second}).wait(ctx, 1); err != nil {
@@ -345,7 +380,7 @@ func resumePoint(entries []Entry) (next int64, chain string) {
 			if last == nil || m.LastRevision > last.LastRevision {
 				last = m
 			}
-		case e.Kind == KindBackup && m.Etcd.Revision.Low > 0:
+		case e.ChainBase():
 			full = m // entries are ordered by creation
 		}
 	}
