@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -107,6 +109,12 @@ const (
 	ChainGap FollowEventKind = "ChainGap"
 	// WatchRestarted: the watch broke (Event.Err) and resumes at Revision.
 	WatchRestarted FollowEventKind = "WatchRestarted"
+	// ChainRewound: etcd's revision is below what the follower committed,
+	// or its cluster ID changed (Event.Err): the cluster was restored to
+	// an earlier revision without a revision bump, or replaced. Its
+	// revisions from there on are another history than the chain's: a
+	// new chain starts, from a new full backup.
+	ChainRewound FollowEventKind = "ChainRewound"
 )
 
 // FollowEvent is one thing that happened to a follower.
@@ -164,6 +172,11 @@ func (e Entry) ChainBase() bool {
 	r := e.Manifest.Etcd.Revision
 	return r.Low > 0 && r.High >= r.Low
 }
+
+// ErrRewound is reported (wrapped in ChainRewound events) when etcd's
+// revision went back below what a follower committed, or its cluster ID
+// changed.
+var ErrRewound = errors.New("etcd's history is not the chain's")
 
 // ErrCompacted is reported (wrapped in ChainGap events) when the revision a
 // follower needs was compacted.
@@ -234,7 +247,7 @@ func (f *Follower) Run(ctx context.Context) error {
 	}
 	st := &followState{f: f, codec: codec, leases: map[int64]bool{}}
 	st.builder = newSegmentBuilder()
-	next, chain, length, err := f.resume(ctx)
+	next, chain, length, clusterID, err := f.resume(ctx)
 	if err != nil {
 		return err
 	}
@@ -247,13 +260,28 @@ func (f *Follower) Run(ctx context.Context) error {
 		st.chainLength = length
 		f.event(FollowEvent{Kind: ChainResumed, Chain: chain, Revision: next, ChainLength: length})
 	}
-	st.next, st.chain, st.committed = next, chain, next-1
+	st.next, st.chain, st.committed, st.clusterID = next, chain, next-1, clusterID
 	f.logger().Info("follower started", "cluster", f.Cluster, "chain", chain, "revision", next)
 	for {
-		err := st.watch(ctx)
+		err := st.checkHistory(ctx)
+		if err == nil {
+			err = st.watch(ctx)
+		}
 		switch {
 		case ctx.Err() != nil:
 			return st.finalFlush(ctx)
+		case errors.Is(err, ErrRewound):
+			f.event(FollowEvent{Kind: ChainRewound, Chain: st.chain, Revision: st.next, HeadRevision: st.head, Committed: st.committed, Err: err})
+			f.logger().Warn("etcd's history changed: starting a new chain", "cluster", f.Cluster, "error", err)
+			next, chain, ferr := f.takeFull(ctx)
+			if ferr != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return ferr
+			}
+			st.restart(next, chain)
+			f.event(FollowEvent{Kind: ChainStarted, Chain: chain, Revision: next})
 		case errors.Is(err, rpctypes.ErrCompacted):
 			f.event(FollowEvent{Kind: ChainGap, Chain: st.chain, Revision: st.next, Err: err})
 			f.logger().Warn("follower fell behind compaction: starting a new chain", "cluster", f.Cluster, "revision", st.next)
@@ -264,8 +292,7 @@ func (f *Follower) Run(ctx context.Context) error {
 				}
 				return ferr
 			}
-			st.next, st.chain, st.committed, st.chainLength = next, chain, next-1, 0
-			st.leases = map[int64]bool{}
+			st.restart(next, chain)
 			f.event(FollowEvent{Kind: ChainStarted, Chain: chain, Revision: next})
 		case err != nil:
 			f.event(FollowEvent{Kind: WatchRestarted, Chain: st.chain, Revision: st.next, Err: err})
@@ -343,19 +370,22 @@ func (f *Follower) takeFull(ctx context.Context) (next int64, chain string, err 
 
 // resume returns where to start: after the last segment, or after the
 // newest full backup, on every catalog; zero when a catalog has neither.
-// length is the number of segments of the chain on the first catalog.
-func (f *Follower) resume(ctx context.Context) (next int64, chain string, length int64, err error) {
+// length is the number of segments of the chain on the first catalog, and
+// clusterID the etcd cluster ID the resume point's manifest records (zero
+// when none does).
+func (f *Follower) resume(ctx context.Context) (next int64, chain string, length int64, clusterID uint64, err error) {
 	for i, c := range f.Catalogs {
 		entries, err := ListBackups(ctx, c, f.Cluster)
 		if err != nil {
-			return 0, "", 0, fmt.Errorf("find where to resume: %w", err)
+			return 0, "", 0, 0, fmt.Errorf("find where to resume: %w", err)
 		}
-		n, ch := resumePoint(entries)
+		n, ch, m := resumePoint(entries)
 		if n == 0 {
-			return 0, "", 0, nil
+			return 0, "", 0, 0, nil
 		}
 		if next == 0 || n < next {
 			next, chain = n, ch
+			clusterID, _ = strconv.ParseUint(m.Etcd.ClusterID, 16, 64)
 		}
 		if i == 0 {
 			for _, e := range entries {
@@ -365,13 +395,13 @@ func (f *Follower) resume(ctx context.Context) (next int64, chain string, length
 			}
 		}
 	}
-	return next, chain, length, nil
+	return next, chain, length, clusterID, nil
 }
 
 // resumePoint is where a follower resumes on one catalog's entries: after
 // the last segment, else after the newest full backup with a known
 // revision.
-func resumePoint(entries []Entry) (next int64, chain string) {
+func resumePoint(entries []Entry) (next int64, chain string, at *Manifest) {
 	var last, full *Manifest
 	for _, e := range entries {
 		m := e.Manifest
@@ -386,11 +416,11 @@ func resumePoint(entries []Entry) (next int64, chain string) {
 	}
 	switch {
 	case last != nil:
-		return last.LastRevision + 1, last.Chain
+		return last.LastRevision + 1, last.Chain, last
 	case full != nil:
-		return full.Etcd.Revision.Low + 1, full.ID
+		return full.Etcd.Revision.Low + 1, full.ID, full
 	}
-	return 0, ""
+	return 0, "", nil
 }
 
 func (f *Follower) event(e FollowEvent) {
@@ -413,11 +443,49 @@ type followState struct {
 	chain           string
 	chainLength     int64
 	compacted       int64     // etcd's compaction revision, when the watch met it
+	clusterID       uint64    // etcd's cluster ID, recorded in segments
 	firstReceived   time.Time // of the segment's first revision
 	leases          map[int64]bool
 	// stopWatch cancels the running watch: called when a store fails, so
 	// that etcd's client stops buffering events while the store retries.
 	stopWatch context.CancelFunc
+}
+
+// restart makes st follow a new chain from next.
+func (st *followState) restart(next int64, chain string) {
+	st.next, st.chain, st.committed, st.chainLength = next, chain, next-1, 0
+	st.head, st.clusterID = 0, 0
+	st.leases = map[int64]bool{}
+}
+
+// checkHistory asks etcd its revision and cluster ID before a watch
+// starts: etcd accepts a watch from a revision it has not reached, so a
+// cluster restored to an earlier revision would be followed from the
+// chain's end, and its revisions up to there lost, without a word.
+func (st *followState) checkHistory(ctx context.Context) error {
+	resp, err := st.f.Client.Get(clientv3.WithRequireLeader(ctx), "\x00", clientv3.WithCountOnly())
+	if err != nil {
+		return fmt.Errorf("ask etcd its revision: %w", err)
+	}
+	return st.checkHeader(resp.Header)
+}
+
+// checkHeader compares a response header of etcd with the chain.
+func (st *followState) checkHeader(h *etcdserverpb.ResponseHeader) error {
+	if h == nil {
+		return nil
+	}
+	if st.clusterID != 0 && h.ClusterId != 0 && h.ClusterId != st.clusterID {
+		return fmt.Errorf("%w: cluster ID %s, the chain's is %s", ErrRewound, formatID(h.ClusterId), formatID(st.clusterID))
+	}
+	if h.Revision < st.committed {
+		return fmt.Errorf("%w: etcd is at revision %d, the chain committed %d", ErrRewound, h.Revision, st.committed)
+	}
+	if st.clusterID == 0 {
+		st.clusterID = h.ClusterId
+	}
+	st.head = max(st.head, h.Revision)
+	return nil
 }
 
 // watch watches from st.next until the watch ends, a segment had to be
@@ -479,8 +547,12 @@ func (st *followState) receive(ctx context.Context, wr clientv3.WatchResponse) e
 	if err := wr.Err(); err != nil {
 		return err
 	}
-	if wr.Header.Revision > st.head {
-		st.head = wr.Header.Revision
+	if err := st.checkHeader(wr.Header); err != nil {
+		// What is held is the chain's history, received before: store it.
+		if _, ferr := st.flush(ctx); ferr != nil {
+			return ferr
+		}
+		return err
 	}
 	now := st.f.Pipeline.now()
 	evs := wr.Events
@@ -551,7 +623,7 @@ func (st *followState) flush(ctx context.Context) (retried bool, err error) {
 	}
 	b := st.builder
 	raw := b.finish()
-	seg, err := st.codec.encode(raw, b.sum, st.chain)
+	seg, err := st.codec.encode(raw, b.sum, st.chain, st.clusterID)
 	if err != nil {
 		return false, err
 	}

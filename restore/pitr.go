@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -390,8 +391,12 @@ type PointResult struct {
 	RestoredMember
 	// FullRevision is the exact revision of the restored full backup;
 	// Revision the member's revision after replay: the point's revision,
-	// or for a time the last revision at or before it.
+	// or for a time the last revision at or before it (with a plan's Gap,
+	// the nearest earlier point's). A revision bump raises what the member
+	// serves to Revision+RevisionBump.
 	FullRevision, Revision int64
+	// RevisionBump is the bump applied after replay (Member.RevisionBump).
+	RevisionBump int64
 	// Segments, Revisions and Events count what was applied.
 	Segments, Revisions, Events int64
 	// Replay is the time spent applying events.
@@ -407,8 +412,16 @@ type PointResult struct {
 // events is applied.
 //
 // The work happens in a temporary directory next to m.DataDir, renamed to
-// m.DataDir at the end: a failure leaves no data directory. Revision bumps
-// are not supported with a point (m.RevisionBump must be zero).
+// m.DataDir at the end: a failure leaves no data directory.
+//
+// With m.RevisionBump, once the point is reached the store's revision is
+// raised by that much and marked compacted, as etcdutl snapshot restore
+// does with --bump-revision and --mark-compacted: the member serves the
+// point's keys at revision Revision+RevisionBump, and a watch or read
+// from an older revision fails as compacted. Kubernetes' restore guidance
+// asks for both, so that watchers and informers never see revisions go
+// backwards, and a follower of the restored cluster starts a new chain
+// instead of resuming the old one.
 func (r *Restorer) RestorePoint(ctx context.Context, plan *PointPlan, m Member) (*PointResult, error) {
 	if err := r.Validate(); err != nil {
 		return nil, err
@@ -457,9 +470,13 @@ func (r *Restorer) restorePoint(ctx context.Context, plan *PointPlan, members []
 	if plan == nil || plan.Full.Manifest == nil {
 		return nil, errors.New("restore of a point: no plan")
 	}
+	bump := members[0].RevisionBump
 	for _, m := range members {
-		if m.RevisionBump != 0 {
-			return nil, errors.New("restore of a point: revision bump is not supported")
+		if m.RevisionBump != bump {
+			return nil, errors.New("restore of a point: every member needs the same revision bump")
+		}
+		if bump > math.MaxInt64/2 {
+			return nil, fmt.Errorf("restore of a point: revision bump %d is too large", bump)
 		}
 		if err := checkDataDir(m.DataDir); err != nil {
 			return nil, err
@@ -478,6 +495,7 @@ func (r *Restorer) restorePoint(ctx context.Context, plan *PointPlan, members []
 		defer os.RemoveAll(work)
 		staged[i] = m
 		staged[i].DataDir = filepath.Join(work, "data")
+		staged[i].RevisionBump = 0 // applied after replay
 	}
 	restored, err := restoreFull(staged)
 	if err != nil {
@@ -486,7 +504,8 @@ func (r *Restorer) restorePoint(ctx context.Context, plan *PointPlan, members []
 	out := make([]PointResult, len(members))
 	for i := range staged {
 		out[i].RestoredMember = restored[i]
-		if err := r.replay(ctx, plan, staged[i].DataDir, &out[i]); err != nil {
+		if err := r.replay(ctx, plan, staged[i].DataDir, int64(bump), &out[i]); err != nil {
+
 			return nil, fmt.Errorf("restore %s of cluster %q, member %q: %w", plan.Point, plan.Cluster, members[i].Name, err)
 		}
 	}
@@ -502,13 +521,14 @@ func (r *Restorer) restorePoint(ctx context.Context, plan *PointPlan, members []
 	return out, nil
 }
 
-// replay applies plan's segments to the database in dataDir.
-func (r *Restorer) replay(ctx context.Context, plan *PointPlan, dataDir string, res *PointResult) (err error) {
+// replay applies plan's segments to the database in dataDir, then bumps
+// its revision by bump (see replayer.bump).
+func (r *Restorer) replay(ctx context.Context, plan *PointPlan, dataDir string, bump int64, res *PointResult) (err error) {
 	rp, err := openReplay(dataDir, zapslog.New(r.Logger))
 	if err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, rp.close()) }()
+	defer func() { err = errors.Join(err, rp.close(bump)) }()
 	res.FullRevision = rp.start
 	rp.target, rp.until = plan.Revision, plan.Time
 	if plan.Revision > 0 && rp.start > plan.Revision {
@@ -540,7 +560,7 @@ func (r *Restorer) replay(ctx context.Context, plan *PointPlan, dataDir string, 
 	if plan.Revision > 0 && rp.rev != plan.Revision {
 		return fmt.Errorf("%w: replay ended at revision %d, short of %d", ErrReplay, rp.rev, plan.Revision)
 	}
-	res.Revision, res.Revisions, res.Events = rp.rev, rp.revisions, rp.events
+	res.Revision, res.Revisions, res.Events, res.RevisionBump = rp.rev, rp.revisions, rp.events, bump
 	res.Replay = r.now().Sub(started)
 	return nil
 }

@@ -52,7 +52,8 @@ func put(rev int64, key string) *backup.SegmentRevision {
 // TestReplayRules applies revisions to a restored database: the next
 // revision applies, one already held is skipped, a gap, a delete of a key
 // the database does not hold and a revision past the target stop replay,
-// and the database keeps the last revision applied.
+// a put whose create revision and version differ from the source's is
+// refused, and the database keeps the last revision applied.
 func TestReplayRules(t *testing.T) {
 	dir := restoredDir(t)
 	rp, err := openReplay(dir, zap.NewNop())
@@ -80,6 +81,13 @@ func TestReplayRules(t *testing.T) {
 	if err := rp.apply(del); !errors.Is(err, ErrReplay) {
 		t.Fatalf("a delete of a missing key: %v", err)
 	}
+	// "new" was created at 5 here; a source whose "new" was created at 3
+	// and is at version 2 is another history.
+	other := &backup.SegmentRevision{Revision: 6, Events: []backup.SegmentEvent{
+		{Key: []byte("new"), Value: []byte("w"), ModRevision: 6, CreateRevision: 3, Version: 2}}}
+	if err := rp.apply(other); !errors.Is(err, ErrReplay) || rp.rev != 5 {
+		t.Fatalf("a put of another history: %v, at %d", err, rp.rev)
+	}
 	lease := &backup.SegmentRevision{Revision: 6, Leases: []backup.SegmentLease{{ID: 77, TTL: 30}}, Events: []backup.SegmentEvent{
 		{Key: []byte("leased"), Value: []byte("v"), ModRevision: 6, CreateRevision: 6, Version: 1, Lease: 77}}}
 	if err := rp.apply(lease); err != nil {
@@ -88,7 +96,7 @@ func TestReplayRules(t *testing.T) {
 	if l := rp.le.Lookup(77); l == nil || l.TTL() != 30 {
 		t.Fatalf("lease 77: %v", l)
 	}
-	if err := rp.close(); err != nil {
+	if err := rp.close(0); err != nil {
 		t.Fatal(err)
 	}
 	st, err := Status(datadir.ToBackendFileName(dir))
