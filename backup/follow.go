@@ -548,11 +548,16 @@ func (st *followState) receive(ctx context.Context, wr clientv3.WatchResponse) e
 		return err
 	}
 	if err := st.checkHeader(wr.Header); err != nil {
-		// What is held is the chain's history, received before: store it.
-		if _, ferr := st.flush(ctx); ferr != nil {
-			return ferr
+		// A member that lags may answer below what another served: only a
+		// linearizable read, which waits for the member to catch up,
+		// confirms a rewind. Until then, the watch restarts from st.next.
+		if err = st.checkHistory(ctx); err != nil {
+			// What is held is the chain's history, received before.
+			if _, ferr := st.flush(ctx); ferr != nil {
+				return ferr
+			}
+			return err
 		}
-		return err
 	}
 	now := st.f.Pipeline.now()
 	evs := wr.Events
