@@ -1,6 +1,7 @@
 package backup
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -20,6 +21,7 @@ const (
 	DefaultFlushInterval      = time.Second
 	DefaultMaxSegmentBytes    = 8 << 20
 	DefaultFinalCommitTimeout = 30 * time.Second
+	DefaultSlowStore          = 5 * time.Second
 	// DefaultFullName is the backup name of the full backups a Follower
 	// takes.
 	DefaultFullName = "full"
@@ -41,7 +43,15 @@ const (
 // events that arrive (what the cluster writes in that time); when a store
 // fails (a destination is down), the follower cancels the watch at once,
 // retries, and watches again from the segment's end once it is stored, so
-// memory does not grow with the length of an outage.
+// memory does not grow with the length of an outage; a store slower than
+// SlowStore cancels the watch the same way. Segments are cut at
+// MaxSegmentBytes between revisions, inside a watch response too.
+//
+// The follower asks etcd its revision and cluster ID before each watch and
+// checks every response: a revision below what it committed, or another
+// cluster ID (a cluster restored to an earlier revision without a bump,
+// or replaced), starts a new chain from a new full backup (ChainRewound),
+// so that no chain holds two histories. Segments record the cluster ID.
 //
 // Run resumes after the last segment committed on the targets, or after
 // the newest full backup, and takes a full backup first when there is
@@ -81,6 +91,13 @@ type Follower struct {
 	// FinalCommitTimeout bounds storing the last segment once Run's context
 	// ends; zero means DefaultFinalCommitTimeout.
 	FinalCommitTimeout time.Duration
+	// SlowStore bounds how long the watch stays open while a segment is
+	// stored: past it, the watch is cancelled (etcd's client would buffer
+	// what the cluster writes meanwhile, without bound) and opened again
+	// from the segment's end once it is stored. Memory is then bounded
+	// under a slow destination as under a failing one. Zero means
+	// DefaultSlowStore.
+	SlowStore time.Duration
 	// RetryInterval is the first wait after a failed store or watch; it
 	// doubles up to ten times as long. Zero means one second.
 	RetryInterval time.Duration
@@ -173,6 +190,11 @@ func (e Entry) ChainBase() bool {
 	return r.Low > 0 && r.High >= r.Low
 }
 
+// ErrSlowStore is reported (wrapped in WatchRestarted events) when storing
+// a segment took longer than Follower.SlowStore: the watch was cancelled
+// meanwhile, and resumes after the segment.
+var ErrSlowStore = errors.New("slow segment store")
+
 // ErrRewound is reported (wrapped in ChainRewound events) when etcd's
 // revision went back below what a follower committed, or its cluster ID
 // changed.
@@ -196,7 +218,7 @@ func (f *Follower) validate() error {
 	if err := req.Validate(); err != nil {
 		return err
 	}
-	if f.FlushInterval < 0 || f.MaxSegmentBytes < 0 || f.FinalCommitTimeout < 0 || f.RetryInterval < 0 {
+	if f.FlushInterval < 0 || f.MaxSegmentBytes < 0 || f.FinalCommitTimeout < 0 || f.RetryInterval < 0 || f.SlowStore < 0 {
 		return errors.New("follower bounds may not be negative")
 	}
 	return nil
@@ -523,12 +545,10 @@ func (st *followState) watch(ctx context.Context) error {
 				return errors.New("watch channel closed")
 			}
 			if err := st.receive(ctx, wr); err != nil {
-				return err
-			}
-			if st.builder.size() >= st.f.maxSegmentBytes() {
-				if retried, err := st.flush(ctx); err != nil || retried {
-					return err
+				if errors.Is(err, errRewatch) {
+					return nil
 				}
+				return err
 			}
 		}
 	}
@@ -582,9 +602,20 @@ func (st *followState) receive(ctx context.Context, wr clientv3.WatchResponse) e
 		}
 		st.next = rev + 1
 		evs = evs[n:]
+		// A catching-up watch delivers up to 1,000 revisions in one
+		// response: the segment is cut between revisions, inside it.
+		if st.builder.size() >= st.f.maxSegmentBytes() {
+			if retried, err := st.flush(ctx); err != nil || retried {
+				return cmp.Or(err, errRewatch)
+			}
+		}
 	}
 	return nil
 }
+
+// errRewatch asks watch to return, for Run to watch again from st.next:
+// a store failed or was slow, and etcd's client buffered meanwhile.
+var errRewatch = errors.New("watch again")
 
 func toSegment(evs []*clientv3.Event) []SegmentEvent {
 	out := make([]SegmentEvent, len(evs))
@@ -633,7 +664,14 @@ func (st *followState) flush(ctx context.Context) (retried bool, err error) {
 		return false, err
 	}
 	f := st.f
-	var failed atomic.Bool // set by the targets' goroutines
+	var failed, slowed atomic.Bool // set by the targets' goroutines, the timer
+	stopSlow := func() bool { return false }
+	if stop := st.stopWatch; stop != nil {
+		stopSlow = time.AfterFunc(cmpOr(f.SlowStore, DefaultSlowStore), func() {
+			slowed.Store(true)
+			stop()
+		}).Stop
+	}
 	manifests, err := seg.store(ctx, f.Targets, f.Pipeline.now, f.retry(), func(dest string, attempt int, err error) {
 		if attempt == 1 && st.stopWatch != nil {
 			st.stopWatch() // safe from any goroutine
@@ -644,7 +682,14 @@ func (st *followState) flush(ctx context.Context) (retried bool, err error) {
 		f.logger().Warn("segment store failed, retrying", "cluster", f.Cluster, "destination", dest,
 			"first_revision", b.sum.FirstRevision, "attempt", attempt, "error", err)
 	})
-	retried = failed.Load()
+	stopSlow()
+	if slowed.Load() && !failed.Load() {
+		serr := fmt.Errorf("%w: storing the segment took longer than %s", ErrSlowStore, cmpOr(f.SlowStore, DefaultSlowStore))
+		f.event(FollowEvent{Kind: WatchRestarted, Chain: st.chain, Revision: b.sum.LastRevision + 1, Err: serr})
+		f.logger().Warn("segment store was slow: the watch was cancelled, it resumes after the segment", "cluster", f.Cluster,
+			"first_revision", b.sum.FirstRevision, "error", serr)
+	}
+	retried = failed.Load() || slowed.Load()
 	if err != nil {
 		// Not committed everywhere: the next run resumes before it (a
 		// target that has it then holds an overlapping segment, which
