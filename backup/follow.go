@@ -274,7 +274,7 @@ func (f *Follower) Run(ctx context.Context) error {
 		return err
 	}
 	if next == 0 {
-		if next, chain, err = f.takeFull(ctx); err != nil {
+		if next, chain, st.held, err = f.takeFull(ctx); err != nil {
 			return err
 		}
 		f.event(FollowEvent{Kind: ChainStarted, Chain: chain, Revision: next})
@@ -285,7 +285,10 @@ func (f *Follower) Run(ctx context.Context) error {
 	st.next, st.chain, st.committed, st.clusterID = next, chain, next-1, clusterID
 	f.logger().Info("follower started", "cluster", f.Cluster, "chain", chain, "revision", next)
 	for {
-		err := st.checkHistory(ctx)
+		err := st.drainHeld(ctx)
+		if err == nil {
+			err = st.checkHistory(ctx)
+		}
 		if err == nil {
 			err = st.watch(ctx)
 		}
@@ -295,7 +298,7 @@ func (f *Follower) Run(ctx context.Context) error {
 		case errors.Is(err, ErrRewound):
 			f.event(FollowEvent{Kind: ChainRewound, Chain: st.chain, Revision: st.next, HeadRevision: st.head, Committed: st.committed, Err: err})
 			f.logger().Warn("etcd's history changed: starting a new chain", "cluster", f.Cluster, "error", err)
-			next, chain, ferr := f.takeFull(ctx)
+			next, chain, held, ferr := f.takeFull(ctx)
 			if ferr != nil {
 				if ctx.Err() != nil {
 					return nil
@@ -303,11 +306,12 @@ func (f *Follower) Run(ctx context.Context) error {
 				return ferr
 			}
 			st.restart(next, chain)
+			st.held = held
 			f.event(FollowEvent{Kind: ChainStarted, Chain: chain, Revision: next})
 		case errors.Is(err, rpctypes.ErrCompacted):
 			f.event(FollowEvent{Kind: ChainGap, Chain: st.chain, Revision: st.next, Err: err})
 			f.logger().Warn("follower fell behind compaction: starting a new chain", "cluster", f.Cluster, "revision", st.next)
-			next, chain, ferr := f.newChain(ctx, st.compacted)
+			next, chain, held, ferr := f.newChain(ctx, st.compacted)
 			if ferr != nil {
 				if ctx.Err() != nil {
 					return nil
@@ -315,6 +319,7 @@ func (f *Follower) Run(ctx context.Context) error {
 				return ferr
 			}
 			st.restart(next, chain)
+			st.held = held
 			f.event(FollowEvent{Kind: ChainStarted, Chain: chain, Revision: next})
 		case err != nil:
 			f.event(FollowEvent{Kind: WatchRestarted, Chain: st.chain, Revision: st.next, Err: err})
@@ -329,13 +334,13 @@ func (f *Follower) Run(ctx context.Context) error {
 // newChain returns where a new chain starts once etcd compacted up to
 // compacted: after the newest full backup on every catalog whose revision
 // etcd still has the events after, or else after a new full backup.
-func (f *Follower) newChain(ctx context.Context, compacted int64) (next int64, chain string, err error) {
+func (f *Follower) newChain(ctx context.Context, compacted int64) (next int64, chain string, _ []clientv3.WatchResponse, err error) {
 	var candidate *Manifest
 	held := map[string]int{}
 	for _, c := range f.Catalogs {
 		entries, err := ListBackups(ctx, c, f.Cluster)
 		if err != nil {
-			return 0, "", fmt.Errorf("find a full backup to start a chain: %w", err)
+			return 0, "", nil, fmt.Errorf("find a full backup to start a chain: %w", err)
 		}
 		for _, e := range entries {
 			if e.ChainBase() && e.Manifest.Etcd.Revision.Low >= compacted && compacted > 0 {
@@ -347,7 +352,7 @@ func (f *Follower) newChain(ctx context.Context, compacted int64) (next int64, c
 		}
 	}
 	if candidate != nil && held[candidate.ID] == len(f.Catalogs) {
-		return candidate.Etcd.Revision.Low + 1, candidate.ID, nil
+		return candidate.Etcd.Revision.Low + 1, candidate.ID, nil, nil
 	}
 	return f.takeFull(ctx)
 }
@@ -362,32 +367,98 @@ const maxUnboundedFulls = 3
 // not be bounded (see Entry.ChainBase) starts no chain: another is taken
 // after the retry interval, at most maxUnboundedFulls in all, then Run
 // fails rather than fill the destination.
-func (f *Follower) takeFull(ctx context.Context) (next int64, chain string, err error) {
+//
+// A watch opens before the full backup starts, and held returns what it
+// received while the backup was taken, uploaded and committed (see
+// prewatch): a cluster that compacts more often than a full backup takes
+// still leaves the chain its first revisions.
+func (f *Follower) takeFull(ctx context.Context) (next int64, chain string, held []clientv3.WatchResponse, err error) {
 	req := Request{Cluster: f.Cluster, Name: f.fullName(), Scheduled: true, Targets: f.Targets}
 	unbounded := 0
 	for attempt := 1; ; attempt++ {
+		pre := f.startPrewatch(ctx)
 		res, err := f.Pipeline.Run(ctx, req)
+		held := pre.stop()
 		switch {
 		case err == nil && res.Snapshot.RevisionLow > 0 && res.Snapshot.RevisionHigh >= res.Snapshot.RevisionLow:
-			return res.Snapshot.RevisionLow + 1, res.ID, nil
+			return res.Snapshot.RevisionLow + 1, res.ID, held, nil
 		case err == nil:
 			unbounded++
 			if unbounded == maxUnboundedFulls {
-				return 0, "", fmt.Errorf("full backup to start a chain: %d full backups in a row without a known revision (the last %s)", unbounded, res.ID)
+				return 0, "", nil, fmt.Errorf("full backup to start a chain: %d full backups in a row without a known revision (the last %s)", unbounded, res.ID)
 			}
 			f.logger().Warn("full backup has no known revision, it cannot start a chain: taking another",
 				"cluster", f.Cluster, "backup", res.ID)
 			if err := f.retry().wait(ctx, unbounded); err != nil {
-				return 0, "", err
+				return 0, "", nil, err
 			}
 			continue
 		case !errors.Is(err, ErrBackupExists) || attempt == 3:
-			return 0, "", fmt.Errorf("full backup to start a chain: %w", err)
+			return 0, "", nil, fmt.Errorf("full backup to start a chain: %w", err)
 		}
 		if err := (retryPolicy{first: time.Second, max: time.Second}).wait(ctx, 1); err != nil {
-			return 0, "", err
+			return 0, "", nil, err
 		}
 	}
+}
+
+// maxHeldBytes bounds what a prewatch holds while a full backup is taken;
+// past it, the prewatch gives up and the chain's watch starts after the
+// full backup commits, as without one.
+const maxHeldBytes = 64 << 20
+
+// prewatch watches every key from etcd's revision before a full backup,
+// holding the responses in memory, up to maxHeldBytes.
+type prewatch struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	held   []clientv3.WatchResponse
+	failed bool
+}
+
+// startPrewatch opens a prewatch, or returns nil when etcd cannot be asked
+// its revision.
+func (f *Follower) startPrewatch(ctx context.Context) *prewatch {
+	resp, err := f.Client.Get(clientv3.WithRequireLeader(ctx), "\x00", clientv3.WithCountOnly())
+	if err != nil {
+		return nil
+	}
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	wch := f.Client.Watch(wctx, "", clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
+	p := &prewatch{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		size := 0
+		for wr := range wch {
+			if p.failed {
+				continue // drain until the channel closes
+			}
+			for _, ev := range wr.Events {
+				size += len(ev.Kv.Key) + len(ev.Kv.Value) + 64
+			}
+			if wr.CompactRevision != 0 || wr.Err() != nil || size > maxHeldBytes {
+				p.failed, p.held = true, nil
+				cancel()
+				continue
+			}
+			p.held = append(p.held, wr)
+		}
+	}()
+	return p
+}
+
+// stop ends the prewatch and returns what it held, from its start without
+// a gap; nil when it failed.
+func (p *prewatch) stop() []clientv3.WatchResponse {
+	if p == nil {
+		return nil
+	}
+	p.cancel()
+	<-p.done
+	if p.failed {
+		return nil
+	}
+	return p.held
 }
 
 // resume returns where to start: after the last segment, or after the
@@ -464,13 +535,36 @@ type followState struct {
 	head            int64
 	chain           string
 	chainLength     int64
-	compacted       int64     // etcd's compaction revision, when the watch met it
-	clusterID       uint64    // etcd's cluster ID, recorded in segments
-	firstReceived   time.Time // of the segment's first revision
-	leases          map[int64]bool
+	compacted       int64  // etcd's compaction revision, when the watch met it
+	clusterID       uint64 // etcd's cluster ID, recorded in segments
+	// held is what a prewatch received while the chain's full backup was
+	// taken, to receive before watching.
+	held          []clientv3.WatchResponse
+	firstReceived time.Time // of the segment's first revision
+	leases        map[int64]bool
 	// stopWatch cancels the running watch: called when a store fails, so
 	// that etcd's client stops buffering events while the store retries.
 	stopWatch context.CancelFunc
+}
+
+// drainHeld receives what a prewatch held while the chain's full backup
+// was taken: the revisions after the full backup's, up to where the
+// prewatch stopped. The watch then continues from there.
+func (st *followState) drainHeld(ctx context.Context) error {
+	held := st.held
+	st.held = nil
+	for _, wr := range held {
+		if n := len(wr.Events); n == 0 || wr.Events[n-1].Kv.ModRevision < st.next {
+			continue
+		}
+		if err := st.receive(ctx, wr); err != nil {
+			if errors.Is(err, errRewatch) {
+				return nil
+			}
+			return err
+		}
+	}
+	return nil
 }
 
 // restart makes st follow a new chain from next.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdbackup/etcdbackup/backup"
 	"github.com/etcdbackup/etcdbackup/internal/etcdtest"
@@ -133,5 +134,48 @@ func TestFollowerSlowStore(t *testing.T) {
 	restored, res, srv := restorePoint(t, b, restore.Point{Cluster: "prod-a", Revision: last})
 	require.Equal(t, last, res.Revision)
 	requireSameAt(t, cli, restored, last)
+	srv.Stop()
+}
+
+// TestFollowerCompactionFasterThanFull: etcd compacts every 50 ms while
+// the full backup takes a second to store. The watch opened before the
+// full backup holds the revisions after it, so the chain starts (no
+// ChainGap, no second full backup) and its end restores exactly.
+func TestFollowerCompactionFasterThanFull(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	b := memBucket(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	compacting := make(chan struct{})
+	go func() {
+		defer close(compacting)
+		for i := 0; ctx.Err() == nil; i++ {
+			resp, err := cli.Put(ctx, fmt.Sprintf("/c/%d", i%20), fmt.Sprintf("v%d", i))
+			if err == nil {
+				_, _ = cli.Compact(ctx, resp.Header.Revision)
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
+	rec := &followEvents{}
+	f := boundsFollower(t, etcd, slowUploader{&backup.BucketUploader{Bucket: b}, time.Second}, b, rec)
+	f.SlowStore = time.Minute
+	stop := runFollower(t, f)
+	require.Eventually(t, func() bool { return rec.count(backup.SegmentCommitted) >= 2 }, 30*time.Second, 10*time.Millisecond,
+		"the chain starts although etcd compacts faster than a full backup is stored")
+	cancel()
+	<-compacting
+	want, err := cli.Get(t.Context(), "", clientv3.WithPrefix())
+	require.NoError(t, err)
+	waitCommitted(t, rec, want.Header.Revision)
+	require.NoError(t, stop())
+	require.Zero(t, rec.count(backup.ChainGap))
+	require.Equal(t, 1, rec.count(backup.ChainStarted))
+	restored, res, srv := restorePoint(t, b, restore.Point{Cluster: "prod-a", Revision: want.Header.Revision})
+	require.Equal(t, want.Header.Revision, res.Revision)
+	requireSame(t, want, restored, want.Header.Revision)
 	srv.Stop()
 }
