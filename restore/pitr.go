@@ -306,6 +306,7 @@ func completedAt(m *backup.Manifest) time.Time {
 // the time.
 func (p Point) walk(full Backup, segments []Backup) walk {
 	w := walk{full: full, end: full.Manifest.Etcd.Revision.Low, ended: completedAt(full.Manifest)}
+	next := 0
 	for {
 		if p.Revision > 0 && w.end >= p.Revision {
 			w.reached = true
@@ -315,12 +316,14 @@ func (p Point) walk(full Backup, segments []Backup) walk {
 			w.reached = true
 			return w
 		}
+		// segments are in first-revision order: the ones that may follow
+		// end come next, and those passed over never serve later (end only
+		// grows, past the best one's last revision).
 		best := -1
-		for i, s := range segments {
-			m := s.Manifest
-			if m.FirstRevision <= w.end+1 && m.LastRevision > w.end &&
-				(best < 0 || m.LastRevision > segments[best].Manifest.LastRevision) {
-				best = i
+		for ; next < len(segments) && segments[next].Manifest.FirstRevision <= w.end+1; next++ {
+			m := segments[next].Manifest
+			if m.LastRevision > w.end && (best < 0 || m.LastRevision > segments[best].Manifest.LastRevision) {
+				best = next
 			}
 		}
 		if best < 0 {
