@@ -14,8 +14,11 @@ import (
 
 	"github.com/etcdbackup/etcdbackup/backup"
 	"github.com/etcdbackup/etcdbackup/internal/etcdtest"
+	"github.com/etcdbackup/etcdbackup/internal/faultproxy"
+	"github.com/etcdbackup/etcdbackup/internal/miniotest"
 	"github.com/etcdbackup/etcdbackup/restore"
 	"github.com/etcdbackup/etcdbackup/storage"
+	"github.com/etcdbackup/etcdbackup/storage/s3"
 )
 
 // runFollower runs f until the returned stop is called; stop returns Run's
@@ -104,16 +107,25 @@ func (s slowUploader) Upload(ctx context.Context, m *backup.Manifest, r io.Reade
 	return s.Uploader.Upload(ctx, m, r)
 }
 
-// TestFollowerSlowStore: a destination slower than Follower.SlowStore
-// makes the follower cancel its watch while a segment is stored (etcd's
-// client would buffer the writes meanwhile) and watch again after it;
-// the chain has no gap and no double, and restores exactly.
+// TestFollowerSlowStore: MinIO behind a proxy that delays every write by
+// 300 ms, slower than Follower.SlowStore: the follower cancels its watch
+// while a segment is stored (etcd's client would buffer the writes
+// meanwhile) and watches again after it; the chain has no gap and no
+// double, and restores exactly.
 func TestFollowerSlowStore(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
-	b := memBucket(t)
+	srv := miniotest.Start(t)
+	bucket := srv.NewBucket(t, miniotest.BucketOptions{})
+	proxy := faultproxy.StartHTTP(t, srv.Endpoint())
+	opts := srv.S3Options(bucket)
+	opts.Endpoint = proxy.Addr()
+	slow, err := s3.New(opts)
+	require.NoError(t, err)
+	b := newS3(t, srv, bucket)
+	proxy.SetRules(faultproxy.Rule{Name: "slow writes", Match: faultproxy.IsWrite, Action: faultproxy.Delay, Delay: 300 * time.Millisecond})
 	rec := &followEvents{}
-	f := boundsFollower(t, etcd, slowUploader{&backup.BucketUploader{Bucket: b}, 300 * time.Millisecond}, b, rec)
+	f := boundsFollower(t, etcd, &backup.BucketUploader{Bucket: slow}, b, rec)
 	f.SlowStore = 100 * time.Millisecond
 	stop := runFollower(t, f)
 	require.Eventually(t, func() bool { return rec.count(backup.ChainStarted) == 1 }, 30*time.Second, 10*time.Millisecond)
@@ -122,19 +134,19 @@ func TestFollowerSlowStore(t *testing.T) {
 	require.NoError(t, stop())
 
 	rec.mu.Lock()
-	slow := 0
+	cancelled := 0
 	for _, e := range rec.events {
 		if e.Kind == backup.WatchRestarted && errors.Is(e.Err, backup.ErrSlowStore) {
-			slow++
+			cancelled++
 		}
 	}
 	rec.mu.Unlock()
-	require.Positive(t, slow, "the watch was cancelled while a slow store ran")
+	require.Positive(t, cancelled, "the watch was cancelled while a slow store ran")
 	chains(t, b, "prod-a") // no gap, no double
-	restored, res, srv := restorePoint(t, b, restore.Point{Cluster: "prod-a", Revision: last})
+	restored, res, srv2 := restorePoint(t, b, restore.Point{Cluster: "prod-a", Revision: last})
 	require.Equal(t, last, res.Revision)
 	requireSameAt(t, cli, restored, last)
-	srv.Stop()
+	srv2.Stop()
 }
 
 // TestFollowerCompactionFasterThanFull: etcd compacts every 50 ms while
