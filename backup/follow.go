@@ -381,6 +381,9 @@ func (f *Follower) takeFull(ctx context.Context) (next int64, chain string, held
 		held := pre.stop()
 		switch {
 		case err == nil && res.Snapshot.RevisionLow > 0 && res.Snapshot.RevisionHigh >= res.Snapshot.RevisionLow:
+			if pre == nil || pre.from > res.Snapshot.RevisionLow+1 {
+				held = nil // it started after the full's revision (a member that lagged): a gap
+			}
 			return res.Snapshot.RevisionLow + 1, res.ID, held, nil
 		case err == nil:
 			unbounded++
@@ -410,6 +413,7 @@ const maxHeldBytes = 64 << 20
 // prewatch watches every key from etcd's revision before a full backup,
 // holding the responses in memory, up to maxHeldBytes.
 type prewatch struct {
+	from   int64 // the first revision watched
 	cancel context.CancelFunc
 	done   chan struct{}
 	held   []clientv3.WatchResponse
@@ -425,7 +429,7 @@ func (f *Follower) startPrewatch(ctx context.Context) *prewatch {
 	}
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	wch := f.Client.Watch(wctx, "", clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
-	p := &prewatch{cancel: cancel, done: make(chan struct{})}
+	p := &prewatch{from: resp.Header.Revision + 1, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(p.done)
 		size := 0
