@@ -73,7 +73,11 @@ type Follower struct {
 	Pipeline *Pipeline
 	// Cluster names the cluster. Required.
 	Cluster string
-	// Targets are the destinations to write to; see Request.Targets.
+	// Targets are the destinations to write to; see Request.Targets. A
+	// segment is committed when every target holds it, and a failing
+	// target is retried until it succeeds: one target that stays down
+	// stops the chain on all of them (SegmentFailed events say which).
+	// Give destinations that must progress independently a follower each.
 	Targets []Target
 	// Catalogs read back what the targets hold, to resume: the follower
 	// starts after the last revision committed on all of them. Usually one
