@@ -26,6 +26,7 @@ func TestFollowerAfterRewind(t *testing.T) {
 	b := memBucket(t)
 	rec := &followEvents{}
 	stop := startFollower(t, cli, etcd.Endpoints(), b, "prod-a", rec)
+	require.Eventually(t, func() bool { return rec.count(backup.ChainStarted) == 1 }, 30*time.Second, 10*time.Millisecond)
 	old := workload(t, cli, "/old", 30)
 	oldLast := old[len(old)-1]
 	waitCommitted(t, rec, oldLast)
@@ -73,6 +74,7 @@ func TestRestorePointBump(t *testing.T) {
 	b := memBucket(t)
 	rec := &followEvents{}
 	stop := startFollower(t, cli, etcd.Endpoints(), b, "prod-a", rec)
+	require.Eventually(t, func() bool { return rec.count(backup.ChainStarted) == 1 }, 30*time.Second, 10*time.Millisecond)
 	revs := workload(t, cli, "/a", 18)
 	waitCommitted(t, rec, revs[len(revs)-1])
 	require.NoError(t, stop())
