@@ -1,13 +1,16 @@
 package backup
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -18,6 +21,7 @@ const (
 	DefaultFlushInterval      = time.Second
 	DefaultMaxSegmentBytes    = 8 << 20
 	DefaultFinalCommitTimeout = 30 * time.Second
+	DefaultSlowStore          = 5 * time.Second
 	// DefaultFullName is the backup name of the full backups a Follower
 	// takes.
 	DefaultFullName = "full"
@@ -39,7 +43,15 @@ const (
 // events that arrive (what the cluster writes in that time); when a store
 // fails (a destination is down), the follower cancels the watch at once,
 // retries, and watches again from the segment's end once it is stored, so
-// memory does not grow with the length of an outage.
+// memory does not grow with the length of an outage; a store slower than
+// SlowStore cancels the watch the same way. Segments are cut at
+// MaxSegmentBytes between revisions, inside a watch response too.
+//
+// The follower asks etcd its revision and cluster ID before each watch and
+// checks every response: a revision below what it committed, or another
+// cluster ID (a cluster restored to an earlier revision without a bump,
+// or replaced), starts a new chain from a new full backup (ChainRewound),
+// so that no chain holds two histories. Segments record the cluster ID.
 //
 // Run resumes after the last segment committed on the targets, or after
 // the newest full backup, and takes a full backup first when there is
@@ -61,7 +73,11 @@ type Follower struct {
 	Pipeline *Pipeline
 	// Cluster names the cluster. Required.
 	Cluster string
-	// Targets are the destinations to write to; see Request.Targets.
+	// Targets are the destinations to write to; see Request.Targets. A
+	// segment is committed when every target holds it, and a failing
+	// target is retried until it succeeds: one target that stays down
+	// stops the chain on all of them (SegmentFailed events say which).
+	// Give destinations that must progress independently a follower each.
 	Targets []Target
 	// Catalogs read back what the targets hold, to resume: the follower
 	// starts after the last revision committed on all of them. Usually one
@@ -79,6 +95,13 @@ type Follower struct {
 	// FinalCommitTimeout bounds storing the last segment once Run's context
 	// ends; zero means DefaultFinalCommitTimeout.
 	FinalCommitTimeout time.Duration
+	// SlowStore bounds how long the watch stays open while a segment is
+	// stored: past it, the watch is cancelled (etcd's client would buffer
+	// what the cluster writes meanwhile, without bound) and opened again
+	// from the segment's end once it is stored. Memory is then bounded
+	// under a slow destination as under a failing one. Zero means
+	// DefaultSlowStore.
+	SlowStore time.Duration
 	// RetryInterval is the first wait after a failed store or watch; it
 	// doubles up to ten times as long. Zero means one second.
 	RetryInterval time.Duration
@@ -107,6 +130,12 @@ const (
 	ChainGap FollowEventKind = "ChainGap"
 	// WatchRestarted: the watch broke (Event.Err) and resumes at Revision.
 	WatchRestarted FollowEventKind = "WatchRestarted"
+	// ChainRewound: etcd's revision is below what the follower committed,
+	// or its cluster ID changed (Event.Err): the cluster was restored to
+	// an earlier revision without a revision bump, or replaced. Its
+	// revisions from there on are another history than the chain's: a
+	// new chain starts, from a new full backup.
+	ChainRewound FollowEventKind = "ChainRewound"
 )
 
 // FollowEvent is one thing that happened to a follower.
@@ -149,6 +178,32 @@ type FollowObserverFunc func(FollowEvent)
 // ObserveFollow calls f(e).
 func (f FollowObserverFunc) ObserveFollow(e FollowEvent) { f(e) }
 
+// ChainBase reports whether e may base a chain of delta segments: a full
+// backup whose revision bounds are both known. A full backup stored when
+// the member could not be asked its revision after the snapshot (High is
+// zero) holds some revision at or after Low, no one knows which: a restore
+// point between Low and the real revision would be claimed and not held.
+// The follower resumes and starts chains only from such entries,
+// retention picks its window's base among them, and restore
+// (restore.FindPoint) starts a point's replay only from them.
+func (e Entry) ChainBase() bool {
+	if e.Kind != KindBackup || e.Manifest == nil || e.Manifest.IsDelta() || e.Manifest.IsKeysJSON() {
+		return false
+	}
+	r := e.Manifest.Etcd.Revision
+	return r.Low > 0 && r.High >= r.Low
+}
+
+// ErrSlowStore is reported (wrapped in WatchRestarted events) when storing
+// a segment took longer than Follower.SlowStore: the watch was cancelled
+// meanwhile, and resumes after the segment.
+var ErrSlowStore = errors.New("slow segment store")
+
+// ErrRewound is reported (wrapped in ChainRewound events) when etcd's
+// revision went back below what a follower committed, or its cluster ID
+// changed.
+var ErrRewound = errors.New("etcd's history is not the chain's")
+
 // ErrCompacted is reported (wrapped in ChainGap events) when the revision a
 // follower needs was compacted.
 var ErrCompacted = rpctypes.ErrCompacted
@@ -167,7 +222,7 @@ func (f *Follower) validate() error {
 	if err := req.Validate(); err != nil {
 		return err
 	}
-	if f.FlushInterval < 0 || f.MaxSegmentBytes < 0 || f.FinalCommitTimeout < 0 || f.RetryInterval < 0 {
+	if f.FlushInterval < 0 || f.MaxSegmentBytes < 0 || f.FinalCommitTimeout < 0 || f.RetryInterval < 0 || f.SlowStore < 0 {
 		return errors.New("follower bounds may not be negative")
 	}
 	return nil
@@ -218,12 +273,12 @@ func (f *Follower) Run(ctx context.Context) error {
 	}
 	st := &followState{f: f, codec: codec, leases: map[int64]bool{}}
 	st.builder = newSegmentBuilder()
-	next, chain, length, err := f.resume(ctx)
+	next, chain, length, clusterID, err := f.resume(ctx)
 	if err != nil {
 		return err
 	}
 	if next == 0 {
-		if next, chain, err = f.takeFull(ctx); err != nil {
+		if next, chain, st.held, err = f.takeFull(ctx); err != nil {
 			return err
 		}
 		f.event(FollowEvent{Kind: ChainStarted, Chain: chain, Revision: next})
@@ -231,25 +286,44 @@ func (f *Follower) Run(ctx context.Context) error {
 		st.chainLength = length
 		f.event(FollowEvent{Kind: ChainResumed, Chain: chain, Revision: next, ChainLength: length})
 	}
-	st.next, st.chain, st.committed = next, chain, next-1
+	st.next, st.chain, st.committed, st.clusterID = next, chain, next-1, clusterID
 	f.logger().Info("follower started", "cluster", f.Cluster, "chain", chain, "revision", next)
 	for {
-		err := st.watch(ctx)
+		err := st.drainHeld(ctx)
+		if err == nil {
+			err = st.checkHistory(ctx)
+		}
+		if err == nil {
+			err = st.watch(ctx)
+		}
 		switch {
 		case ctx.Err() != nil:
 			return st.finalFlush(ctx)
-		case errors.Is(err, rpctypes.ErrCompacted):
-			f.event(FollowEvent{Kind: ChainGap, Chain: st.chain, Revision: st.next, Err: err})
-			f.logger().Warn("follower fell behind compaction: starting a new chain", "cluster", f.Cluster, "revision", st.next)
-			next, chain, ferr := f.newChain(ctx, st.compacted)
+		case errors.Is(err, ErrRewound):
+			f.event(FollowEvent{Kind: ChainRewound, Chain: st.chain, Revision: st.next, HeadRevision: st.head, Committed: st.committed, Err: err})
+			f.logger().Warn("etcd's history changed: starting a new chain", "cluster", f.Cluster, "error", err)
+			next, chain, held, ferr := f.takeFull(ctx)
 			if ferr != nil {
 				if ctx.Err() != nil {
 					return nil
 				}
 				return ferr
 			}
-			st.next, st.chain, st.committed, st.chainLength = next, chain, next-1, 0
-			st.leases = map[int64]bool{}
+			st.restart(next, chain)
+			st.held = held
+			f.event(FollowEvent{Kind: ChainStarted, Chain: chain, Revision: next})
+		case errors.Is(err, rpctypes.ErrCompacted):
+			f.event(FollowEvent{Kind: ChainGap, Chain: st.chain, Revision: st.next, Err: err})
+			f.logger().Warn("follower fell behind compaction: starting a new chain", "cluster", f.Cluster, "revision", st.next)
+			next, chain, held, ferr := f.newChain(ctx, st.compacted)
+			if ferr != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return ferr
+			}
+			st.restart(next, chain)
+			st.held = held
 			f.event(FollowEvent{Kind: ChainStarted, Chain: chain, Revision: next})
 		case err != nil:
 			f.event(FollowEvent{Kind: WatchRestarted, Chain: st.chain, Revision: st.next, Err: err})
@@ -264,16 +338,16 @@ func (f *Follower) Run(ctx context.Context) error {
 // newChain returns where a new chain starts once etcd compacted up to
 // compacted: after the newest full backup on every catalog whose revision
 // etcd still has the events after, or else after a new full backup.
-func (f *Follower) newChain(ctx context.Context, compacted int64) (next int64, chain string, err error) {
+func (f *Follower) newChain(ctx context.Context, compacted int64) (next int64, chain string, _ []clientv3.WatchResponse, err error) {
 	var candidate *Manifest
 	held := map[string]int{}
 	for _, c := range f.Catalogs {
 		entries, err := ListBackups(ctx, c, f.Cluster)
 		if err != nil {
-			return 0, "", fmt.Errorf("find a full backup to start a chain: %w", err)
+			return 0, "", nil, fmt.Errorf("find a full backup to start a chain: %w", err)
 		}
 		for _, e := range entries {
-			if e.Kind == KindBackup && e.Manifest.Etcd.Revision.Low >= compacted && compacted > 0 {
+			if e.ChainBase() && e.Manifest.Etcd.Revision.Low >= compacted && compacted > 0 {
 				held[e.ID]++
 				if candidate == nil || e.Manifest.Etcd.Revision.Low > candidate.Etcd.Revision.Low {
 					candidate = e.Manifest
@@ -282,45 +356,137 @@ func (f *Follower) newChain(ctx context.Context, compacted int64) (next int64, c
 		}
 	}
 	if candidate != nil && held[candidate.ID] == len(f.Catalogs) {
-		return candidate.Etcd.Revision.Low + 1, candidate.ID, nil
+		return candidate.Etcd.Revision.Low + 1, candidate.ID, nil, nil
 	}
 	return f.takeFull(ctx)
 }
 
+// maxUnboundedFulls bounds the full backups takeFull takes in a row whose
+// upper revision stays unknown, which may base no chain.
+const maxUnboundedFulls = 3
+
 // takeFull takes a full backup and returns the revision to watch from. A
 // full backup of the same name in the same second (IDs have a resolution
-// of a second) is retried in the next.
-func (f *Follower) takeFull(ctx context.Context) (next int64, chain string, err error) {
+// of a second) is retried in the next. A full backup whose revision could
+// not be bounded (see Entry.ChainBase) starts no chain: another is taken
+// after the retry interval, at most maxUnboundedFulls in all, then Run
+// fails rather than fill the destination.
+//
+// A watch opens before the full backup starts, and held returns what it
+// received while the backup was taken, uploaded and committed (see
+// prewatch): a cluster that compacts more often than a full backup takes
+// still leaves the chain its first revisions.
+func (f *Follower) takeFull(ctx context.Context) (next int64, chain string, held []clientv3.WatchResponse, err error) {
 	req := Request{Cluster: f.Cluster, Name: f.fullName(), Scheduled: true, Targets: f.Targets}
+	unbounded := 0
 	for attempt := 1; ; attempt++ {
+		pre := f.startPrewatch(ctx)
 		res, err := f.Pipeline.Run(ctx, req)
-		if err == nil {
-			return res.Snapshot.RevisionLow + 1, res.ID, nil
-		}
-		if !errors.Is(err, ErrBackupExists) || attempt == 3 {
-			return 0, "", fmt.Errorf("full backup to start a chain: %w", err)
+		held := pre.stop()
+		switch {
+		case err == nil && res.Snapshot.RevisionLow > 0 && res.Snapshot.RevisionHigh >= res.Snapshot.RevisionLow:
+			if pre == nil || pre.from > res.Snapshot.RevisionLow+1 {
+				held = nil // it started after the full's revision (a member that lagged): a gap
+			}
+			return res.Snapshot.RevisionLow + 1, res.ID, held, nil
+		case err == nil:
+			unbounded++
+			if unbounded == maxUnboundedFulls {
+				return 0, "", nil, fmt.Errorf("full backup to start a chain: %d full backups in a row without a known revision (the last %s)", unbounded, res.ID)
+			}
+			f.logger().Warn("full backup has no known revision, it cannot start a chain: taking another",
+				"cluster", f.Cluster, "backup", res.ID)
+			if err := f.retry().wait(ctx, unbounded); err != nil {
+				return 0, "", nil, err
+			}
+			continue
+		case !errors.Is(err, ErrBackupExists) || attempt == 3:
+			return 0, "", nil, fmt.Errorf("full backup to start a chain: %w", err)
 		}
 		if err := (retryPolicy{first: time.Second, max: time.Second}).wait(ctx, 1); err != nil {
-			return 0, "", err
+			return 0, "", nil, err
 		}
 	}
 }
 
+// maxHeldBytes bounds what a prewatch holds while a full backup is taken;
+// past it, the prewatch gives up and the chain's watch starts after the
+// full backup commits, as without one.
+const maxHeldBytes = 64 << 20
+
+// prewatch watches every key from etcd's revision before a full backup,
+// holding the responses in memory, up to maxHeldBytes.
+type prewatch struct {
+	from   int64 // the first revision watched
+	cancel context.CancelFunc
+	done   chan struct{}
+	held   []clientv3.WatchResponse
+	failed bool
+}
+
+// startPrewatch opens a prewatch, or returns nil when etcd cannot be asked
+// its revision.
+func (f *Follower) startPrewatch(ctx context.Context) *prewatch {
+	resp, err := f.Client.Get(clientv3.WithRequireLeader(ctx), "\x00", clientv3.WithCountOnly())
+	if err != nil {
+		return nil
+	}
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	wch := f.Client.Watch(wctx, "", clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
+	p := &prewatch{from: resp.Header.Revision + 1, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		size := 0
+		for wr := range wch {
+			if p.failed {
+				continue // drain until the channel closes
+			}
+			for _, ev := range wr.Events {
+				size += len(ev.Kv.Key) + len(ev.Kv.Value) + 64
+			}
+			if wr.CompactRevision != 0 || wr.Err() != nil || size > maxHeldBytes {
+				p.failed, p.held = true, nil
+				cancel()
+				continue
+			}
+			p.held = append(p.held, wr)
+		}
+	}()
+	return p
+}
+
+// stop ends the prewatch and returns what it held, from its start without
+// a gap; nil when it failed.
+func (p *prewatch) stop() []clientv3.WatchResponse {
+	if p == nil {
+		return nil
+	}
+	p.cancel()
+	<-p.done
+	if p.failed {
+		return nil
+	}
+	return p.held
+}
+
 // resume returns where to start: after the last segment, or after the
 // newest full backup, on every catalog; zero when a catalog has neither.
-// length is the number of segments of the chain on the first catalog.
-func (f *Follower) resume(ctx context.Context) (next int64, chain string, length int64, err error) {
+// length is the number of segments of the chain on the first catalog, and
+// clusterID the etcd cluster ID the resume point's manifest records (zero
+// when none does).
+func (f *Follower) resume(ctx context.Context) (next int64, chain string, length int64, clusterID uint64, err error) {
 	for i, c := range f.Catalogs {
 		entries, err := ListBackups(ctx, c, f.Cluster)
 		if err != nil {
-			return 0, "", 0, fmt.Errorf("find where to resume: %w", err)
+			return 0, "", 0, 0, fmt.Errorf("find where to resume: %w", err)
 		}
-		n, ch := resumePoint(entries)
+		n, ch, m := resumePoint(entries)
 		if n == 0 {
-			return 0, "", 0, nil
+			return 0, "", 0, 0, nil
 		}
 		if next == 0 || n < next {
 			next, chain = n, ch
+			clusterID, _ = strconv.ParseUint(m.Etcd.ClusterID, 16, 64)
 		}
 		if i == 0 {
 			for _, e := range entries {
@@ -330,13 +496,13 @@ func (f *Follower) resume(ctx context.Context) (next int64, chain string, length
 			}
 		}
 	}
-	return next, chain, length, nil
+	return next, chain, length, clusterID, nil
 }
 
 // resumePoint is where a follower resumes on one catalog's entries: after
 // the last segment, else after the newest full backup with a known
 // revision.
-func resumePoint(entries []Entry) (next int64, chain string) {
+func resumePoint(entries []Entry) (next int64, chain string, at *Manifest) {
 	var last, full *Manifest
 	for _, e := range entries {
 		m := e.Manifest
@@ -345,17 +511,17 @@ func resumePoint(entries []Entry) (next int64, chain string) {
 			if last == nil || m.LastRevision > last.LastRevision {
 				last = m
 			}
-		case e.Kind == KindBackup && m.Etcd.Revision.Low > 0:
+		case e.ChainBase():
 			full = m // entries are ordered by creation
 		}
 	}
 	switch {
 	case last != nil:
-		return last.LastRevision + 1, last.Chain
+		return last.LastRevision + 1, last.Chain, last
 	case full != nil:
-		return full.Etcd.Revision.Low + 1, full.ID
+		return full.Etcd.Revision.Low + 1, full.ID, full
 	}
-	return 0, ""
+	return 0, "", nil
 }
 
 func (f *Follower) event(e FollowEvent) {
@@ -377,12 +543,73 @@ type followState struct {
 	head            int64
 	chain           string
 	chainLength     int64
-	compacted       int64     // etcd's compaction revision, when the watch met it
-	firstReceived   time.Time // of the segment's first revision
-	leases          map[int64]bool
+	compacted       int64  // etcd's compaction revision, when the watch met it
+	clusterID       uint64 // etcd's cluster ID, recorded in segments
+	// held is what a prewatch received while the chain's full backup was
+	// taken, to receive before watching.
+	held          []clientv3.WatchResponse
+	firstReceived time.Time // of the segment's first revision
+	leases        map[int64]bool
 	// stopWatch cancels the running watch: called when a store fails, so
 	// that etcd's client stops buffering events while the store retries.
 	stopWatch context.CancelFunc
+}
+
+// drainHeld receives what a prewatch held while the chain's full backup
+// was taken: the revisions after the full backup's, up to where the
+// prewatch stopped. The watch then continues from there.
+func (st *followState) drainHeld(ctx context.Context) error {
+	held := st.held
+	st.held = nil
+	for _, wr := range held {
+		if n := len(wr.Events); n == 0 || wr.Events[n-1].Kv.ModRevision < st.next {
+			continue
+		}
+		if err := st.receive(ctx, wr); err != nil {
+			if errors.Is(err, errRewatch) {
+				return nil
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// restart makes st follow a new chain from next.
+func (st *followState) restart(next int64, chain string) {
+	st.next, st.chain, st.committed, st.chainLength = next, chain, next-1, 0
+	st.head, st.clusterID = 0, 0
+	st.leases = map[int64]bool{}
+}
+
+// checkHistory asks etcd its revision and cluster ID before a watch
+// starts: etcd accepts a watch from a revision it has not reached, so a
+// cluster restored to an earlier revision would be followed from the
+// chain's end, and its revisions up to there lost, without a word.
+func (st *followState) checkHistory(ctx context.Context) error {
+	resp, err := st.f.Client.Get(clientv3.WithRequireLeader(ctx), "\x00", clientv3.WithCountOnly())
+	if err != nil {
+		return fmt.Errorf("ask etcd its revision: %w", err)
+	}
+	return st.checkHeader(resp.Header)
+}
+
+// checkHeader compares a response header of etcd with the chain.
+func (st *followState) checkHeader(h *etcdserverpb.ResponseHeader) error {
+	if h == nil {
+		return nil
+	}
+	if st.clusterID != 0 && h.ClusterId != 0 && h.ClusterId != st.clusterID {
+		return fmt.Errorf("%w: cluster ID %s, the chain's is %s", ErrRewound, formatID(h.ClusterId), formatID(st.clusterID))
+	}
+	if h.Revision < st.committed {
+		return fmt.Errorf("%w: etcd is at revision %d, the chain committed %d", ErrRewound, h.Revision, st.committed)
+	}
+	if st.clusterID == 0 {
+		st.clusterID = h.ClusterId
+	}
+	st.head = max(st.head, h.Revision)
+	return nil
 }
 
 // watch watches from st.next until the watch ends, a segment had to be
@@ -420,12 +647,10 @@ func (st *followState) watch(ctx context.Context) error {
 				return errors.New("watch channel closed")
 			}
 			if err := st.receive(ctx, wr); err != nil {
-				return err
-			}
-			if st.builder.size() >= st.f.maxSegmentBytes() {
-				if retried, err := st.flush(ctx); err != nil || retried {
-					return err
+				if errors.Is(err, errRewatch) {
+					return nil
 				}
+				return err
 			}
 		}
 	}
@@ -444,8 +669,17 @@ func (st *followState) receive(ctx context.Context, wr clientv3.WatchResponse) e
 	if err := wr.Err(); err != nil {
 		return err
 	}
-	if wr.Header.Revision > st.head {
-		st.head = wr.Header.Revision
+	if err := st.checkHeader(wr.Header); err != nil {
+		// A member that lags may answer below what another served: only a
+		// linearizable read, which waits for the member to catch up,
+		// confirms a rewind. Until then, the watch restarts from st.next.
+		if err = st.checkHistory(ctx); err != nil {
+			// What is held is the chain's history, received before.
+			if _, ferr := st.flush(ctx); ferr != nil {
+				return ferr
+			}
+			return err
+		}
 	}
 	now := st.f.Pipeline.now()
 	evs := wr.Events
@@ -470,9 +704,20 @@ func (st *followState) receive(ctx context.Context, wr clientv3.WatchResponse) e
 		}
 		st.next = rev + 1
 		evs = evs[n:]
+		// A catching-up watch delivers up to 1,000 revisions in one
+		// response: the segment is cut between revisions, inside it.
+		if st.builder.size() >= st.f.maxSegmentBytes() {
+			if retried, err := st.flush(ctx); err != nil || retried {
+				return cmp.Or(err, errRewatch)
+			}
+		}
 	}
 	return nil
 }
+
+// errRewatch asks watch to return, for Run to watch again from st.next:
+// a store failed or was slow, and etcd's client buffered meanwhile.
+var errRewatch = errors.New("watch again")
 
 func toSegment(evs []*clientv3.Event) []SegmentEvent {
 	out := make([]SegmentEvent, len(evs))
@@ -516,12 +761,19 @@ func (st *followState) flush(ctx context.Context) (retried bool, err error) {
 	}
 	b := st.builder
 	raw := b.finish()
-	seg, err := st.codec.encode(raw, b.sum, st.chain)
+	seg, err := st.codec.encode(raw, b.sum, st.chain, st.clusterID)
 	if err != nil {
 		return false, err
 	}
 	f := st.f
-	var failed atomic.Bool // set by the targets' goroutines
+	var failed, slowed atomic.Bool // set by the targets' goroutines, the timer
+	stopSlow := func() bool { return false }
+	if stop := st.stopWatch; stop != nil {
+		stopSlow = time.AfterFunc(cmpOr(f.SlowStore, DefaultSlowStore), func() {
+			slowed.Store(true)
+			stop()
+		}).Stop
+	}
 	manifests, err := seg.store(ctx, f.Targets, f.Pipeline.now, f.retry(), func(dest string, attempt int, err error) {
 		if attempt == 1 && st.stopWatch != nil {
 			st.stopWatch() // safe from any goroutine
@@ -532,7 +784,14 @@ func (st *followState) flush(ctx context.Context) (retried bool, err error) {
 		f.logger().Warn("segment store failed, retrying", "cluster", f.Cluster, "destination", dest,
 			"first_revision", b.sum.FirstRevision, "attempt", attempt, "error", err)
 	})
-	retried = failed.Load()
+	stopSlow()
+	if slowed.Load() && !failed.Load() {
+		serr := fmt.Errorf("%w: storing the segment took longer than %s", ErrSlowStore, cmpOr(f.SlowStore, DefaultSlowStore))
+		f.event(FollowEvent{Kind: WatchRestarted, Chain: st.chain, Revision: b.sum.LastRevision + 1, Err: serr})
+		f.logger().Warn("segment store was slow: the watch was cancelled, it resumes after the segment", "cluster", f.Cluster,
+			"first_revision", b.sum.FirstRevision, "error", serr)
+	}
+	retried = failed.Load() || slowed.Load()
 	if err != nil {
 		// Not committed everywhere: the next run resumes before it (a
 		// target that has it then holds an overlapping segment, which

@@ -100,7 +100,7 @@ func (m *FollowerMetrics) ObserveFollow(e FollowEvent) {
 	case SegmentFailed:
 		m.failures.WithLabelValues(c, e.Destination).Inc()
 		m.lagRevisions.WithLabelValues(c).Set(float64(max(e.HeadRevision-e.Committed, 0)))
-	case ChainGap:
+	case ChainGap, ChainRewound:
 		m.gaps.WithLabelValues(c).Inc()
 	}
 }

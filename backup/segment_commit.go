@@ -57,8 +57,9 @@ type encodedSegment struct {
 }
 
 // encode compresses and encrypts raw, a segment holding sum, of the chain
-// that started with the full backup chain.
-func (c *segmentCodec) encode(raw []byte, sum SegmentSummary, chain string) (*encodedSegment, error) {
+// that started with the full backup chain, read from the etcd cluster
+// clusterID.
+func (c *segmentCodec) encode(raw []byte, sum SegmentSummary, chain string, clusterID uint64) (*encodedSegment, error) {
 	var buf bytes.Buffer
 	buf.Grow(len(raw)/2 + 1024)
 	if c.zstd != nil {
@@ -96,6 +97,7 @@ func (c *segmentCodec) encode(raw []byte, sum SegmentSummary, chain string) (*en
 			FirstRevision: sum.FirstRevision,
 			LastRevision:  sum.LastRevision,
 			Chain:         chain,
+			Etcd:          EtcdInfo{ClusterID: formatID(clusterID)},
 		},
 	}, nil
 }

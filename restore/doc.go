@@ -63,8 +63,13 @@
 // (backend, mvcc, lease), one write transaction per source revision, so
 // that the member starts at exactly the point with every key's create and
 // mod revision, version and lease as the source had them. Each segment's
-// digests are checked before its events are applied; ErrNoChain says a
-// point lies in a gap.
+// digests are checked before its events are applied, and every put's
+// create revision and version are compared with what mvcc computes. A
+// point in a gap is a *GapError (matching ErrNoChain) naming the missing
+// revisions; Point.NearestEarlier restores the nearest earlier point
+// instead, and the plan says so. A Member.RevisionBump raises the
+// replayed store's revision and marks it compacted, as etcdutl's
+// --bump-revision --mark-compacted.
 //
 // Observers receive Started, Progress (bytes and rate), Fetched, Restored
 // and Failed events.

@@ -8,9 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/etcdbackup/etcdbackup/backup"
@@ -37,8 +39,17 @@ type Point struct {
 	// Time selects the last revision the follower received at or before
 	// it (no earlier than etcd committed it).
 	Time time.Time
-	// TolerateUnavailable is as in Query.
+	// TolerateUnavailable is as in Query. A time point whose chain ends
+	// before the time while a source could not be listed is refused with
+	// a *GapError: the segments after it may be on that source.
 	TolerateUnavailable bool
+	// NearestEarlier, when the point lies in a gap (a *GapError), plans
+	// the nearest earlier point that can be restored instead of failing.
+	// The plan's Gap then says what was skipped, and the restore's result
+	// which revision it restored. By default a point in a gap is refused:
+	// a restore never returns another state than the one asked for
+	// without being asked to.
+	NearestEarlier bool
 }
 
 // Validate checks the point.
@@ -55,6 +66,45 @@ func (p Point) Validate() error {
 	return nil
 }
 
+// GapError says that a point lies in a gap of the stored history: the
+// revisions From through To are in no delta segment that can be read
+// (compacted before the follower read them, written while it was down, or
+// on a source that could not be listed). It matches ErrNoChain.
+type GapError struct {
+	Cluster string
+	Point   Point
+	// From and To bound the missing revisions, both included; To is zero
+	// when no later revision is known.
+	From, To int64
+	// Nearest is the nearest earlier revision that can be restored; zero
+	// when there is none.
+	Nearest int64
+	// Unavailable is set when a source could not be listed: what is
+	// missing may be there.
+	Unavailable bool
+}
+
+// Error names the missing revisions.
+func (e *GapError) Error() string {
+	var s strings.Builder
+	fmt.Fprintf(&s, "%v: cluster %q, %s: ", ErrNoChain, e.Cluster, e.Point)
+	if e.To >= e.From {
+		fmt.Fprintf(&s, "revisions %d to %d are missing", e.From, e.To)
+	} else {
+		fmt.Fprintf(&s, "revisions from %d on are missing", e.From)
+	}
+	if e.Unavailable {
+		s.WriteString(" (a source could not be listed)")
+	}
+	if e.Nearest > 0 {
+		fmt.Fprintf(&s, "; the nearest earlier restorable revision is %d", e.Nearest)
+	}
+	return s.String()
+}
+
+// Is reports whether target is ErrNoChain.
+func (e *GapError) Is(target error) bool { return target == ErrNoChain }
+
 // PointPlan is what restoring a point reads: a full backup and the delta
 // segments after it, in revision order, contiguous.
 type PointPlan struct {
@@ -63,14 +113,24 @@ type PointPlan struct {
 	Full Backup
 	// Segments follow Full: the first starts at or before the revision
 	// after Full's, each starts at or before the revision after the
-	// previous one's last, and the last reaches the point.
+	// previous one's last, and the last reaches the point. They belong to
+	// one chain: one history of the cluster.
 	Segments []Backup
+	// Gap is set when the point asked for lies in a gap and
+	// Point.NearestEarlier planned the nearest earlier point instead:
+	// Point.Revision is then that point's revision (for a revision), and
+	// Gap.Point the point asked for.
+	Gap *GapError
 }
 
 // FindPoint finds, on every source, how to restore p: the newest full
-// backup at or before the point from which contiguous delta segments reach
-// it. Errors match ErrNoBackup when no full backup precedes the point, and
-// ErrNoChain when none is followed by segments reaching it.
+// backup at or before the point (that may base a chain, see
+// backup.Entry.ChainBase) from which contiguous delta segments of one
+// chain reach it. Fulls are tried newest created first, and from each, the
+// segments of its own chain first: after a cluster was restored to an
+// earlier revision, the history written since wins over the one abandoned.
+// Errors match ErrNoBackup when no full backup precedes the point, and
+// ErrNoChain (a *GapError) when none is followed by segments reaching it.
 func FindPoint(ctx context.Context, sources []Source, p Point) (*PointPlan, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -83,18 +143,21 @@ func FindPoint(ctx context.Context, sources []Source, p Point) (*PointPlan, erro
 	if listErr != nil && (!p.TolerateUnavailable || len(errs) == len(sources)) {
 		return nil, fmt.Errorf("find backups of %q: %w", p.Cluster, listErr)
 	}
-	var fulls, segments []Backup
-	seen := map[[2]int64]bool{}
+	var fulls, bases, segments []Backup
+	seen := map[segmentKey]bool{}
 	for _, b := range all {
 		m := b.Manifest
 		switch {
 		case b.Kind == backup.KindDelta:
-			if r := [2]int64{m.FirstRevision, m.LastRevision}; !seen[r] {
-				seen[r] = true // the same segment on another source
+			if k := (segmentKey{m.Chain, m.FirstRevision, m.LastRevision}); !seen[k] {
+				seen[k] = true // the same segment on another source
 				segments = append(segments, b)
 			}
-		case b.Kind == backup.KindBackup && m.Etcd.Revision.High > 0 && p.fullBefore(m):
-			fulls = append(fulls, b)
+		case b.ChainBase():
+			bases = append(bases, b)
+			if p.fullBefore(m) {
+				fulls = append(fulls, b)
+			}
 		}
 	}
 	if len(fulls) == 0 {
@@ -103,16 +166,104 @@ func FindPoint(ctx context.Context, sources []Source, p Point) (*PointPlan, erro
 	slices.SortStableFunc(segments, func(a, b Backup) int {
 		return cmpInt(a.Manifest.FirstRevision, b.Manifest.FirstRevision)
 	})
-	slices.SortStableFunc(fulls, func(a, b Backup) int {
-		return cmpInt(b.Manifest.Etcd.Revision.High, a.Manifest.Etcd.Revision.High)
-	})
+	// Newest created first: the same as by revision, except across a
+	// cluster restored to an earlier revision, where creation is right.
+	slices.SortStableFunc(fulls, func(a, b Backup) int { return b.Manifest.Created.Compare(a.Manifest.Created) })
+	chains := groupChains(segments)
+	var best *walk
 	for _, full := range fulls {
-		if chain, ok := p.chain(full, segments); ok {
-			return &PointPlan{Point: p, Full: full, Segments: chain}, nil
+		for _, segs := range chains.forFull(full) {
+			w := p.walk(full, segs)
+			if w.reached {
+				return &PointPlan{Point: p, Full: full, Segments: w.segments}, nil
+			}
+			if w.restorable(p) && (best == nil || w.betterThan(best, p)) {
+				best = &w
+			}
 		}
 	}
-	return nil, fmt.Errorf("%w: cluster %q, %s (newest full backup before it: %s at revision %d)",
-		ErrNoChain, p.Cluster, p, fulls[0].ID, fulls[0].Manifest.Etcd.Revision.High)
+	return p.gap(best, bases, segments, listErr != nil)
+}
+
+// segmentKey identifies a segment across sources.
+type segmentKey struct {
+	chain       string
+	first, last int64
+}
+
+// walk is a run of one chain's segments from a full backup toward a point.
+type walk struct {
+	full     Backup
+	segments []Backup
+	// end is the last revision reached, ended when its data was stored.
+	end     int64
+	ended   time.Time
+	reached bool
+}
+
+// restorable reports whether a restore can stop at the walk's end: for a
+// revision, the end must be known exactly (past the full's upper bound).
+func (w walk) restorable(p Point) bool {
+	return p.Revision == 0 || w.end >= w.full.Manifest.Etcd.Revision.High
+}
+
+// betterThan reports whether w is nearer the point than o.
+func (w walk) betterThan(o *walk, p Point) bool {
+	if p.Revision > 0 {
+		return w.end > o.end
+	}
+	return w.ended.After(o.ended)
+}
+
+// chainSet is the segments of each chain, in revision order, and when each
+// chain's first segment was stored.
+type chainSet struct {
+	segments map[string][]Backup
+	started  map[string]time.Time
+}
+
+func groupChains(segments []Backup) chainSet {
+	cs := chainSet{segments: map[string][]Backup{}, started: map[string]time.Time{}}
+	for _, s := range segments {
+		c := s.Manifest.Chain
+		cs.segments[c] = append(cs.segments[c], s)
+		if t, ok := cs.started[c]; !ok || s.Manifest.Created.Before(t) {
+			cs.started[c] = s.Manifest.Created
+		}
+	}
+	return cs
+}
+
+// forFull returns the chains to try from full, in order: its own chain,
+// then the chains started before it, newest first (the chain running when
+// it was taken), then the others, newest first. No walk mixes chains:
+// two chains may hold the same revisions of two histories.
+func (cs chainSet) forFull(full Backup) [][]Backup {
+	names := make([]string, 0, len(cs.segments))
+	for c := range cs.segments {
+		if c != full.ID {
+			names = append(names, c)
+		}
+	}
+	created := full.Manifest.Created
+	slices.SortFunc(names, func(a, b string) int {
+		ab, bb := !cs.started[a].After(created), !cs.started[b].After(created)
+		if ab != bb {
+			if ab {
+				return -1
+			}
+			return 1
+		}
+		if c := cs.started[b].Compare(cs.started[a]); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	out := [][]Backup{cs.segments[full.ID]}
+	for _, c := range names {
+		out = append(out, cs.segments[c])
+	}
+	return out
 }
 
 func cmpInt(a, b int64) int {
@@ -139,41 +290,103 @@ func (p Point) fullBefore(m *backup.Manifest) bool {
 	if p.Revision > 0 {
 		return m.Etcd.Revision.High <= p.Revision
 	}
-	done := m.Completed
-	if done.IsZero() {
-		done = m.Created
-	}
-	return !done.After(p.Time)
+	return !completedAt(m).After(p.Time)
 }
 
-// chain returns the segments that lead from full to the point, if they
-// exist. Segments may overlap (replay skips what it applied); they may not
-// leave a gap.
-func (p Point) chain(full Backup, segments []Backup) ([]Backup, bool) {
-	cur := full.Manifest.Etcd.Revision.Low // the database holds at least this
-	var out []Backup
+func completedAt(m *backup.Manifest) time.Time {
+	if m.Completed.IsZero() {
+		return m.Created
+	}
+	return m.Completed
+}
+
+// walk follows segments, one chain's, from full toward the point. Segments
+// may overlap (replay skips what it applied); they may not leave a gap.
+// A time is reached by a segment stored after it: its revisions reach past
+// the time.
+func (p Point) walk(full Backup, segments []Backup) walk {
+	w := walk{full: full, end: full.Manifest.Etcd.Revision.Low, ended: completedAt(full.Manifest)}
+	next := 0
 	for {
-		if p.Revision > 0 && cur >= p.Revision {
-			return out, true
+		if p.Revision > 0 && w.end >= p.Revision {
+			w.reached = true
+			return w
 		}
-		if p.Revision == 0 && len(out) > 0 && out[len(out)-1].Manifest.Created.After(p.Time) {
-			return out, true // that segment's revisions reach past the time
+		if p.Revision == 0 && len(w.segments) > 0 && w.ended.After(p.Time) {
+			w.reached = true
+			return w
 		}
+		// segments are in first-revision order: the ones that may follow
+		// end come next, and those passed over never serve later (end only
+		// grows, past the best one's last revision).
 		best := -1
-		for i, s := range segments {
-			m := s.Manifest
-			if m.FirstRevision <= cur+1 && m.LastRevision > cur &&
-				(best < 0 || m.LastRevision > segments[best].Manifest.LastRevision) {
-				best = i
+		for ; next < len(segments) && segments[next].Manifest.FirstRevision <= w.end+1; next++ {
+			m := segments[next].Manifest
+			if m.LastRevision > w.end && (best < 0 || m.LastRevision > segments[best].Manifest.LastRevision) {
+				best = next
 			}
 		}
 		if best < 0 {
-			// By time, the chain ends where the segments end.
-			return out, p.Revision == 0
+			return w
 		}
-		out = append(out, segments[best])
-		cur = segments[best].Manifest.LastRevision
+		w.segments = append(w.segments, segments[best])
+		w.end = segments[best].Manifest.LastRevision
+		w.ended = segments[best].Manifest.Created
 	}
+}
+
+// gap decides a point no walk reached. A time after the end of the
+// nearest walk is restorable when nothing stored after that end holds a
+// later revision and every source could be listed: the history known ends
+// there. Otherwise the point is in a gap, refused unless p.NearestEarlier.
+func (p Point) gap(best *walk, bases, segments []Backup, unavailable bool) (*PointPlan, error) {
+	e := &GapError{Cluster: p.Cluster, Point: p, Unavailable: unavailable}
+	if best == nil {
+		e.From = 1
+		for _, b := range bases {
+			if p.fullBefore(b.Manifest) {
+				e.From = max(e.From, b.Manifest.Etcd.Revision.Low+1)
+			}
+		}
+	} else {
+		e.From, e.Nearest = best.end+1, best.end
+	}
+	later := false
+	note := func(next int64) {
+		later = true
+		if p.Revision > 0 {
+			next = min(next, p.Revision)
+		}
+		if e.To == 0 || next < e.To {
+			e.To = next
+		}
+	}
+	for _, s := range segments {
+		m := s.Manifest
+		if m.LastRevision >= e.From && (best == nil || m.Created.After(best.ended)) {
+			note(max(m.FirstRevision-1, e.From))
+		}
+	}
+	for _, b := range bases {
+		m := b.Manifest
+		if m.Etcd.Revision.Low >= e.From && (best == nil || m.Created.After(best.ended)) {
+			note(max(m.Etcd.Revision.Low, e.From))
+		}
+	}
+	if p.Revision > 0 && !later {
+		e.To = p.Revision
+	}
+	if best != nil && p.Revision == 0 && !later && !unavailable {
+		return &PointPlan{Point: p, Full: best.full, Segments: best.segments}, nil
+	}
+	if best == nil || !p.NearestEarlier {
+		return nil, e
+	}
+	plan := &PointPlan{Point: p, Full: best.full, Segments: best.segments, Gap: e}
+	if p.Revision > 0 {
+		plan.Revision = best.end
+	}
+	return plan, nil
 }
 
 // PointResult describes a restored point.
@@ -181,8 +394,12 @@ type PointResult struct {
 	RestoredMember
 	// FullRevision is the exact revision of the restored full backup;
 	// Revision the member's revision after replay: the point's revision,
-	// or for a time the last revision at or before it.
+	// or for a time the last revision at or before it (with a plan's Gap,
+	// the nearest earlier point's). A revision bump raises what the member
+	// serves to Revision+RevisionBump.
 	FullRevision, Revision int64
+	// RevisionBump is the bump applied after replay (Member.RevisionBump).
+	RevisionBump int64
 	// Segments, Revisions and Events count what was applied.
 	Segments, Revisions, Events int64
 	// Replay is the time spent applying events.
@@ -198,8 +415,16 @@ type PointResult struct {
 // events is applied.
 //
 // The work happens in a temporary directory next to m.DataDir, renamed to
-// m.DataDir at the end: a failure leaves no data directory. Revision bumps
-// are not supported with a point (m.RevisionBump must be zero).
+// m.DataDir at the end: a failure leaves no data directory.
+//
+// With m.RevisionBump, once the point is reached the store's revision is
+// raised by that much and marked compacted, as etcdutl snapshot restore
+// does with --bump-revision and --mark-compacted: the member serves the
+// point's keys at revision Revision+RevisionBump, and a watch or read
+// from an older revision fails as compacted. Kubernetes' restore guidance
+// asks for both, so that watchers and informers never see revisions go
+// backwards, and a follower of the restored cluster starts a new chain
+// instead of resuming the old one.
 func (r *Restorer) RestorePoint(ctx context.Context, plan *PointPlan, m Member) (*PointResult, error) {
 	if err := r.Validate(); err != nil {
 		return nil, err
@@ -248,9 +473,13 @@ func (r *Restorer) restorePoint(ctx context.Context, plan *PointPlan, members []
 	if plan == nil || plan.Full.Manifest == nil {
 		return nil, errors.New("restore of a point: no plan")
 	}
+	bump := members[0].RevisionBump
 	for _, m := range members {
-		if m.RevisionBump != 0 {
-			return nil, errors.New("restore of a point: revision bump is not supported")
+		if m.RevisionBump != bump {
+			return nil, errors.New("restore of a point: every member needs the same revision bump")
+		}
+		if bump > math.MaxInt64/2 {
+			return nil, fmt.Errorf("restore of a point: revision bump %d is too large", bump)
 		}
 		if err := checkDataDir(m.DataDir); err != nil {
 			return nil, err
@@ -269,6 +498,7 @@ func (r *Restorer) restorePoint(ctx context.Context, plan *PointPlan, members []
 		defer os.RemoveAll(work)
 		staged[i] = m
 		staged[i].DataDir = filepath.Join(work, "data")
+		staged[i].RevisionBump = 0 // applied after replay
 	}
 	restored, err := restoreFull(staged)
 	if err != nil {
@@ -277,7 +507,8 @@ func (r *Restorer) restorePoint(ctx context.Context, plan *PointPlan, members []
 	out := make([]PointResult, len(members))
 	for i := range staged {
 		out[i].RestoredMember = restored[i]
-		if err := r.replay(ctx, plan, staged[i].DataDir, &out[i]); err != nil {
+		if err := r.replay(ctx, plan, staged[i].DataDir, int64(bump), &out[i]); err != nil {
+
 			return nil, fmt.Errorf("restore %s of cluster %q, member %q: %w", plan.Point, plan.Cluster, members[i].Name, err)
 		}
 	}
@@ -293,13 +524,14 @@ func (r *Restorer) restorePoint(ctx context.Context, plan *PointPlan, members []
 	return out, nil
 }
 
-// replay applies plan's segments to the database in dataDir.
-func (r *Restorer) replay(ctx context.Context, plan *PointPlan, dataDir string, res *PointResult) (err error) {
+// replay applies plan's segments to the database in dataDir, then bumps
+// its revision by bump (see replayer.bump).
+func (r *Restorer) replay(ctx context.Context, plan *PointPlan, dataDir string, bump int64, res *PointResult) (err error) {
 	rp, err := openReplay(dataDir, zapslog.New(r.Logger))
 	if err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, rp.close()) }()
+	defer func() { err = errors.Join(err, rp.close(bump)) }()
 	res.FullRevision = rp.start
 	rp.target, rp.until = plan.Revision, plan.Time
 	if plan.Revision > 0 && rp.start > plan.Revision {
@@ -331,7 +563,7 @@ func (r *Restorer) replay(ctx context.Context, plan *PointPlan, dataDir string, 
 	if plan.Revision > 0 && rp.rev != plan.Revision {
 		return fmt.Errorf("%w: replay ended at revision %d, short of %d", ErrReplay, rp.rev, plan.Revision)
 	}
-	res.Revision, res.Revisions, res.Events = rp.rev, rp.revisions, rp.events
+	res.Revision, res.Revisions, res.Events, res.RevisionBump = rp.rev, rp.revisions, rp.events, bump
 	res.Replay = r.now().Sub(started)
 	return nil
 }

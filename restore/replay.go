@@ -2,6 +2,7 @@ package restore
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"go.etcd.io/etcd/server/v3/storage/backend"
 	"go.etcd.io/etcd/server/v3/storage/datadir"
 	"go.etcd.io/etcd/server/v3/storage/mvcc"
+	"go.etcd.io/etcd/server/v3/storage/schema"
 	"go.uber.org/zap"
 
 	"github.com/etcdbackup/etcdbackup/backup"
@@ -51,6 +53,9 @@ type replayer struct {
 	revisions, events int64
 }
 
+// replayBatch is the number of writes of one backend commit during replay.
+const replayBatch = 1000
+
 // errReplayDone stops decoding once the target is reached.
 var errReplayDone = errors.New("target reached")
 
@@ -65,10 +70,12 @@ func openReplay(dir string, lg *zap.Logger) (_ *replayer, err error) {
 	}()
 	cfg := backend.DefaultBackendConfig(lg)
 	cfg.Path = datadir.ToBackendFileName(dir)
-	// Large batches: the database is not live, and ForceCommit at the end
-	// makes it durable.
+	// Commit every replayBatch writes, not by time: what a batch holds
+	// stays in memory until it commits, so memory stays flat in the
+	// length of the replay. The database is not live, and ForceCommit at
+	// the end makes it durable.
 	cfg.BatchInterval = time.Hour
-	cfg.BatchLimit = 1 << 30
+	cfg.BatchLimit = replayBatch
 	cfg.UnsafeNoFsync = true
 	cfg.Timeout = 10 * time.Second
 	be := backend.New(cfg)
@@ -112,6 +119,10 @@ func (rp *replayer) apply(r *backup.SegmentRevision) error {
 		}
 	}
 	txn := rp.kv.Write(traceutil.TODO())
+	if err := checkHistory(txn, r); err != nil {
+		txn.End() // nothing written: the revision stays
+		return err
+	}
 	for i := range r.Events {
 		ev := &r.Events[i]
 		if ev.Delete {
@@ -135,9 +146,54 @@ func (rp *replayer) apply(r *backup.SegmentRevision) error {
 	return nil
 }
 
-// close commits and closes the database, and makes it durable.
-func (rp *replayer) close() error {
+// checkHistory compares, before r is applied, what the store will compute
+// for its puts with what the source recorded: a key's create revision and
+// version follow from the database's. A difference means the database is
+// not the history the segment continues (another cluster's, or one
+// restored to an earlier revision), and nothing is written.
+func checkHistory(txn mvcc.TxnWrite, r *backup.SegmentRevision) error {
+	for i := range r.Events {
+		ev := &r.Events[i]
+		if ev.Delete || ev.Version == 0 {
+			continue // deletes carry nothing to compare
+		}
+		res, err := txn.Range(context.Background(), ev.Key, nil, mvcc.RangeOptions{})
+		if err != nil {
+			return fmt.Errorf("%w: read key %q: %w", ErrReplay, ev.Key, err)
+		}
+		create, version := r.Revision, int64(1)
+		if len(res.KVs) == 1 {
+			create, version = res.KVs[0].CreateRevision, res.KVs[0].Version+1
+		}
+		if create != ev.CreateRevision || version != ev.Version {
+			return fmt.Errorf("%w: revision %d: key %q would have create revision %d and version %d here, %d and %d at the source: the database is another history",
+				ErrReplay, r.Revision, ev.Key, create, version, ev.CreateRevision, ev.Version)
+		}
+	}
+	return nil
+}
+
+// bump raises the store's revision by amount and marks it compacted, as
+// etcdutl snapshot restore does with --bump-revision and
+// --mark-compacted: watchers of the restored cluster never see a revision
+// again that they saw before, and a watch from an older revision fails
+// as compacted instead of reading another history.
+func (rp *replayer) bump(amount int64) {
+	tx := rp.be.BatchTx()
+	tx.LockOutsideApply()
+	defer tx.Unlock()
+	latest := mvcc.Revision{Main: rp.kv.Rev() + amount}
+	tx.UnsafePut(schema.Key, mvcc.RevToBytes(latest, mvcc.NewRevBytes()), []byte{})
+	mvcc.UnsafeSetScheduledCompact(tx, latest.Main)
+}
+
+// close commits and closes the database, and makes it durable; with a
+// bump, raises its revision first (see bump).
+func (rp *replayer) close(bump int64) error {
 	rp.le.Stop()
+	if bump > 0 {
+		rp.bump(bump)
+	}
 	err := rp.kv.Close()
 	rp.be.ForceCommit()
 	if err := errors.Join(err, rp.be.Close()); err != nil {

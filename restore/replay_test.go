@@ -1,12 +1,15 @@
 package restore
 
 import (
+	"bytes"
 	"compress/gzip"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
@@ -52,7 +55,8 @@ func put(rev int64, key string) *backup.SegmentRevision {
 // TestReplayRules applies revisions to a restored database: the next
 // revision applies, one already held is skipped, a gap, a delete of a key
 // the database does not hold and a revision past the target stop replay,
-// and the database keeps the last revision applied.
+// a put whose create revision and version differ from the source's is
+// refused, and the database keeps the last revision applied.
 func TestReplayRules(t *testing.T) {
 	dir := restoredDir(t)
 	rp, err := openReplay(dir, zap.NewNop())
@@ -80,6 +84,13 @@ func TestReplayRules(t *testing.T) {
 	if err := rp.apply(del); !errors.Is(err, ErrReplay) {
 		t.Fatalf("a delete of a missing key: %v", err)
 	}
+	// "new" was created at 5 here; a source whose "new" was created at 3
+	// and is at version 2 is another history.
+	other := &backup.SegmentRevision{Revision: 6, Events: []backup.SegmentEvent{
+		{Key: []byte("new"), Value: []byte("w"), ModRevision: 6, CreateRevision: 3, Version: 2}}}
+	if err := rp.apply(other); !errors.Is(err, ErrReplay) || rp.rev != 5 {
+		t.Fatalf("a put of another history: %v, at %d", err, rp.rev)
+	}
 	lease := &backup.SegmentRevision{Revision: 6, Leases: []backup.SegmentLease{{ID: 77, TTL: 30}}, Events: []backup.SegmentEvent{
 		{Key: []byte("leased"), Value: []byte("v"), ModRevision: 6, CreateRevision: 6, Version: 1, Lease: 77}}}
 	if err := rp.apply(lease); err != nil {
@@ -88,7 +99,7 @@ func TestReplayRules(t *testing.T) {
 	if l := rp.le.Lookup(77); l == nil || l.TTL() != 30 {
 		t.Fatalf("lease 77: %v", l)
 	}
-	if err := rp.close(); err != nil {
+	if err := rp.close(0); err != nil {
 		t.Fatal(err)
 	}
 	st, err := Status(datadir.ToBackendFileName(dir))
@@ -97,5 +108,59 @@ func TestReplayRules(t *testing.T) {
 	}
 	if st.Revision != 6 || st.TotalKeys != 5 {
 		t.Fatalf("status %+v, want revision 6 and 5 keys", st)
+	}
+}
+
+// replayPeakHeap replays n revisions of 1 KiB puts over 1,000 keys onto the
+// test database and returns the peak live heap sampled every 5,000
+// revisions, after a collection.
+func replayPeakHeap(t *testing.T, n int64) uint64 {
+	t.Helper()
+	rp, err := openReplay(restoredDir(t), zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rp.close(0)
+	value := bytes.Repeat([]byte("v"), 1024)
+	var peak uint64
+	versions := map[int]int64{}
+	created := map[int]int64{}
+	for i := range n {
+		rev := rp.rev + 1
+		k := int(i % 1000)
+		if versions[k] == 0 {
+			created[k] = rev
+		}
+		versions[k]++
+		r := &backup.SegmentRevision{Revision: rev, Events: []backup.SegmentEvent{{Key: fmt.Appendf(nil, "/k/%04d", k), Value: value,
+			ModRevision: rev, CreateRevision: created[k], Version: versions[k]}}}
+		if err := rp.apply(r); err != nil {
+			t.Fatal(err)
+		}
+		if i%5000 == 4999 {
+			runtime.GC()
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			peak = max(peak, ms.HeapAlloc)
+		}
+	}
+	return peak
+}
+
+// TestReplayMemoryFlat: replay commits every replayBatch writes, so its
+// live heap does not grow with the replay's length: 200k revisions of
+// 1 KiB hold about what 20k do (etcd's in-memory key index adds its 16
+// bytes or so per revision, which replay cannot drop).
+func TestReplayMemoryFlat(t *testing.T) {
+	if testing.Short() {
+		t.Skip("replays 220k revisions")
+	}
+	base := replayPeakHeap(t, 20_000)
+	long := replayPeakHeap(t, 200_000)
+	t.Logf("peak live heap: 20k revisions %.1f MiB, 200k revisions %.1f MiB", float64(base)/(1<<20), float64(long)/(1<<20))
+	// The key index: 180k more revisions of 16 B, and slice growth.
+	allowance := uint64(180_000 * 16 * 2)
+	if long > base+base/10+allowance {
+		t.Fatalf("replay memory grows with its length: %d bytes for 20k revisions, %d for 200k", base, long)
 	}
 }

@@ -65,10 +65,10 @@ func (c ChainPolicy) Apply(plan *Plan) (*Plan, error) {
 	out := *plan
 	out.Decisions = slices.Clone(plan.Decisions)
 	ds := out.Decisions
-	var fulls []int // full backups with a known revision, by completion
+	var fulls []int // full backups that may base a chain, by completion
 	for i, d := range ds {
 		e := d.Entry
-		if e.Cluster == plan.Cluster && e.Kind == backup.KindBackup && e.Manifest != nil && e.Manifest.Etcd.Revision.Low > 0 {
+		if e.Cluster == plan.Cluster && e.ChainBase() {
 			fulls = append(fulls, i)
 		}
 	}

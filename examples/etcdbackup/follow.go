@@ -96,6 +96,8 @@ func (p *followProgress) ObserveFollow(e backup.FollowEvent) {
 		fmt.Fprintf(p.w, "  segment from revision %d failed on %s, retrying: %s\n", e.Revision, e.Destination, oneLine(e.Err))
 	case backup.ChainGap:
 		fmt.Fprintf(p.w, "GAP: revision %d of %s was compacted before it was read; a new chain starts: %s\n", e.Revision, e.Cluster, oneLine(e.Err))
+	case backup.ChainRewound:
+		fmt.Fprintf(p.w, "REWOUND: %s is not the chain's history (restored to an earlier revision, or replaced); a new chain starts: %s\n", e.Cluster, oneLine(e.Err))
 	case backup.WatchRestarted:
 		fmt.Fprintf(p.w, "  watch restarted at revision %d: %s\n", e.Revision, oneLine(e.Err))
 	}

@@ -266,6 +266,13 @@ func TestFollowCLI(t *testing.T) {
 	}
 	// By time: the last revision received before atMid is mid.
 	requireRestored(t, tr, cli, mid, dest, "--to-time="+atMid.UTC().Format(time.RFC3339Nano))
+	// A revision past the chain's end lies in a gap: refused with the
+	// missing revisions, unless the nearest earlier point is asked for.
+	past := fmt.Sprintf("--to-revision=%d", after+1000)
+	r := tr.fails(exitFailure, "restore", dest, "--cluster=prod", "--data-dir="+t.TempDir(), past)
+	require.Contains(t, r.stderr, fmt.Sprintf("revisions %d to %d are missing", after+1, after+1000))
+	requireRestored(t, tr, cli, after, dest, past, "--nearest-earlier")
+	tr.fails(exitUsage, "restore", dest, "--cluster=prod", "--data-dir="+t.TempDir(), "--nearest-earlier")
 	// --to-revision and --backup exclude each other.
 	tr.fails(exitUsage, "restore", dest, "--cluster=prod", "--data-dir="+t.TempDir(), "--backup=latest", "--to-revision=5")
 	tr.fails(exitUsage, "restore", dest, "--cluster=prod", "--data-dir="+t.TempDir(), "--to-time=yesterday")

@@ -16,7 +16,7 @@ import (
 )
 
 func runRestore(ctx context.Context, s *streams, args []string) error {
-	fs := newFlagSet("restore", "--destination=URL|NAME --cluster=NAME --data-dir=DIR [--backup=ID|latest | --to-revision=N | --to-time=RFC3339] [--identity=FILE] [member flags]").withOutput()
+	fs := newFlagSet("restore", "--destination=URL|NAME --cluster=NAME --data-dir=DIR [--backup=ID|latest | --to-revision=N | --to-time=RFC3339 [--nearest-earlier]] [--bump-revision=N [--mark-compacted]] [--identity=FILE] [member flags]").withOutput()
 	var (
 		dest                   destinationFlags
 		sel                    selectFlags
@@ -26,6 +26,7 @@ func runRestore(ctx context.Context, s *streams, args []string) error {
 		bump                   uint64
 		toRevision             int64
 		toTime, from           string
+		nearest, markCompacted bool
 	)
 	dest.register(fs)
 	sel.register(fs)
@@ -35,6 +36,8 @@ func runRestore(ctx context.Context, s *streams, args []string) error {
 	fs.StringVar(&initial, "initial-cluster", "", "every member as `NAME=URL,...`, as etcd's flag (default: this member alone)")
 	fs.StringVar(&token, "initial-cluster-token", restore.DefaultClusterToken, "the new cluster's `token`, as etcd's flag")
 	fs.Uint64Var(&bump, "bump-revision", 0, "raise the revision by `N` and mark it compacted, so that watchers relist (Kubernetes)")
+	fs.BoolVar(&markCompacted, "mark-compacted", false, "mark the bumped revision compacted, as etcdutl's flag; --bump-revision always does")
+	fs.BoolVar(&nearest, "nearest-earlier", false, "when the point lies in a gap of the backups, restore the nearest earlier point instead of failing (the output says which revision)")
 	fs.Int64Var(&toRevision, "to-revision", 0, "restore the cluster as it was at store revision `N`, from a full backup and its delta segments")
 	fs.StringVar(&toTime, "to-time", "", "restore the last revision received at or before `TIME` (RFC 3339)")
 	fs.StringVar(&from, "from", "", "read the stored snapshot from stdin (-), as save --destination=- wrote it, instead of a destination")
@@ -54,6 +57,15 @@ func runRestore(ctx context.Context, s *streams, args []string) error {
 	point, err := pointFlags(fs, dest.cluster, toRevision, toTime)
 	if err != nil {
 		return err
+	}
+	if markCompacted && bump == 0 {
+		return usagef("--mark-compacted needs --bump-revision")
+	}
+	if nearest {
+		if point == nil {
+			return usagef("--nearest-earlier needs --to-revision or --to-time")
+		}
+		point.NearestEarlier = true
 	}
 	if err := dest.validate(); err != nil {
 		return err
@@ -208,8 +220,22 @@ func restorePoint(ctx context.Context, s *streams, fs *flagSet, r *restore.Resto
 		return err
 	}
 	out := restoreOutput{ID: plan.Full.ID, DataDir: res.DataDir, Member: res.Name, MemberID: fmt.Sprintf("%x", res.MemberID),
-		ClusterID: fmt.Sprintf("%x", res.ClusterID), Revision: res.Revision, Segments: res.Segments, Events: res.Events}
+		ClusterID: fmt.Sprintf("%x", res.ClusterID), Revision: res.Revision, Segments: res.Segments, Events: res.Events,
+		RevisionBump: res.RevisionBump}
+	if plan.Gap != nil {
+		out.Gap = plan.Gap.Error()
+	}
 	return fs.emit(s.stdout, out, func(w io.Writer) error {
+		if plan.Gap != nil {
+			if _, err := fmt.Fprintf(w, "%s asked for lies in a gap (%v): restoring the nearest earlier point\n", plan.Gap.Point, plan.Gap); err != nil {
+				return err
+			}
+		}
+		if res.RevisionBump > 0 {
+			if _, err := fmt.Fprintf(w, "revision bumped by %d and marked compacted: the member serves revision %d\n", res.RevisionBump, res.Revision+res.RevisionBump); err != nil {
+				return err
+			}
+		}
 		_, err := fmt.Fprintf(w, "restored revision %d into %s from %s (revision %d) and %d delta segments (%d events in %s): member %s, member ID %x, cluster ID %x\n",
 			res.Revision, res.DataDir, plan.Full.ID, res.FullRevision, res.Segments, res.Events, res.Replay.Round(time.Millisecond),
 			res.Name, res.MemberID, res.ClusterID)
@@ -227,4 +253,9 @@ type restoreOutput struct {
 	Revision  int64  `json:"revision,omitempty"`
 	Segments  int64  `json:"segments,omitempty"`
 	Events    int64  `json:"events,omitempty"`
+	// RevisionBump is the bump applied after a point's replay.
+	RevisionBump int64 `json:"revisionBump,omitempty"`
+	// Gap says why the nearest earlier point was restored instead of the
+	// one asked for (--nearest-earlier).
+	Gap string `json:"gap,omitempty"`
 }
