@@ -206,11 +206,13 @@ func (b *Bucket) Stat(ctx context.Context, key string) (storage.ObjectInfo, erro
 	if err != nil {
 		return storage.ObjectInfo{}, translate("stat", key, err)
 	}
-	return storage.ObjectInfo{Key: key, Size: info.Size, ModTime: info.LastModified, ETag: info.ETag, Metadata: userMetadata(info.UserMetadata)}, nil
+	return storage.ObjectInfo{Key: key, Size: info.Size, ModTime: info.LastModified, ETag: info.ETag,
+		Metadata: storage.WithoutPutToken(userMetadata(info.UserMetadata))}, nil
 }
 
 // userMetadata returns the user metadata of a StatObject answer with the
-// lowercase keys Put was given, or nil when there is none.
+// lowercase keys Put was given, or nil when there is none. It keeps
+// storage.PutTokenKey; Stat leaves it out.
 func userMetadata(m minio.StringMap) map[string]string {
 	if len(m) == 0 {
 		return nil
