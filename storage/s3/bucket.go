@@ -13,6 +13,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/encrypt"
@@ -29,6 +30,10 @@ type Bucket struct {
 	sse      encrypt.ServerSide
 	log      *slog.Logger
 	maxParts int // MaxParts; lowered by tests
+
+	lockMu    sync.Mutex
+	lockKnown bool // the store answered whether the bucket has object lock
+	locking   bool // its answer
 }
 
 var (
@@ -280,10 +285,45 @@ func (b *Bucket) Delete(ctx context.Context, key string) error {
 	if err := storage.ValidateKey(key); err != nil {
 		return storage.Errorf("delete", key, nil, err)
 	}
-	if b.opts.DeleteAllVersions {
+	all := b.opts.DeleteAllVersions
+	if !all {
+		locking, err := b.objectLocking(ctx)
+		if err != nil {
+			return storage.Errorf("delete", key, nil, err)
+		}
+		all = locking
+	}
+	if all {
 		return b.deleteAllVersions(ctx, key)
 	}
 	return translate("delete", key, b.core.RemoveObject(ctx, b.name, key, minio.RemoveObjectOptions{}))
+}
+
+// objectLocking reports whether the bucket has object lock enabled, asking
+// the store once: on such a bucket a DELETE without a version only hides a
+// locked or legally held object behind a delete marker, and succeeds, so
+// Delete removes the versions and meets the lock instead. A refusal of the
+// question (a key without s3:GetBucketObjectLockConfiguration) counts as
+// no object lock, as before, and is asked again next time.
+func (b *Bucket) objectLocking(ctx context.Context) (bool, error) {
+	b.lockMu.Lock()
+	defer b.lockMu.Unlock()
+	if b.lockKnown {
+		return b.locking, nil
+	}
+	enabled, _, _, _, err := b.core.GetObjectLockConfig(ctx, b.name)
+	switch {
+	case err == nil:
+		b.lockKnown, b.locking = true, enabled == "Enabled"
+	case errCode(err) == "ObjectLockConfigurationNotFoundError" || isLockMissingErr(err):
+		b.lockKnown, b.locking = true, false
+	case errors.Is(sentinelOf(err), storage.ErrPermission), errors.Is(sentinelOf(err), storage.ErrUnsupported):
+		b.log.DebugContext(ctx, "object lock configuration unreadable; deleting without versions", "error", err)
+		return false, nil
+	default:
+		return false, fmt.Errorf("read object lock configuration: %w", translate("delete", "", err))
+	}
+	return b.locking, nil
 }
 
 // deleteAllVersions removes the versions of key oldest first, so that a
