@@ -587,4 +587,9 @@ func testPutIfAbsent(t *testing.T, f Fixture) {
 	err := storage.PutIfAbsent(ctx, f.Bucket, "once", bytes.NewReader([]byte("second")), nil)
 	require.ErrorIs(t, err, storage.ErrExist)
 	require.Equal(t, "first", string(get(t, f.Bucket, "once")))
+
+	// A segment ending in "..", which file stores escape.
+	require.NoError(t, storage.PutIfAbsent(ctx, f.Bucket, "c/v1../x", bytes.NewReader([]byte("dots")), nil))
+	require.Equal(t, "dots", string(get(t, f.Bucket, "c/v1../x")))
+	require.Equal(t, []string{"c/v1../x"}, keys(list(t, f.Bucket, "c/")))
 }
