@@ -19,6 +19,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -104,7 +105,7 @@ func IsGCSCommit(r *http.Request) bool {
 	switch {
 	case r.Method == http.MethodPost && q.Get("uploadType") == "multipart":
 		return true
-	case r.Method == http.MethodPut && q.Has("upload_id"):
+	case (r.Method == http.MethodPut || r.Method == http.MethodPost) && q.Has("upload_id"):
 		cr := r.Header.Get("Content-Range")
 		return cr != "" && !strings.HasSuffix(cr, "/*") && !strings.HasPrefix(cr, "bytes */")
 	}
@@ -121,10 +122,18 @@ type HTTP struct {
 	target *url.URL
 	proxy  *httputil.ReverseProxy
 
+	targetHost atomic.Bool // see UseTargetHost
+
 	mu    sync.Mutex
 	rules []*ruleState
 	fired map[string]int
 }
+
+// UseTargetHost makes the proxy send the target's host:port as the Host
+// of the requests it passes on, for servers that route by Host
+// (fake-gcs-server reads another host as a bucket's) and clients that sign
+// no Host.
+func (p *HTTP) UseTargetHost() { p.targetHost.Store(true) }
 
 type ruleState struct {
 	Rule
@@ -140,7 +149,9 @@ func StartHTTP(tb testing.TB, target string, rules ...Rule) *HTTP {
 	p.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(u)
-			pr.Out.Host = pr.In.Host // the client signed this host
+			if !p.targetHost.Load() {
+				pr.Out.Host = pr.In.Host // the client signed this host
+			}
 		},
 		FlushInterval: -1,
 		ErrorLog:      nil,

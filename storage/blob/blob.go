@@ -273,9 +273,11 @@ func (b *Bucket) PutIfAbsent(ctx context.Context, key string, r io.Reader, opts 
 
 // isOwnObject reports whether err, the failure of an exclusive put, came
 // from the driver's retry after the store had created key with token: the
-// store's answer to the first request was lost.
+// store's answer to the first request was lost, and the retry was refused
+// because the key exists (412), or because the resumable upload session it
+// went to had ended with the object's creation (404 on GCS emulators).
 func (b *Bucket) isOwnObject(ctx context.Context, key, token string, err error) bool {
-	if !errors.Is(err, storage.ErrExist) {
+	if !errors.Is(err, storage.ErrExist) && !errors.Is(err, storage.ErrNotFound) {
 		return false
 	}
 	a, aerr := b.b.Attributes(ctx, key)

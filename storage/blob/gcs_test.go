@@ -21,6 +21,7 @@ func TestGCS(t *testing.T) {
 		// Through a fault proxy, which loses answers for the suite's
 		// lost-answer case.
 		proxy := faultproxy.StartHTTP(t, srv.Addr())
+		proxy.UseTargetHost()
 		gb, err := gcsblob.OpenBucket(t.Context(), new(gcp.HTTPClient), srv.NewBucket(t),
 			&gcsblob.Options{ClientOptions: []option.ClientOption{
 				option.WithEndpoint("http://" + proxy.Addr() + "/storage/v1/"), option.WithoutAuthentication()}})
