@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/encrypt"
@@ -32,9 +33,13 @@ type Bucket struct {
 	maxParts int // MaxParts; lowered by tests
 
 	lockMu    sync.Mutex
-	lockKnown bool // the store answered whether the bucket has object lock
-	locking   bool // its answer
+	lockAsked time.Time // when the store last answered whether the bucket has object lock
+	locking   bool      // its answer
 }
+
+// lockRecheck is how long Delete trusts the store's answer about object
+// lock: a bucket may have it turned on later.
+const lockRecheck = 5 * time.Minute
 
 var (
 	_ storage.Bucket           = (*Bucket)(nil)
@@ -300,7 +305,7 @@ func (b *Bucket) Delete(ctx context.Context, key string) error {
 }
 
 // objectLocking reports whether the bucket has object lock enabled, asking
-// the store once: on such a bucket a DELETE without a version only hides a
+// the store at most every lockRecheck: on such a bucket a DELETE without a version only hides a
 // locked or legally held object behind a delete marker, and succeeds, so
 // Delete removes the versions and meets the lock instead. A refusal of the
 // question (a key without s3:GetBucketObjectLockConfiguration) counts as
@@ -308,15 +313,15 @@ func (b *Bucket) Delete(ctx context.Context, key string) error {
 func (b *Bucket) objectLocking(ctx context.Context) (bool, error) {
 	b.lockMu.Lock()
 	defer b.lockMu.Unlock()
-	if b.lockKnown {
+	if !b.lockAsked.IsZero() && time.Since(b.lockAsked) < lockRecheck {
 		return b.locking, nil
 	}
 	enabled, _, _, _, err := b.core.GetObjectLockConfig(ctx, b.name)
 	switch {
 	case err == nil:
-		b.lockKnown, b.locking = true, enabled == "Enabled"
+		b.lockAsked, b.locking = time.Now(), enabled == "Enabled"
 	case errCode(err) == "ObjectLockConfigurationNotFoundError" || isLockMissingErr(err):
-		b.lockKnown, b.locking = true, false
+		b.lockAsked, b.locking = time.Now(), false
 	case errors.Is(sentinelOf(err), storage.ErrPermission), errors.Is(sentinelOf(err), storage.ErrUnsupported):
 		b.log.DebugContext(ctx, "object lock configuration unreadable; deleting without versions", "error", err)
 		return false, nil
