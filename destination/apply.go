@@ -145,25 +145,24 @@ func (r *Registry) Apply(ctx context.Context, desired Desired) (Changes, error) 
 
 	// Open the new clients before changing anything visible.
 	type opened struct {
-		h   *handle
-		err error
+		h    *handle
+		err  error
+		keep bool // the spec needs no new client: keep the current one
 	}
 	clients := map[string]opened{}
 	for _, name := range ch.Added {
 		h, err := r.open(ctx, wants[name].spec, wants[name].loc)
-		clients[name] = opened{h, err}
+		clients[name] = opened{h: h, err: err}
 	}
 	for _, name := range ch.Updated {
 		d := current[name]
 		old := d.Spec()
 		if old.needsReopen(wants[name].spec) {
 			h, err := r.open(ctx, wants[name].spec, wants[name].loc)
-			clients[name] = opened{h, err}
+			clients[name] = opened{h: h, err: err}
 			continue
 		}
-		d.mu.RLock()
-		clients[name] = opened{d.h, d.openErr}
-		d.mu.RUnlock()
+		clients[name] = opened{keep: true}
 	}
 
 	added := make([]*Destination, 0, len(ch.Added))
@@ -188,7 +187,11 @@ func (r *Registry) Apply(ctx context.Context, desired Desired) (Changes, error) 
 	}
 	for _, name := range ch.Updated {
 		c := clients[name]
-		r.install(current[name], wants[name].spec, wants[name].loc, c.h, c.err)
+		if c.keep {
+			current[name].respec(wants[name].spec, wants[name].loc)
+		} else {
+			r.install(current[name], wants[name].spec, wants[name].loc, c.h, c.err)
+		}
 		current[name].log.Info("destination updated", "location", wants[name].loc.String(), "readOnly", wants[name].spec.ReadOnly)
 	}
 	for _, name := range ch.Removed {

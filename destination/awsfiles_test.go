@@ -30,7 +30,7 @@ func TestAWSSharedFiles(t *testing.T) {
 	configFile := write("config", fmt.Sprintf("[default]\nregion = us-east-1\n\n[profile ops]\nregion = us-east-1\naws_access_key_id = %s\naws_secret_access_key = %s\n", srv.AccessKey(), srv.SecretKey()))
 	wrong := write("wrong", "[default]\naws_access_key_id = nobody\naws_secret_access_key = CANARY-wrong-secret\n")
 
-	r := newRegistry(t, destination.Options{})
+	r := newRegistry(t, destination.Options{CredentialSources: destination.CredentialSources{Dirs: []string{dir}}})
 	url := func(prefix string) string {
 		return fmt.Sprintf("s3://%s/%s?endpoint=%s&insecure=true", bucket, prefix, srv.Endpoint())
 	}

@@ -78,7 +78,7 @@ func (r *Registry) openKey(ctx context.Context, spec Spec, loc Location) (*blob.
 	if !ok {
 		return nil, nil, r.checkDriver(spec, loc)
 	}
-	creds, err := spec.Credentials.resolve(ctx, spec.Name, r.opts.Secrets)
+	creds, err := spec.Credentials.resolve(ctx, spec.Name, r.opts.Secrets, r.opts.CredentialSources)
 	if err != nil {
 		return nil, nil, err
 	}

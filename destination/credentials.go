@@ -207,8 +207,11 @@ func (s StaticSecrets) ResolveSecret(_ context.Context, _, secret string) (*cred
 	return k.Credentials(), nil
 }
 
-// resolve returns the credentials c refers to. Errors match ErrCredentials.
-func (c Credentials) resolve(ctx context.Context, destination string, secrets SecretResolver) (*credentials.Credentials, error) {
+// resolve returns the credentials c refers to. Key files are checked
+// against sources again at every read, so that a symbolic link changed
+// since the spec was validated cannot lead elsewhere. Errors match
+// ErrCredentials.
+func (c Credentials) resolve(ctx context.Context, destination string, secrets SecretResolver, sources CredentialSources) (*credentials.Credentials, error) {
 	switch c.Source {
 	case SourceSecret:
 		if secrets == nil {
@@ -223,7 +226,8 @@ func (c Credentials) resolve(ctx context.Context, destination string, secrets Se
 		}
 		return creds, nil
 	case SourceFiles:
-		return credentials.New(&fileProvider{access: c.AccessKeyFile, secret: c.SecretKeyFile, token: c.SessionTokenFile}), nil
+		return credentials.New(&fileProvider{access: c.AccessKeyFile, secret: c.SecretKeyFile, token: c.SessionTokenFile,
+			dirs: sources.Dirs, checkDirs: true}), nil
 	case SourceEnv:
 		if c.SecretKeyEnv == "" {
 			return s3.EnvCredentials(), nil
@@ -249,6 +253,8 @@ func (c Credentials) resolve(ctx context.Context, destination string, secrets Se
 // fileProvider reads keys from files, again after FileRefresh.
 type fileProvider struct {
 	access, secret, token string
+	dirs                  []string // the directories the files must be in
+	checkDirs             bool
 
 	mu   sync.Mutex
 	read time.Time
@@ -256,6 +262,16 @@ type fileProvider struct {
 
 func (p *fileProvider) RetrieveWithCredContext(*credentials.CredContext) (credentials.Value, error) {
 	v := credentials.Value{SignerType: credentials.SignatureV4}
+	if p.checkDirs {
+		for _, f := range []string{p.access, p.secret, p.token} {
+			if f == "" {
+				continue
+			}
+			if err := inDirs(f, p.dirs); err != nil {
+				return credentials.Value{}, fmt.Errorf("%w: key file %s: %w", ErrCredentials, quote(f), err)
+			}
+		}
+	}
 	var err error
 	if p.access != "" {
 		if v.AccessKeyID, err = readKeyFile("access key", p.access); err != nil {

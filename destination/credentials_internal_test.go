@@ -50,7 +50,7 @@ func TestResolveCredentials(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := tt.creds.resolve(ctx, "eu", tt.secrets)
+			c, err := tt.creds.resolve(ctx, "eu", tt.secrets, AnySource())
 			if err == nil {
 				var v credentials.Value
 				v, err = c.GetWithContext(nil)
@@ -102,7 +102,36 @@ func TestResolverErrorsMatchErrCredentials(t *testing.T) {
 	c := Credentials{Source: SourceSecret, Secret: "ns/name"}
 	_, err := c.resolve(context.Background(), "eu", SecretResolverFunc(func(context.Context, string, string) (*credentials.Credentials, error) {
 		return nil, boom
-	}))
+	}), AnySource())
 	require.ErrorIs(t, err, ErrCredentials)
 	require.ErrorIs(t, err, boom)
+}
+
+// TestKeyFileCheckedAtRead: a key file whose symbolic link was turned
+// elsewhere after validation is refused when it is read, its content
+// never returned.
+func TestKeyFileCheckedAtRead(t *testing.T) {
+	allowed, other := t.TempDir(), t.TempDir()
+	good := filepath.Join(allowed, "secret-v1")
+	require.NoError(t, os.WriteFile(good, []byte("s1"), 0o600))
+	outside := filepath.Join(other, "password")
+	require.NoError(t, os.WriteFile(outside, []byte("CANARY"), 0o600))
+	link := filepath.Join(allowed, "secret")
+	require.NoError(t, os.Symlink(good, link))
+	c := Credentials{Source: SourceFiles, SecretKeyFile: link}
+	sources := CredentialSources{Dirs: []string{allowed}}
+	require.NoError(t, sources.check(c))
+	creds, err := c.resolve(context.Background(), "eu", nil, sources)
+	require.NoError(t, err)
+	v, err := creds.GetWithContext(nil)
+	require.NoError(t, err)
+	require.Equal(t, "s1", v.SecretAccessKey)
+
+	require.NoError(t, os.Remove(link))
+	require.NoError(t, os.Symlink(outside, link))
+	creds, err = c.resolve(context.Background(), "eu", nil, sources)
+	require.NoError(t, err)
+	_, err = creds.GetWithContext(nil)
+	require.ErrorIs(t, err, ErrCredentials)
+	require.NotContains(t, err.Error(), "CANARY")
 }

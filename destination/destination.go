@@ -395,6 +395,18 @@ func (d *Destination) replace(spec Spec, loc Location, h *handle, openErr error)
 	nudge(d.wakeSync)
 }
 
+// respec gives d a spec that needs no new client (see Spec.needsReopen),
+// keeping the client and open error d has at this moment: a check may have
+// opened a client since the caller looked.
+func (d *Destination) respec(spec Spec, loc Location) {
+	d.mu.Lock()
+	d.spec, d.loc = spec, loc
+	d.gen++
+	d.mu.Unlock()
+	nudge(d.wakeCheck)
+	nudge(d.wakeSync)
+}
+
 // remove detaches the destination from its registry: new operations fail,
 // those under way finish (an uploaded backup still commits, on its pinned
 // client), the inventory is forgotten. Nothing is deleted from the store.

@@ -20,6 +20,19 @@
 // host-resolved secret, key files, environment variables, the IAM role or
 // the default chain), never what they are, so a Spec may be logged. For
 // azblob:// destinations the keys are a storage account and its shared key.
+// What a spec reads is sent to the endpoint the same spec names, so the
+// host decides which files, environment variables and IAM endpoint specs
+// may name (Options.CredentialSources): none by default, as suits a host
+// whose specs come from tenants; AnySource for one whose operator writes
+// them. A gs:// destination whose URL names an endpoint and has no
+// credentials talks to that endpoint anonymously: the process's Google
+// credentials only ever go to Google.
+//
+// Two destinations may not share objects: locations are compared by their
+// store in canonical form (default ports, trailing dots, the regional
+// endpoints of Amazon S3, Azure's default domain; an Azure location without
+// an account may be any account's), so that two spellings of one bucket
+// are one location.
 //
 // # Registry
 //

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +19,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"gocloud.dev/blob/gcsblob"
+	"gocloud.dev/gcp"
 
 	"github.com/etcdbackup/etcdbackup/destination"
 	"github.com/etcdbackup/etcdbackup/internal/gcstest"
@@ -75,7 +79,8 @@ func TestGCSServiceAccountKey(t *testing.T) {
 
 	// A secret holds the key as a destination's keys: the service
 	// account's email as the access key, its JSON key as the secret key.
-	r := newRegistry(t, destination.Options{Drivers: []blob.Driver{gcs.Driver()}, Secrets: destination.StaticSecrets{"gcs": {AccessKey: "backup@test.iam.gserviceaccount.com", SecretKey: key}}})
+	r := newRegistry(t, destination.Options{Drivers: []blob.Driver{gcs.Driver()}, Secrets: destination.StaticSecrets{"gcs": {AccessKey: "backup@test.iam.gserviceaccount.com", SecretKey: key}},
+		CredentialSources: destination.AnySource()})
 	for name, creds := range map[string]destination.Credentials{
 		"from-secret": {Source: destination.SourceSecret, Secret: "gcs"},
 		"from-file":   {Source: destination.SourceFiles, SecretKeyFile: keyFile},
@@ -164,4 +169,62 @@ func TestDestinationLinksNoCloudSDK(t *testing.T) {
 	out, err = exec.Command("go", "list", "-deps", "github.com/etcdbackup/etcdbackup/storage/blob/gcs").Output()
 	require.NoError(t, err)
 	require.Contains(t, string(out), "cloud.google.com/", "the check can fail: the gs driver links the SDK")
+}
+
+// TestGCSEndpointWithoutCredentials: a gs:// destination without
+// credentials whose URL names an endpoint talks to that endpoint, never to
+// Google's service, and sends it none of the process's Google credentials
+// (Application Default Credentials from a key file whose token endpoint
+// counts its requests).
+func TestGCSEndpointWithoutCredentials(t *testing.T) {
+	ctx := testCtx(t)
+	srv := gcstest.Start(t)
+	var tokens atomic.Int32
+	tokenServer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tokens.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"access_token":"ya29.process-token","token_type":"Bearer","expires_in":3600}`)
+	}))
+	t.Cleanup(tokenServer.Close)
+	keyFile := filepath.Join(t.TempDir(), "adc.json")
+	require.NoError(t, os.WriteFile(keyFile, []byte(serviceAccountKey(t, tokenServer.URL)), 0o600))
+	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", keyFile)
+	t.Setenv("STORAGE_EMULATOR_HOST", "")
+
+	// A recording proxy in front of the emulator: the endpoint the spec names.
+	var requests, authorized atomic.Int32
+	target := &url.URL{Scheme: "http", Host: srv.Addr()}
+	rp := httputil.NewSingleHostReverseProxy(target)
+	endpoint := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		if r.Header.Get("Authorization") != "" {
+			authorized.Add(1)
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(endpoint.Close)
+
+	bucket := srv.NewBucket(t)
+	r := newRegistry(t, destination.Options{Drivers: []blob.Driver{gcs.Driver()}})
+	d, err := r.Add(ctx, destination.Spec{Name: "private",
+		URL: "gs://" + bucket + "/seed?endpoint=" + strings.TrimPrefix(endpoint.URL, "http://") + "&insecure=true"})
+	require.NoError(t, err)
+	st, err := r.Check(ctx, "private")
+	require.NoError(t, err)
+	require.True(t, st.Available(), "%+v", st)
+	require.NoError(t, d.Put(ctx, "prod-a/x", strings.NewReader("x"), nil))
+
+	direct, err := gcsblob.OpenBucket(ctx, new(gcp.HTTPClient), bucket, &gcsblob.Options{ClientOptions: srv.ClientOptions()})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = direct.Close() })
+	ok, err := direct.Exists(ctx, "seed/prod-a/x")
+	require.NoError(t, err)
+	require.True(t, ok, "the object is at the endpoint the URL names")
+	require.Positive(t, requests.Load())
+	require.Zero(t, authorized.Load(), "no credentials were sent to the endpoint")
+	require.Zero(t, tokens.Load(), "the process's credentials were not used")
+
+	// The driver refuses an endpoint it would have to send credentials to.
+	_, err = gcs.URLOpener().OpenBucketURL(ctx, must(url.Parse("gs://"+bucket+"?endpoint="+url.QueryEscape(endpoint.URL))))
+	require.ErrorContains(t, err, "anonymous=true")
 }

@@ -96,7 +96,7 @@ func (r *Registry) open(ctx context.Context, spec Spec, loc Location) (*handle, 
 			closer = func() { _ = c.Close() }
 		}
 	case loc.Scheme == SchemeS3:
-		creds, err := spec.Credentials.resolve(ctx, spec.Name, r.opts.Secrets)
+		creds, err := spec.Credentials.resolve(ctx, spec.Name, r.opts.Secrets, r.opts.CredentialSources)
 		if err != nil {
 			return nil, err
 		}

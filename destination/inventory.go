@@ -84,6 +84,21 @@ type inventoryState struct {
 	entries        []Entry
 	added, removed []Entry
 	manifests      map[string]cachedManifest
+
+	// Changes made through the destination while syncs list: a sync's
+	// listing may have been taken before them, so store applies the ones
+	// after the sync began to what it listed.
+	seq     uint64         // numbers the changes
+	changes []change       // since the oldest sync in flight began
+	syncing map[uint64]int // syncs in flight, by the seq they began at
+}
+
+// change is a commit (entry set) or a delete (key set) made through the
+// destination.
+type change struct {
+	seq   uint64
+	entry *Entry
+	key   string
 }
 
 // cachedManifest is a manifest's bytes with the listing data of the object
@@ -98,12 +113,68 @@ func (s *inventoryState) reset() {
 	defer s.mu.Unlock()
 	s.epoch++
 	s.synced, s.err, s.entries, s.added, s.removed, s.manifests = time.Time{}, nil, nil, nil, nil, nil
+	s.changes = nil
 }
 
-func (s *inventoryState) begin() (epoch uint64, cache map[string]cachedManifest) {
+// begin starts a sync: end must follow.
+func (s *inventoryState) begin() (epoch, mark uint64, cache map[string]cachedManifest) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.epoch, s.manifests
+	if s.syncing == nil {
+		s.syncing = map[uint64]int{}
+	}
+	s.syncing[s.seq]++
+	return s.epoch, s.seq, s.manifests
+}
+
+// end ends the sync begun at mark and forgets the changes no sync in
+// flight needs.
+func (s *inventoryState) end(mark uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.syncing[mark]--; s.syncing[mark] <= 0 {
+		delete(s.syncing, mark)
+	}
+	oldest := s.seq
+	for m := range s.syncing {
+		oldest = min(oldest, m)
+	}
+	s.changes = slices.DeleteFunc(s.changes, func(c change) bool { return c.seq <= oldest })
+}
+
+// record notes a change for the syncs in flight; s.mu is held.
+func (s *inventoryState) record(c change) {
+	s.seq++
+	if len(s.syncing) == 0 {
+		return
+	}
+	c.seq = s.seq
+	s.changes = append(s.changes, c)
+}
+
+// byPlace orders entries as an inventory lists them.
+func byPlace(a, b Entry) int {
+	return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), a.Created.Compare(b.Created), cmp.Compare(a.Key, b.Key))
+}
+
+// insertEntry puts e in its place in entries, in place of the entries of
+// the same objects (an orphan listed before its manifest was written).
+func insertEntry(entries []Entry, e Entry) []Entry {
+	entries = slices.DeleteFunc(entries, func(o Entry) bool { return o.Key == e.Key || e.ManifestKey != "" && o.ManifestKey == e.ManifestKey })
+	i, _ := slices.BinarySearchFunc(entries, e, byPlace)
+	return slices.Insert(entries, i, e)
+}
+
+// removeKey drops the entries whose data object or manifest is key.
+func removeKey(entries []Entry, key string) (kept, gone []Entry) {
+	kept = slices.DeleteFunc(entries, func(e Entry) bool {
+		if e.Key == key || e.ManifestKey == key {
+			gone = append(gone, e)
+			return true
+		}
+		return false
+	})
+	return kept, gone
 }
 
 func (s *inventoryState) get(name string) Inventory {
@@ -125,13 +196,11 @@ func (s *inventoryState) get(name string) Inventory {
 func (s *inventoryState) committed(e Entry) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.record(change{entry: &e})
 	if s.synced.IsZero() || slices.ContainsFunc(s.entries, func(o Entry) bool { return o.id() == e.id() }) {
 		return false
 	}
-	i, _ := slices.BinarySearchFunc(s.entries, e, func(a, b Entry) int {
-		return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), a.Created.Compare(b.Created), cmp.Compare(a.Key, b.Key))
-	})
-	s.entries = slices.Insert(s.entries, i, e)
+	s.entries = insertEntry(s.entries, e)
 	return true
 }
 
@@ -140,14 +209,9 @@ func (s *inventoryState) committed(e Entry) bool {
 func (s *inventoryState) deleted(key string) []Entry {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.record(change{key: key})
 	var gone []Entry
-	s.entries = slices.DeleteFunc(s.entries, func(e Entry) bool {
-		if e.Key == key || e.ManifestKey == key {
-			gone = append(gone, e)
-			return true
-		}
-		return false
-	})
+	s.entries, gone = removeKey(s.entries, key)
 	return gone
 }
 
@@ -173,11 +237,22 @@ func (s *inventoryState) fail(epoch uint64, err error) (first bool) {
 
 // store records a successful sync of epoch and returns what changed; ok is
 // false when the inventory was reset meanwhile.
-func (s *inventoryState) store(epoch uint64, now time.Time, entries []Entry, cache map[string]cachedManifest) (added, removed []Entry, ok bool) {
+// The commits and deletes made through the destination since the sync
+// began (mark) are applied to what it listed, which may predate them.
+func (s *inventoryState) store(epoch, mark uint64, now time.Time, entries []Entry, cache map[string]cachedManifest) (added, removed []Entry, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.epoch != epoch {
 		return nil, nil, false
+	}
+	for _, c := range s.changes {
+		switch {
+		case c.seq <= mark:
+		case c.entry != nil:
+			entries = insertEntry(entries, *c.entry)
+		default:
+			entries, _ = removeKey(entries, c.key)
+		}
 	}
 	before := make(map[string]bool, len(s.entries))
 	for _, e := range s.entries {
@@ -204,7 +279,8 @@ func (d *Destination) Inventory() Inventory { return d.inv.get(d.name) }
 
 // sync lists the destination's cluster folders into its inventory.
 func (r *Registry) sync(ctx context.Context, d *Destination) (Inventory, error) {
-	epoch, cache := d.inv.begin()
+	epoch, mark, cache := d.inv.begin()
+	defer d.inv.end(mark)
 	_, _, _, h, removed := d.snapshot()
 	var err error
 	if removed {
@@ -249,7 +325,7 @@ func (r *Registry) sync(ctx context.Context, d *Destination) (Inventory, error) 
 		return d.Inventory(), err
 	}
 	hadErr := d.inv.failing()
-	added, removedEntries, ok := d.inv.store(epoch, r.now(), entries, manifests)
+	added, removedEntries, ok := d.inv.store(epoch, mark, r.now(), entries, manifests)
 	if ok && hadErr {
 		d.log.Info("inventory sync recovered")
 	}

@@ -3,6 +3,7 @@ package destination
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"path"
 	"strconv"
@@ -517,23 +518,93 @@ func (l Location) String() string {
 }
 
 // store identifies the bucket a location is in, so that two locations in
-// the same bucket can be compared by prefix. Endpoints are compared as
-// written (lowercased), with Amazon S3 for an empty one.
-func (l Location) store() string {
+// the same bucket can be compared by prefix. Endpoints are compared in
+// canonical form (see canonicalHost); the account of an Azure location
+// that names none is the environment's or the credentials', unknown here,
+// so sameStore treats it as any account.
+type store struct {
+	scheme, host, account, bucket string
+}
+
+func (l Location) store() store {
 	switch l.Scheme {
 	case SchemeS3:
-		ep := l.Endpoint
-		if ep == "" {
-			ep = s3.DefaultEndpoint
-		}
-		return "s3://" + ep + "/" + l.Bucket
+		return store{scheme: l.Scheme, host: awsGlobal(canonicalHost(l.Endpoint, l.Insecure, s3.DefaultEndpoint)), bucket: l.Bucket}
+	case SchemeGCS:
+		return store{scheme: l.Scheme, host: canonicalHost(l.Endpoint, l.Insecure, "storage.googleapis.com"), bucket: l.Bucket}
 	case SchemeAzure:
-		return "azblob://" + l.Account + "@" + l.Endpoint + "/" + l.Bucket
+		return store{scheme: l.Scheme, host: canonicalHost(l.Endpoint, l.Insecure, "blob.core.windows.net"),
+			account: strings.ToLower(l.Account), bucket: l.Bucket}
 	case SchemeFile:
-		return "file://"
+		return store{scheme: l.Scheme}
 	default:
-		return l.Scheme + "://" + l.Bucket
+		return store{scheme: l.Scheme, bucket: l.Bucket}
 	}
+}
+
+// sameStore reports whether two stores may be the same bucket.
+func sameStore(a, b store) bool {
+	if a.account == "" || b.account == "" {
+		a.account, b.account = "", ""
+	}
+	return a == b
+}
+
+// canonicalHost returns an endpoint's host:port as the store sees it:
+// the host lowercase, without the trailing dot of a fully qualified name,
+// and the port given or its scheme's (443, or 80 with insecure). An empty
+// endpoint is def.
+func canonicalHost(ep string, insecure bool, def string) string {
+	if ep == "" {
+		ep = def
+	}
+	host, port, err := net.SplitHostPort(ep)
+	if err != nil {
+		host, port = strings.TrimSuffix(strings.TrimPrefix(ep, "["), "]"), ""
+	}
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	if port == "" {
+		port = "443"
+		if insecure {
+			port = "80"
+		}
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// awsGlobal folds the endpoints of Amazon S3's commercial regions (s3,
+// s3-external-1, s3.REGION, s3-REGION, s3.dualstack.REGION under
+// amazonaws.com) into s3.DefaultEndpoint: bucket names are global there,
+// so every one of them reaches the same bucket. GovCloud is a partition of
+// its own and keeps its host, as do access points and other hosts.
+func awsGlobal(hostPort string) string {
+	host, port, err := net.SplitHostPort(hostPort)
+	if err != nil {
+		return hostPort
+	}
+	name, ok := strings.CutSuffix(host, ".amazonaws.com")
+	if !ok {
+		return hostPort
+	}
+	global := net.JoinHostPort(s3.DefaultEndpoint, port)
+	labels := strings.Split(name, ".")
+	var region string
+	switch {
+	case name == "s3" || name == "s3-external-1":
+		return global
+	case len(labels) == 2 && labels[0] == "s3":
+		region = labels[1]
+	case len(labels) == 1 && strings.HasPrefix(name, "s3-"):
+		region = strings.TrimPrefix(name, "s3-")
+	case len(labels) == 3 && labels[0] == "s3" && labels[1] == "dualstack":
+		region = labels[2]
+	default:
+		return hostPort
+	}
+	if region == "" || strings.HasPrefix(region, "us-gov-") || strings.HasPrefix(region, "fips") {
+		return hostPort
+	}
+	return global
 }
 
 // within returns the path inside the store, with a trailing slash, so that
@@ -553,7 +624,7 @@ func (l Location) within() string {
 // same prefix, or one prefix nested in the other. Two destinations that
 // overlap would each list, and could delete, the other's backups.
 func (l Location) Overlaps(o Location) bool {
-	if l.Scheme == "" || o.Scheme == "" || l.store() != o.store() {
+	if l.Scheme == "" || o.Scheme == "" || !sameStore(l.store(), o.store()) {
 		return false
 	}
 	a, b := l.within(), o.within()
@@ -562,6 +633,9 @@ func (l Location) Overlaps(o Location) bool {
 
 // gocloudURL returns the URL storage/blob opens for a non-s3 location,
 // without the prefix, which the registry applies with storage.WithPrefix.
+// Every field of l is in it or has no meaning for the scheme: an opener
+// that does not know a parameter refuses the URL, so nothing the spec says
+// is dropped on the way.
 func (l Location) gocloudURL() string {
 	switch l.Scheme {
 	case SchemeFile:
@@ -578,6 +652,20 @@ func (l Location) gocloudURL() string {
 			q.Set("protocol", "http")
 		}
 		return (&url.URL{Scheme: "azblob", Host: l.Bucket, RawQuery: q.Encode()}).String()
+	case SchemeGCS:
+		q := url.Values{}
+		if l.Endpoint != "" {
+			// An endpoint the spec names is not Google's: it gets no
+			// Google credentials of the process (the driver refuses an
+			// endpoint without anonymous=true).
+			scheme := "https"
+			if l.Insecure {
+				scheme = "http"
+			}
+			q.Set("endpoint", scheme+"://"+l.Endpoint)
+			q.Set("anonymous", "true")
+		}
+		return (&url.URL{Scheme: l.Scheme, Host: l.Bucket, RawQuery: q.Encode()}).String()
 	default:
 		return (&url.URL{Scheme: l.Scheme, Host: l.Bucket}).String()
 	}

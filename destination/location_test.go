@@ -170,6 +170,26 @@ func TestLocationOverlaps(t *testing.T) {
 		{"file:///", "file:///srv", true},
 		{"mem://x", "mem://x/p", true},
 		{"mem://x", "mem://y", false},
+		// Two spellings of one store are one store.
+		{"s3://bkt/p", "s3://bkt/p?endpoint=s3.eu-central-1.amazonaws.com", true},
+		{"s3://bkt/p", "s3://bkt/p?endpoint=s3-eu-west-1.amazonaws.com", true},
+		{"s3://bkt/p", "s3://bkt/p?endpoint=s3.dualstack.us-east-2.amazonaws.com", true},
+		{"s3://bkt/p", "s3://bkt/p?endpoint=s3.amazonaws.com:443", true},
+		{"s3://bkt/p", "s3://bkt/p?endpoint=https://s3.amazonaws.com.", true},
+		{"s3://bkt/p?endpoint=minio.:9000", "s3://bkt/p?endpoint=minio:9000", true},
+		{"s3://bkt/p?endpoint=https://minio:443", "s3://bkt/p?endpoint=minio", true},
+		{"s3://bkt/p?endpoint=http://minio:80", "s3://bkt/p?endpoint=minio&insecure=true", true},
+		{"s3://bkt/p?endpoint=[::1]:443", "s3://bkt/p?endpoint=[::1]", true},
+		{"azblob://ct1/p", "azblob://ct1/p?endpoint=blob.core.windows.net", true},
+		{"azblob://ct1/p?account=acct", "azblob://ct1/p", true},
+		{"azblob://ct1/p?account=acct", "azblob://ct1/p?account=ACCT&endpoint=blob.core.windows.net.:443", true},
+		{"gs://bkt/p", "gs://bkt/p?endpoint=storage.googleapis.com", true},
+		// And different stores stay different.
+		{"s3://bkt/p", "s3://bkt/p?endpoint=s3.us-gov-west-1.amazonaws.com", false},
+		{"s3://bkt/p?endpoint=minio:9000", "s3://bkt/p?endpoint=minio", false},
+		{"s3://bkt/p?endpoint=http://minio:80", "s3://bkt/p?endpoint=minio", false},
+		{"azblob://ct1/p?account=a", "azblob://ct1/p?account=a&endpoint=127.0.0.1:10000&insecure=true", false},
+		{"gs://bkt/p", "gs://bkt/p?endpoint=gcs.internal:4443&insecure=true", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.a+" "+tt.b, func(t *testing.T) {

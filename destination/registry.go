@@ -55,6 +55,11 @@ type Options struct {
 	// Credentials.Source is SourceSecret. Nil refuses such destinations.
 	Secrets SecretResolver
 
+	// CredentialSources are the files, environment variables and IAM
+	// endpoint specs may name for their credentials. The zero value
+	// allows none (see CredentialSources); AnySource allows all.
+	CredentialSources CredentialSources
+
 	// Observer receives availability transitions and inventory changes.
 	// Nil means none.
 	Observer Observer
@@ -188,7 +193,7 @@ func (o Options) Validate() error {
 	if err := (s3.Options{Bucket: "any-bucket", PartSize: o.PartSize, PartsInFlight: o.PartsInFlight}).Validate(); err != nil {
 		return err
 	}
-	return nil
+	return o.CredentialSources.validate()
 }
 
 // Registry holds the named destinations of a host: a value the host owns
@@ -283,6 +288,9 @@ func (r *Registry) validate(spec Spec) (Location, error) {
 	}
 	if err := r.checkDriver(spec, loc); err != nil {
 		return Location{}, &SpecError{Name: spec.Name, Field: "url", Err: err}
+	}
+	if err := r.opts.CredentialSources.check(spec.Credentials); err != nil {
+		return Location{}, &SpecError{Name: spec.Name, Field: "credentials", Err: err}
 	}
 	if spec.Credentials.Source == SourceSecret && r.opts.Secrets == nil {
 		return Location{}, &SpecError{Name: spec.Name, Field: "credentials", Err: errors.New("source secret, but the registry has no secret resolver")}

@@ -113,7 +113,10 @@ func run(ctx context.Context, o options) error {
 		// that writes to one cloud passes its driver alone.
 		Drivers: []blob.Driver{gcs.Driver(), azure.Driver()},
 		Secrets: mountedSecrets(o.secretsDir),
-		Logger:  log,
+		// The operator writes the configuration file: any credential
+		// file, variable or IAM endpoint it names is its own.
+		CredentialSources: destination.AnySource(),
+		Logger:            log,
 		// The registry refuses to remove or move a destination that
 		// backup configs use.
 		Users: func(dest string) []string { return c.users(dest) },

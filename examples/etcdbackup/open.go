@@ -39,6 +39,9 @@ func openDestination(ctx context.Context, f *destinationFlags, opts destination.
 		}
 		if name == "" {
 			opts.Drivers = cloudDrivers()
+			// The operator writes the CLI's destinations: any file,
+			// variable or IAM endpoint it names is its own.
+			opts.CredentialSources = destination.AnySource()
 			reg, err := destination.NewRegistry(opts)
 			if err != nil {
 				return nil, nil, err
@@ -92,6 +95,7 @@ func cloudDrivers() []blob.Driver {
 func openRegistry(ctx context.Context, cfg *config, path string, opts destination.Options) (*destination.Registry, error) {
 	opts.Secrets = cfg.secrets()
 	opts.Drivers = cloudDrivers()
+	opts.CredentialSources = destination.AnySource()
 	reg, err := destination.NewRegistry(opts)
 	if err != nil {
 		return nil, err

@@ -19,6 +19,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -42,6 +43,10 @@ const (
 	OKWithError
 	// InternalError answers 500 InternalError.
 	InternalError
+	// LoseAnswer passes the request on, lets the server answer in full,
+	// then resets the client's connection instead of relaying the answer:
+	// the write happened, the client cannot know it.
+	LoseAnswer
 )
 
 // Rule is one fault.
@@ -81,6 +86,32 @@ func IsPutObject(r *http.Request) bool {
 	return r.Method == http.MethodPut && !r.URL.Query().Has("uploadId") && r.Header.Get("X-Amz-Copy-Source") == ""
 }
 
+// IsObjectCreation matches the S3 request that makes an object visible: a
+// single-request PutObject or a CompleteMultipartUpload.
+func IsObjectCreation(r *http.Request) bool { return IsPutObject(r) || IsCompleteMultipart(r) }
+
+// IsAzureCommit matches the Azure Blob request that makes a blob visible: a
+// Put Blob or a Put Block List.
+func IsAzureCommit(r *http.Request) bool {
+	q := r.URL.Query()
+	return r.Method == http.MethodPut && !q.Has("restype") && (!q.Has("comp") || q.Get("comp") == "blocklist")
+}
+
+// IsGCSCommit matches the Cloud Storage JSON API request that makes an
+// object visible: a single-request (multipart) upload, or the last chunk
+// of a resumable one, whose Content-Range states the total size.
+func IsGCSCommit(r *http.Request) bool {
+	q := r.URL.Query()
+	switch {
+	case r.Method == http.MethodPost && q.Get("uploadType") == "multipart":
+		return true
+	case (r.Method == http.MethodPut || r.Method == http.MethodPost) && q.Has("upload_id"):
+		cr := r.Header.Get("Content-Range")
+		return cr != "" && !strings.HasSuffix(cr, "/*") && !strings.HasPrefix(cr, "bytes */")
+	}
+	return false
+}
+
 // IsWrite matches every request that writes: PUT and POST.
 func IsWrite(r *http.Request) bool { return r.Method == http.MethodPut || r.Method == http.MethodPost }
 
@@ -91,10 +122,18 @@ type HTTP struct {
 	target *url.URL
 	proxy  *httputil.ReverseProxy
 
+	targetHost atomic.Bool // see UseTargetHost
+
 	mu    sync.Mutex
 	rules []*ruleState
 	fired map[string]int
 }
+
+// UseTargetHost makes the proxy send the target's host:port as the Host
+// of the requests it passes on, for servers that route by Host
+// (fake-gcs-server reads another host as a bucket's) and clients that sign
+// no Host.
+func (p *HTTP) UseTargetHost() { p.targetHost.Store(true) }
 
 type ruleState struct {
 	Rule
@@ -110,10 +149,21 @@ func StartHTTP(tb testing.TB, target string, rules ...Rule) *HTTP {
 	p.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(u)
-			pr.Out.Host = pr.In.Host // the client signed this host
+			if !p.targetHost.Load() {
+				pr.Out.Host = pr.In.Host // the client signed this host
+			}
 		},
 		FlushInterval: -1,
 		ErrorLog:      nil,
+		// A server that names itself in a Location (the session URL of a
+		// resumable upload) is named through the proxy instead, so that
+		// the rest of the upload meets the faults too.
+		ModifyResponse: func(resp *http.Response) error {
+			if loc := resp.Header.Get("Location"); loc != "" && p.ln != nil {
+				resp.Header.Set("Location", strings.Replace(loc, "//"+target+"/", "//"+p.Addr()+"/", 1))
+			}
+			return nil
+		},
 	}
 	p.SetRules(rules...)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -142,6 +192,15 @@ func (p *HTTP) SetRules(rules ...Rule) {
 		}
 		p.rules = append(p.rules, &ruleState{Rule: r, left: left})
 	}
+}
+
+// LoseNextAnswer makes the proxy lose the answer of the next request that
+// match selects (see LoseAnswer) and returns a function that reports
+// whether it has. It replaces the rules.
+func (p *HTTP) LoseNextAnswer(match func(*http.Request) bool) (fired func() bool) {
+	name := fmt.Sprintf("lose answer %p", &match)
+	p.SetRules(Rule{Name: name, Match: match, Action: LoseAnswer, Times: 1})
+	return func() bool { return p.Fired()[name] > 0 }
 }
 
 // Fired returns how many times each rule has acted, by name.
@@ -190,6 +249,9 @@ func (p *HTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case OKWithError:
 		_, _ = io.Copy(io.Discard, r.Body)
 		s3Error(w, http.StatusOK, "InternalError", "We encountered an internal error. Please try again.")
+	case LoseAnswer:
+		p.proxy.ServeHTTP(discardResponse{h: http.Header{}}, r)
+		reset(w)
 	case Delay:
 		select {
 		case <-time.After(rule.Delay):
@@ -201,6 +263,13 @@ func (p *HTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.proxy.ServeHTTP(w, r)
 	}
 }
+
+// discardResponse is a ResponseWriter that drops what the server answers.
+type discardResponse struct{ h http.Header }
+
+func (d discardResponse) Header() http.Header         { return d.h }
+func (d discardResponse) Write(p []byte) (int, error) { return len(p), nil }
+func (d discardResponse) WriteHeader(int)             {}
 
 // reset closes the client's connection with a TCP RST.
 func reset(w http.ResponseWriter) {

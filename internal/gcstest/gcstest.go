@@ -65,6 +65,9 @@ func Start(tb testing.TB) *Server {
 	return s
 }
 
+// Addr returns the emulator's host:port.
+func (s *Server) Addr() string { return s.addr }
+
 // Endpoint returns the JSON API's base URL, as storage clients take it.
 func (s *Server) Endpoint() string { return "http://" + s.addr + "/storage/v1/" }
 

@@ -11,6 +11,7 @@ import (
 	"gocloud.dev/blob/azureblob"
 
 	"github.com/etcdbackup/etcdbackup/internal/azuritetest"
+	"github.com/etcdbackup/etcdbackup/internal/faultproxy"
 	"github.com/etcdbackup/etcdbackup/storage"
 	"github.com/etcdbackup/etcdbackup/storage/blob"
 	"github.com/etcdbackup/etcdbackup/storage/blob/azure"
@@ -21,10 +22,20 @@ import (
 func TestAzure(t *testing.T) {
 	srv := azuritetest.Start(t)
 	storagetest.Run(t, func(t *testing.T) storagetest.Fixture {
-		gb, err := azureblob.OpenBucket(t.Context(), srv.NewContainer(t), nil)
+		// Through a fault proxy, which loses answers for the suite's
+		// lost-answer case.
+		proxy := faultproxy.StartHTTP(t, srv.Endpoint())
+		direct := srv.NewContainer(t)
+		c, err := container.NewClientWithSharedKeyCredential(
+			strings.Replace(direct.URL(), srv.Endpoint(), proxy.Addr(), 1), srv.Credential(), nil)
+		require.NoError(t, err)
+		gb, err := azureblob.OpenBucket(t.Context(), c, nil)
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = gb.Close() })
-		return storagetest.Fixture{Bucket: blob.New(gb, &blob.Options{WholeBody: true, ErrorCode: azure.ErrorCode})}
+		return storagetest.Fixture{
+			Bucket:     blob.New(gb, &blob.Options{WholeBody: true, ErrorCode: azure.ErrorCode}),
+			LoseAnswer: func(*testing.T) func() bool { return proxy.LoseNextAnswer(faultproxy.IsAzureCommit) },
+		}
 	})
 }
 

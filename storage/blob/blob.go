@@ -246,7 +246,10 @@ func (b *Bucket) Put(ctx context.Context, key string, r io.Reader, opts *storage
 // a fileblob bucket PutIfAbsent writes a temporary file beside the object
 // and links it into place, which fails when the name exists (see
 // putFileExclusive). It returns an error matching storage.ErrUnsupported
-// when CanPutIfAbsent is false.
+// when CanPutIfAbsent is false. On the other drivers the object carries a
+// token of the call (storage.PutTokenKey): when the store's answer was lost
+// and the driver's retry is refused because the key exists, PutIfAbsent
+// finds its token there and succeeds.
 func (b *Bucket) PutIfAbsent(ctx context.Context, key string, r io.Reader, opts *storage.PutOptions) error {
 	if err := b.checkKey("put", key); err != nil {
 		return err
@@ -259,7 +262,26 @@ func (b *Bucket) PutIfAbsent(ctx context.Context, key string, r io.Reader, opts 
 	case b.kind == driverFile:
 		return b.putFileExclusive(ctx, key, r, opts)
 	}
-	return b.put(ctx, key, r, opts, true)
+	token := storage.NewPutToken()
+	po := storage.PutOptions{ContentType: opts.ContentTypeOrDefault(), Metadata: storage.WithPutToken(opts.MetadataOrNil(), token)}
+	err := b.put(ctx, key, r, &po, true)
+	if err != nil && b.isOwnObject(ctx, key, token, err) {
+		return nil
+	}
+	return err
+}
+
+// isOwnObject reports whether err, the failure of an exclusive put, came
+// from the driver's retry after the store had created key with token: the
+// store's answer to the first request was lost, and the retry was refused
+// because the key exists (412), or because the resumable upload session it
+// went to had ended with the object's creation (404 on GCS emulators).
+func (b *Bucket) isOwnObject(ctx context.Context, key, token string, err error) bool {
+	if !errors.Is(err, storage.ErrExist) && !errors.Is(err, storage.ErrNotFound) {
+		return false
+	}
+	a, aerr := b.b.Attributes(ctx, key)
+	return aerr == nil && a.Metadata[storage.PutTokenKey] == token
 }
 
 // CanPutIfAbsent implements storage.ExclusiveChecker: true unless
@@ -456,7 +478,8 @@ func (b *Bucket) Stat(ctx context.Context, key string) (storage.ObjectInfo, erro
 	if err != nil {
 		return storage.ObjectInfo{}, b.errorf(op, key, err, false)
 	}
-	return storage.ObjectInfo{Key: key, Size: a.Size, ModTime: a.ModTime, ETag: a.ETag, Metadata: a.Metadata}, nil
+	return storage.ObjectInfo{Key: key, Size: a.Size, ModTime: a.ModTime, ETag: a.ETag,
+		Metadata: storage.WithoutPutToken(a.Metadata)}, nil
 }
 
 // Delete implements storage.Bucket. A missing key is not an error.

@@ -94,18 +94,19 @@ func (b *Bucket) filePath(key string) string {
 
 // escapeFileKey is fileblob's mapping of a key to a relative path, for the
 // keys storage.ValidateKey accepts: those have no control character, no
-// "//", no "../" and no trailing slash, so the one rule of fileblob's left
-// to apply is that the start of any text of the form "__0x<hex>__" is
+// "//", no ".." segment and no trailing slash, so two rules of fileblob's
+// are left to apply: the slash after a segment that ends in ".." ("v1../")
+// is escaped, and the start of any text of the form "__0x<hex>__" is
 // written as its own escape sequence ("_" as "__0x5f__"), so that no key
 // can pass for an escaped one. A test holds it to fileblob's placement.
 func escapeFileKey(key string) string {
-	if !strings.Contains(key, "__0x") {
+	if !strings.Contains(key, "__0x") && !strings.Contains(key, "../") {
 		return key
 	}
 	runes := []rune(key)
 	var sb strings.Builder
 	for i, r := range runes {
-		if isEscapeSequence(runes, i) {
+		if isEscapeSequence(runes, i) || r == '/' && i > 1 && runes[i-1] == '.' && runes[i-2] == '.' {
 			fmt.Fprintf(&sb, "__%#x__", r)
 			continue
 		}

@@ -20,6 +20,7 @@ func TestEscapeFileKeyMatchesFileblob(t *testing.T) {
 	b := &Bucket{fileDir: dir}
 	for _, key := range []string{
 		"plain", "a/b/c.db.zst", "__0x41__", "x__0x2f__y", "__0x__", "__0xzz__", "__0x7fffffffff__", "a/__0x7a__/b", "_0x41_", "__0x41_", "é/__0xé__",
+		"c/v1../x", "a../b../c", "x/.../y",
 	} {
 		require.NoError(t, gb.WriteAll(t.Context(), key, []byte(key), nil), key)
 		data, err := os.ReadFile(b.filePath(key))

@@ -21,6 +21,7 @@ import (
 	"go.uber.org/goleak"
 	"gocloud.dev/blob/s3blob"
 
+	"github.com/etcdbackup/etcdbackup/internal/faultproxy"
 	"github.com/etcdbackup/etcdbackup/internal/miniotest"
 	"github.com/etcdbackup/etcdbackup/storage"
 	"github.com/etcdbackup/etcdbackup/storage/blob"
@@ -39,12 +40,19 @@ type s3Fixture struct {
 // closed when t ends.
 func newS3Client(t *testing.T, srv *miniotest.Server, access, secret string) *s3.Client {
 	t.Helper()
+	return newS3ClientAt(t, srv.Endpoint(), access, secret)
+}
+
+// newS3ClientAt is newS3Client for a server at endpoint (host:port): a
+// fault proxy in front of MinIO.
+func newS3ClientAt(t *testing.T, endpoint, access, secret string) *s3.Client {
+	t.Helper()
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	t.Cleanup(tr.CloseIdleConnections)
 	httpClient := &http.Client{Transport: tr}
 	return s3.New(s3.Options{
 		Region:       "us-east-1",
-		BaseEndpoint: aws.String("http://" + srv.Endpoint()),
+		BaseEndpoint: aws.String("http://" + endpoint),
 		UsePathStyle: true,
 		Credentials:  credentials.NewStaticCredentialsProvider(access, secret, ""),
 		HTTPClient:   httpClient,
@@ -53,8 +61,14 @@ func newS3Client(t *testing.T, srv *miniotest.Server, access, secret string) *s3
 
 func newS3Fixture(t *testing.T, srv *miniotest.Server, opts *blob.Options) *s3Fixture {
 	t.Helper()
+	return newS3FixtureAt(t, srv, srv.Endpoint(), opts)
+}
+
+// newS3FixtureAt is newS3Fixture with the client talking to endpoint.
+func newS3FixtureAt(t *testing.T, srv *miniotest.Server, endpoint string, opts *blob.Options) *s3Fixture {
+	t.Helper()
 	f := &s3Fixture{srv: srv, name: srv.NewBucket(t, miniotest.BucketOptions{})}
-	f.client = newS3Client(t, srv, srv.AccessKey(), srv.SecretKey())
+	f.client = newS3ClientAt(t, endpoint, srv.AccessKey(), srv.SecretKey())
 	gb, err := s3blob.OpenBucket(t.Context(), f.client, f.name, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = gb.Close() })
@@ -78,12 +92,14 @@ func TestS3(t *testing.T) {
 
 	t.Run("Conformance", func(t *testing.T) {
 		storagetest.Run(t, func(t *testing.T) storagetest.Fixture {
-			f := newS3Fixture(t, srv, nil)
+			proxy := faultproxy.StartHTTP(t, srv.Endpoint())
+			f := newS3FixtureAt(t, srv, proxy.Addr(), nil)
 			return storagetest.Fixture{
 				Bucket: f.bucket,
 				IncompleteUploads: func(ctx context.Context) ([]storage.Upload, error) {
 					return srv.IncompleteUploads(ctx, f.name)
 				},
+				LoseAnswer: func(*testing.T) func() bool { return proxy.LoseNextAnswer(faultproxy.IsObjectCreation) },
 			}
 		})
 	})

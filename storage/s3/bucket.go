@@ -13,6 +13,8 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/encrypt"
@@ -29,7 +31,15 @@ type Bucket struct {
 	sse      encrypt.ServerSide
 	log      *slog.Logger
 	maxParts int // MaxParts; lowered by tests
+
+	lockMu    sync.Mutex
+	lockAsked time.Time // when the store last answered whether the bucket has object lock
+	locking   bool      // its answer
 }
+
+// lockRecheck is how long Delete trusts the store's answer about object
+// lock: a bucket may have it turned on later.
+const lockRecheck = 5 * time.Minute
 
 var (
 	_ storage.Bucket           = (*Bucket)(nil)
@@ -206,11 +216,13 @@ func (b *Bucket) Stat(ctx context.Context, key string) (storage.ObjectInfo, erro
 	if err != nil {
 		return storage.ObjectInfo{}, translate("stat", key, err)
 	}
-	return storage.ObjectInfo{Key: key, Size: info.Size, ModTime: info.LastModified, ETag: info.ETag, Metadata: userMetadata(info.UserMetadata)}, nil
+	return storage.ObjectInfo{Key: key, Size: info.Size, ModTime: info.LastModified, ETag: info.ETag,
+		Metadata: storage.WithoutPutToken(userMetadata(info.UserMetadata))}, nil
 }
 
 // userMetadata returns the user metadata of a StatObject answer with the
-// lowercase keys Put was given, or nil when there is none.
+// lowercase keys Put was given, or nil when there is none. It keeps
+// storage.PutTokenKey; Stat leaves it out.
 func userMetadata(m minio.StringMap) map[string]string {
 	if len(m) == 0 {
 		return nil
@@ -278,10 +290,45 @@ func (b *Bucket) Delete(ctx context.Context, key string) error {
 	if err := storage.ValidateKey(key); err != nil {
 		return storage.Errorf("delete", key, nil, err)
 	}
-	if b.opts.DeleteAllVersions {
+	all := b.opts.DeleteAllVersions
+	if !all {
+		locking, err := b.objectLocking(ctx)
+		if err != nil {
+			return storage.Errorf("delete", key, nil, err)
+		}
+		all = locking
+	}
+	if all {
 		return b.deleteAllVersions(ctx, key)
 	}
 	return translate("delete", key, b.core.RemoveObject(ctx, b.name, key, minio.RemoveObjectOptions{}))
+}
+
+// objectLocking reports whether the bucket has object lock enabled, asking
+// the store at most every lockRecheck: on such a bucket a DELETE without a version only hides a
+// locked or legally held object behind a delete marker, and succeeds, so
+// Delete removes the versions and meets the lock instead. A refusal of the
+// question (a key without s3:GetBucketObjectLockConfiguration) counts as
+// no object lock, as before, and is asked again next time.
+func (b *Bucket) objectLocking(ctx context.Context) (bool, error) {
+	b.lockMu.Lock()
+	defer b.lockMu.Unlock()
+	if !b.lockAsked.IsZero() && time.Since(b.lockAsked) < lockRecheck {
+		return b.locking, nil
+	}
+	enabled, _, _, _, err := b.core.GetObjectLockConfig(ctx, b.name)
+	switch {
+	case err == nil:
+		b.lockAsked, b.locking = time.Now(), enabled == "Enabled"
+	case errCode(err) == "ObjectLockConfigurationNotFoundError" || isLockMissingErr(err):
+		b.lockAsked, b.locking = time.Now(), false
+	case errors.Is(sentinelOf(err), storage.ErrPermission), errors.Is(sentinelOf(err), storage.ErrUnsupported):
+		b.log.DebugContext(ctx, "object lock configuration unreadable; deleting without versions", "error", err)
+		return false, nil
+	default:
+		return false, fmt.Errorf("read object lock configuration: %w", translate("delete", "", err))
+	}
+	return b.locking, nil
 }
 
 // deleteAllVersions removes the versions of key oldest first, so that a

@@ -4,21 +4,31 @@ import (
 	"context"
 	"testing"
 
+	"github.com/etcdbackup/etcdbackup/internal/faultproxy"
 	"github.com/etcdbackup/etcdbackup/internal/miniotest"
 	"github.com/etcdbackup/etcdbackup/storage"
 	"github.com/etcdbackup/etcdbackup/storage/s3"
 	"github.com/etcdbackup/etcdbackup/storage/storagetest"
 )
 
+// runConformance runs the suite on buckets reached through a fault proxy,
+// which loses answers for the suite's lost-answer case.
 func runConformance(t *testing.T, mod func(*s3.Options)) {
 	srv := miniotest.Start(t)
 	storagetest.Run(t, func(t *testing.T) storagetest.Fixture {
-		b, name := newBucket(t, srv, false, mod)
+		proxy := faultproxy.StartHTTP(t, srv.Endpoint())
+		b, name := newBucket(t, srv, false, func(o *s3.Options) {
+			o.Endpoint = proxy.Addr()
+			if mod != nil {
+				mod(o)
+			}
+		})
 		return storagetest.Fixture{
 			Bucket: b,
 			IncompleteUploads: func(ctx context.Context) ([]storage.Upload, error) {
 				return srv.IncompleteUploads(ctx, name)
 			},
+			LoseAnswer: func(*testing.T) func() bool { return proxy.LoseNextAnswer(faultproxy.IsObjectCreation) },
 		}
 	})
 }

@@ -90,6 +90,12 @@ func isLockMissing(resp minio.ErrorResponse) bool {
 	return strings.Contains(msg, "missingobjectlockconfiguration")
 }
 
+// isLockMissingErr is isLockMissing for any error.
+func isLockMissingErr(err error) bool {
+	var resp minio.ErrorResponse
+	return errors.As(err, &resp) && isLockMissing(resp)
+}
+
 // errCode returns the S3 error code of err, or "".
 func errCode(err error) string {
 	var resp minio.ErrorResponse

@@ -146,11 +146,12 @@ type Options struct {
 	UnsignedPayload bool
 
 	// DeleteAllVersions makes Delete remove every version of the key,
-	// oldest first, so that a versioned or object-lock bucket really
-	// frees the object and a lock still in force fails the Delete with
-	// storage.ErrLocked. When false, Delete sends one DELETE without a
-	// version, which on such a bucket only hides the object behind a
-	// delete marker and succeeds whatever the lock.
+	// oldest first, so that a versioned bucket really frees the object
+	// and a lock still in force fails the Delete with storage.ErrLocked.
+	// Delete does so anyway on a bucket with object lock, as the store
+	// says (asked again every five minutes). When false, on a versioned
+	// bucket without object lock Delete sends one DELETE without a
+	// version, which hides the object behind a delete marker.
 	DeleteAllVersions bool
 
 	// NoConditionalWrites declares a store that ignores S3's conditional

@@ -466,27 +466,20 @@ func TestObjectLock(t *testing.T) {
 			"extending is allowed")
 	})
 
-	// A plain DELETE of a locked object succeeds on MinIO (as on S3): it
-	// adds a delete marker, the key reads as missing, and the locked
-	// version stays, with its lock.
-	t.Run("plain delete adds a delete marker", func(t *testing.T) {
+	// A plain DELETE of a locked object would succeed on MinIO (as on S3):
+	// it would add a delete marker and leave the locked version, hidden.
+	// Delete knows the bucket has object lock and meets the lock instead.
+	t.Run("delete on an object-lock bucket meets the lock", func(t *testing.T) {
 		b, name := newBucket(t, srv, true, nil)
 		require.NoError(t, b.Put(ctx, "k", stream(1, 10), nil))
 		require.NoError(t, b.SetRetention(ctx, "k", storage.Retention{Mode: storage.Governance, Until: until}))
-		require.NoError(t, b.Delete(ctx, "k"))
-		requireAbsent(t, b, "k")
-		_, err := b.Retention(ctx, "k")
-		require.ErrorIs(t, err, storage.ErrNotFound, "the current version is a delete marker")
+		require.ErrorIs(t, b.Delete(ctx, "k"), storage.ErrLocked)
+		requireContent(t, b, "k", 1, 10)
 		versions := listVersions(t, b.Client(), name, "k")
-		require.Len(t, versions, 2)
-		assert.True(t, versions[0].IsDeleteMarker && versions[0].IsLatest)
-		assert.False(t, versions[1].IsDeleteMarker)
-		mode, _, err := b.Client().GetObjectRetention(ctx, name, "k", versions[1].VersionID)
+		require.Len(t, versions, 1, "no delete marker")
+		ret, err := b.Retention(ctx, "k")
 		require.NoError(t, err)
-		assert.Equal(t, minio.Governance, *mode)
-		// Removing that version by id is refused.
-		err = b.Client().RemoveObject(ctx, name, "k", minio.RemoveObjectOptions{VersionID: versions[1].VersionID})
-		require.Error(t, err)
+		assert.Equal(t, storage.Governance, ret.Mode)
 	})
 
 	t.Run("delete of all versions is refused while locked", func(t *testing.T) {

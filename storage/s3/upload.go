@@ -55,7 +55,7 @@ var errPartDone = errors.New("part body read after its request ended")
 // instance). If ctx is cancelled while the final request is in flight, the
 // store may already have made the object visible.
 func (b *Bucket) Put(ctx context.Context, key string, r io.Reader, opts *storage.PutOptions) error {
-	return b.put(ctx, key, r, opts, false)
+	return b.put(ctx, key, r, opts, "")
 }
 
 // PutIfAbsent implements storage.ExclusivePutter with S3's conditional
@@ -65,19 +65,47 @@ func (b *Bucket) Put(ctx context.Context, key string, r io.Reader, opts *storage
 // error matches storage.ErrExist and nothing is written. Stores that
 // ignore the header (older S3-compatible ones) overwrite instead.
 //
+// The object carries a token of this call (storage.PutTokenKey). When the
+// store's answer to the request that created the object is lost and
+// minio-go's retry is refused (412, or NoSuchUpload for a completed
+// multipart upload), PutIfAbsent finds its own token on the object and
+// succeeds: the object is this call's.
+//
 // With Options.NoConditionalWrites it fails with storage.ErrUnsupported.
 func (b *Bucket) PutIfAbsent(ctx context.Context, key string, r io.Reader, opts *storage.PutOptions) error {
 	if b.opts.NoConditionalWrites {
 		return storage.Errorf("put", key, storage.ErrUnsupported, errors.New("the store is declared without conditional writes"))
 	}
-	return b.put(ctx, key, r, opts, true)
+	token := storage.NewPutToken()
+	err := b.put(ctx, key, r, opts, token)
+	if err != nil && b.isOwnObject(ctx, key, token, err) {
+		b.log.DebugContext(ctx, "exclusive put refused on retry, the object is this put's own", "key", key)
+		return nil
+	}
+	return err
 }
 
-func (b *Bucket) put(ctx context.Context, key string, r io.Reader, po *storage.PutOptions, exclusive bool) error {
+// isOwnObject reports whether err, the failure of an exclusive put, came
+// from a retry after the store had created key with token.
+func (b *Bucket) isOwnObject(ctx context.Context, key, token string, err error) bool {
+	if !errors.Is(err, storage.ErrExist) && !errors.Is(err, storage.ErrNotFound) {
+		return false
+	}
+	info, serr := b.core.StatObject(ctx, b.name, key, minio.StatObjectOptions{})
+	if serr != nil {
+		return false
+	}
+	return userMetadata(info.UserMetadata)[storage.PutTokenKey] == token
+}
+
+// put writes r to key; a non-empty token makes the write exclusive and is
+// stored with the object.
+func (b *Bucket) put(ctx context.Context, key string, r io.Reader, po *storage.PutOptions, token string) error {
+	exclusive := token != ""
 	if err := storage.ValidateKey(key); err != nil {
 		return storage.Errorf("put", key, nil, err)
 	}
-	oo, err := b.objectOptions(po, exclusive)
+	oo, err := b.objectOptions(po, token)
 	if err != nil {
 		return storage.Errorf("put", key, nil, err)
 	}
@@ -98,12 +126,12 @@ func (b *Bucket) put(ctx context.Context, key string, r io.Reader, po *storage.P
 
 // objectOptions turns PutOptions into the options of the request that
 // creates the object.
-func (b *Bucket) objectOptions(po *storage.PutOptions, exclusive bool) (minio.PutObjectOptions, error) {
+func (b *Bucket) objectOptions(po *storage.PutOptions, token string) (minio.PutObjectOptions, error) {
 	md := po.MetadataOrNil()
 	o := minio.PutObjectOptions{
 		ContentType:          po.ContentTypeOrDefault(),
 		ServerSideEncryption: b.sse,
-		UserMetadata:         make(map[string]string, len(md)+1),
+		UserMetadata:         make(map[string]string, len(md)+2),
 	}
 	for k, v := range md {
 		if err := validateMetadata(k, v); err != nil {
@@ -112,7 +140,8 @@ func (b *Bucket) objectOptions(po *storage.PutOptions, exclusive bool) (minio.Pu
 		// Prefixed here, so that no metadata key can pass for a header.
 		o.UserMetadata["x-amz-meta-"+k] = v
 	}
-	if exclusive {
+	if token != "" {
+		o.UserMetadata["x-amz-meta-"+storage.PutTokenKey] = token
 		o.SetMatchETagExcept("*")
 	}
 	return o, nil

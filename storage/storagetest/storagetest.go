@@ -51,6 +51,16 @@ type Fixture struct {
 	// fileblob bucket opened with metadata=skip). Otherwise the suite
 	// asserts that Stat returns what Put stored.
 	NoMetadata bool
+
+	// LoseAnswer, when set, arranges that the store's answer to the next
+	// request that makes an object visible (a single-request upload, or the
+	// request completing a multipart one) is lost on its way back: the
+	// store keeps the object, the client sees a broken connection and
+	// retries. It returns a function reporting whether the fault fired.
+	// The suite asserts that PutIfAbsent still succeeds for the writer
+	// whose object it is, small or multipart, and that Stat hides the
+	// put's token. Buckets reached without a network leave it nil.
+	LoseAnswer func(t *testing.T) (fired func() bool)
 }
 
 // Sizes of the round trips. Large spans several parts of any multipart
@@ -85,6 +95,7 @@ func Run(t *testing.T, newFixture func(t *testing.T) Fixture) {
 		{"GetPartialRead", testGetPartialRead},
 		{"PutIfAbsent", testPutIfAbsent},
 		{"ExclusiveRace", testExclusiveRace},
+		{"PutIfAbsentLostAnswer", testPutIfAbsentLostAnswer},
 		{"ListDuringWrites", testListDuringWrites},
 		{"ConcurrentDeletes", testConcurrentDeletes},
 	}
@@ -537,10 +548,48 @@ func testGetPartialRead(t *testing.T, f Fixture) {
 	require.Equal(t, want, buf)
 }
 
+// lostAnswerMultipart is larger than the part size or the single-request
+// threshold of every uploader the suite runs on.
+const lostAnswerMultipart = 24 * MiB
+
+// testPutIfAbsentLostAnswer: a store kept the object but its answer was
+// lost, and the client's retry was refused because the key now exists.
+// The object is the writer's own: PutIfAbsent succeeds.
+func testPutIfAbsentLostAnswer(t *testing.T, f Fixture) {
+	if f.LoseAnswer == nil {
+		return // no network between the writer and the store
+	}
+	ctx := ctxFor(t)
+	for i, n := range []int64{1 << 10, lostAnswerMultipart} {
+		key := fmt.Sprintf("lost-answer/%d", n)
+		fired := f.LoseAnswer(t)
+		opts := &storage.PutOptions{Metadata: map[string]string{"case": "lost-answer"}}
+		err := storage.PutIfAbsent(ctx, f.Bucket, key, data(uint64(40+i), n), opts)
+		require.True(t, fired(), "the answer of the put of %d bytes was lost", n)
+		require.NoError(t, err, "a put of %d bytes whose answer was lost", n)
+		require.Equal(t, digest(uint64(40+i), n), sha256.Sum256(get(t, f.Bucket, key)))
+		info, err := f.Bucket.Stat(ctx, key)
+		require.NoError(t, err)
+		require.NotContains(t, info.Metadata, storage.PutTokenKey, "Stat hides the put's token")
+		if !f.NoMetadata {
+			require.Equal(t, "lost-answer", info.Metadata["case"])
+		}
+
+		// Another writer's put is still refused.
+		err = storage.PutIfAbsent(ctx, f.Bucket, key, bytes.NewReader([]byte("other")), opts)
+		require.ErrorIs(t, err, storage.ErrExist)
+	}
+}
+
 func testPutIfAbsent(t *testing.T, f Fixture) {
 	ctx := ctxFor(t)
 	require.NoError(t, storage.PutIfAbsent(ctx, f.Bucket, "once", bytes.NewReader([]byte("first")), nil))
 	err := storage.PutIfAbsent(ctx, f.Bucket, "once", bytes.NewReader([]byte("second")), nil)
 	require.ErrorIs(t, err, storage.ErrExist)
 	require.Equal(t, "first", string(get(t, f.Bucket, "once")))
+
+	// A segment ending in "..", which file stores escape.
+	require.NoError(t, storage.PutIfAbsent(ctx, f.Bucket, "c/v1../x", bytes.NewReader([]byte("dots")), nil))
+	require.Equal(t, "dots", string(get(t, f.Bucket, "c/v1../x")))
+	require.Equal(t, []string{"c/v1../x"}, keys(list(t, f.Bucket, "c/")))
 }

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"strconv"
+	"strings"
 
 	gcblob "gocloud.dev/blob"
 	"gocloud.dev/blob/gcsblob"
@@ -37,13 +38,17 @@ func Driver() blob.Driver {
 // the moment; without any the open fails with storage.ErrPermission
 // (gocloud's own default prints a warning and goes on unauthenticated). It
 // needs none for an emulator named by STORAGE_EMULATOR_HOST or a URL with
-// anonymous=true.
+// anonymous=true. An endpoint parameter (http(s)://HOST[:PORT]) points it
+// at another Cloud Storage API and needs anonymous=true.
 func URLOpener() gcblob.BucketURLOpener { return blob.HostOnly(adcOpener{}) }
 
 type adcOpener struct{}
 
 func (adcOpener) OpenBucketURL(ctx context.Context, u *url.URL) (*gcblob.Bucket, error) {
 	anonymous, _ := strconv.ParseBool(u.Query().Get("anonymous"))
+	if u.Query().Has("endpoint") {
+		return openEndpoint(ctx, u, anonymous)
+	}
 	if anonymous || os.Getenv("STORAGE_EMULATOR_HOST") != "" {
 		opener := &gcsblob.URLOpener{Client: gcp.NewAnonymousHTTPClient(gcp.DefaultTransport())}
 		return opener.OpenBucketURL(ctx, u)
@@ -59,6 +64,29 @@ func (adcOpener) OpenBucketURL(ctx context.Context, u *url.URL) (*gcblob.Bucket,
 	}
 	opener := &gcsblob.URLOpener{Client: client, TokenSource: gcp.CredentialsTokenSource(creds)}
 	return opener.OpenBucketURL(ctx, u)
+}
+
+// openEndpoint opens a gs:// URL whose endpoint parameter names a Cloud
+// Storage API other than Google's (a private one, an emulator) as
+// http(s)://HOST[:PORT]. Such a URL must also say anonymous=true: the
+// process's Google credentials are never sent to an endpoint a URL chose.
+func openEndpoint(ctx context.Context, u *url.URL, anonymous bool) (*gcblob.Bucket, error) {
+	q := u.Query()
+	ep, err := url.Parse(q.Get("endpoint"))
+	switch {
+	case err != nil || (ep.Scheme != "http" && ep.Scheme != "https") || ep.Host == "" || strings.Trim(ep.Path, "/") != "" || ep.User != nil:
+		return nil, fmt.Errorf("gs://%s: the endpoint parameter is not http(s)://HOST[:PORT]", u.Host)
+	case !anonymous:
+		return nil, fmt.Errorf("gs://%s: %w: an endpoint other than Google's needs anonymous=true: the process's Google credentials are not sent to it", u.Host, storage.ErrPermission)
+	}
+	q.Del("endpoint")
+	q.Del("anonymous")
+	if len(q) > 0 {
+		return nil, fmt.Errorf("gs://%s: with an endpoint, no other query parameter is taken", u.Host)
+	}
+	client := gcp.NewAnonymousHTTPClient(gcp.DefaultTransport())
+	return gcsblob.OpenBucket(ctx, client, u.Host, &gcsblob.Options{ClientOptions: []option.ClientOption{
+		option.WithEndpoint(ep.Scheme + "://" + ep.Host + "/storage/v1/"), option.WithoutAuthentication()}})
 }
 
 // openKey opens k.Bucket with the service account whose JSON key is
