@@ -70,9 +70,11 @@ func (s *Scheduler) superviseFollow(ctx context.Context, e *entry, f *followRun,
 	defer close(f.done)
 	defer f.cancel()
 	if prev != nil {
-		select {
-		case <-prev.done:
-		case <-ctx.Done():
+		// prev was cancelled and stores what it holds: f ends only after
+		// it, also when f is cancelled first, so that Remove, which waits
+		// for f, returns only once nothing of the job runs.
+		<-prev.done
+		if ctx.Err() != nil {
 			return
 		}
 	}
