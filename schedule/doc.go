@@ -24,7 +24,9 @@
 // a fixed hour names times of day and runs each once: in Europe/Berlin,
 // "30 2 * * *" runs at 03:00 on the night 02:30 does not exist (the end
 // of the skipped hour), and only at the first 02:30 on the night it comes
-// twice. @every intervals are real time.
+// twice. @every intervals are real time, counted from the Unix epoch:
+// @every 1h ticks at every full hour UTC, @every 90m at 00:00, 01:30, ...
+// UTC, whenever the process started.
 //
 // # Runs
 //
