@@ -439,7 +439,9 @@ func (s *Scheduler) plan(e *entry, now time.Time, first bool) {
 		}
 		return
 	}
-	if e.tick = e.sched.next(now); !e.tick.IsZero() {
+	// A tick whose jittered start has not come yet is still due: a
+	// restart or a leader change during the jitter must not skip it.
+	if e.tick = e.sched.next(now.Add(-e.jitter)); !e.tick.IsZero() {
 		e.fire = e.tick.Add(e.jitter)
 		s.timeline.push(e)
 	}
