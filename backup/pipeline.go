@@ -483,6 +483,10 @@ func (r *run) commit(info SnapshotInfo, stored *digester, uploaded []bool) error
 		MemberName:     info.MemberName,
 		Revision:       RevisionInfo{Low: info.RevisionLow, High: info.RevisionHigh},
 	}
+	if info.LeaderID != 0 {
+		base.Etcd.Health = &MemberHealth{Healthy: info.Healthy, Leader: formatID(info.LeaderID), AppliedIndex: info.RaftAppliedIndex,
+			LeaderAppliedIndex: info.LeaderAppliedIndex, LeaderRevision: info.LeaderRevision}
+	}
 	base.Keys = info.Keys
 
 	var wg sync.WaitGroup
