@@ -68,7 +68,9 @@ type Pipeline struct {
 	// each chunk (at most 256 KiB) of the stream: a destination stalled
 	// longer is dropped with ErrDestinationStalled, its upload cancelled,
 	// so that it neither slows the others nor holds etcd's read
-	// transaction open. Zero means no bound.
+	// transaction open. An uploader may stop reading while it sends a
+	// buffered part (s3: PartSize bytes), so set it well above the time
+	// one part takes. Zero means no bound.
 	StallTimeout time.Duration
 }
 
