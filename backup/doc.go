@@ -102,7 +102,12 @@
 // random token ("-<run>", see UniqueBackupID), so that no two runs share a
 // key. Either way a run that cannot commit removes its data object only if
 // the object carries its run token (RemoveOwnData): it never deletes what
-// another run wrote.
+// another run wrote. A failed manifest write is read back first, since a
+// lost reply may hide a write that landed (the run is then committed), and
+// the data object is removed only after the store refused the write: after
+// an error whose outcome is in doubt (a timeout, a cancelled context, a
+// broken connection) it is kept, and retention collects it if no manifest
+// ever names it.
 //
 // # Continuous backup
 //

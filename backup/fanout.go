@@ -1,13 +1,20 @@
 package backup
 
 import (
+	"context"
 	"errors"
 	"io"
 	"sync"
+	"time"
 )
 
 // errAllBranchesFailed stops the source once no consumer is left.
 var errAllBranchesFailed = errors.New("every destination failed")
+
+// ErrDestinationStalled is matched by the error of a destination that took
+// more than Pipeline.StallTimeout to take a chunk of the backup's stream:
+// its upload is cancelled and the other destinations go on.
+var ErrDestinationStalled = errors.New("destination stalled")
 
 // fanout copies one stream to several consumers, each reading its own pipe.
 // A write returns once every live consumer has taken the bytes, so the
@@ -15,6 +22,7 @@ var errAllBranchesFailed = errors.New("every destination failed")
 // here. A consumer that fails is dropped; the others go on.
 type fanout struct {
 	branches []*branch
+	stall    time.Duration // a consumer slower than this is dropped; 0: never
 }
 
 // branch is one consumer: it reads r and reports its outcome with done.
@@ -24,10 +32,12 @@ type branch struct {
 	once sync.Once
 	err  error // why the branch was dropped; set before done is called
 	dead bool  // written by the fanout's writer only
+	// cancel ends the consumer's context; nil when it has none.
+	cancel context.CancelCauseFunc
 }
 
-func newFanout(n int) *fanout {
-	f := &fanout{branches: make([]*branch, n)}
+func newFanout(n int, stall time.Duration) *fanout {
+	f := &fanout{branches: make([]*branch, n), stall: stall}
 	for i := range f.branches {
 		r, w := io.Pipe()
 		f.branches[i] = &branch{r: r, w: w}
@@ -52,7 +62,7 @@ func (f *fanout) Write(p []byte) (int, error) {
 		if b.dead {
 			continue
 		}
-		if _, err := b.w.Write(p); err != nil {
+		if _, err := f.write(b, p); err != nil {
 			b.dead, b.err = true, err
 			continue
 		}
@@ -62,6 +72,22 @@ func (f *fanout) Write(p []byte) (int, error) {
 		return 0, errAllBranchesFailed
 	}
 	return len(p), nil
+}
+
+// write writes p to b, dropping b with ErrDestinationStalled (its reader
+// and its consumer's context end) when it does not take p within f.stall.
+func (f *fanout) write(b *branch, p []byte) (int, error) {
+	if f.stall <= 0 {
+		return b.w.Write(p)
+	}
+	t := time.AfterFunc(f.stall, func() {
+		if b.cancel != nil {
+			b.cancel(ErrDestinationStalled)
+		}
+		b.r.CloseWithError(ErrDestinationStalled)
+	})
+	defer t.Stop()
+	return b.w.Write(p)
 }
 
 // close ends every live branch's stream: with io.EOF when err is nil (the

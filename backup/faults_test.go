@@ -2,6 +2,7 @@ package backup_test
 
 import (
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -43,16 +44,20 @@ func TestFaultMatrix(t *testing.T) {
 		name    string
 		rule    faultproxy.Rule
 		succeed bool
+		// orphan: the failure leaves the data object, with no manifest,
+		// for retention: a manifest write whose outcome is in doubt may
+		// still land, so its data is kept.
+		orphan bool
 	}{
-		{"reset during part 2 once", faultproxy.Rule{Match: faultproxy.IsUploadPart(2), Action: faultproxy.ResetAfter, Bytes: 1 << 20, Times: 1}, true},
-		{"reset during every part", faultproxy.Rule{Match: faultproxy.IsUploadPart(0), Action: faultproxy.ResetAfter, Bytes: 1 << 20}, false},
-		{"503 SlowDown burst (within the retry budget of 3 tries)", faultproxy.Rule{Match: faultproxy.IsWrite, Action: faultproxy.SlowDown, Times: 2}, true},
-		{"503 SlowDown always", faultproxy.Rule{Match: faultproxy.IsUploadPart(0), Action: faultproxy.SlowDown}, false},
-		{"slow part responses", faultproxy.Rule{Match: faultproxy.IsUploadPart(0), Action: faultproxy.Delay, Delay: 300 * time.Millisecond}, true},
-		{"200 with error on complete once", faultproxy.Rule{Match: faultproxy.IsCompleteMultipart, Action: faultproxy.OKWithError, Times: 1}, true},
-		{"200 with error on every complete", faultproxy.Rule{Match: faultproxy.IsCompleteMultipart, Action: faultproxy.OKWithError}, false},
-		{"reset on the manifest put", faultproxy.Rule{Match: faultproxy.IsPutObject, Action: faultproxy.ResetAfter, Bytes: 10}, false},
-		{"500 on every write", faultproxy.Rule{Match: faultproxy.IsWrite, Action: faultproxy.InternalError}, false},
+		{"reset during part 2 once", faultproxy.Rule{Match: faultproxy.IsUploadPart(2), Action: faultproxy.ResetAfter, Bytes: 1 << 20, Times: 1}, true, false},
+		{"reset during every part", faultproxy.Rule{Match: faultproxy.IsUploadPart(0), Action: faultproxy.ResetAfter, Bytes: 1 << 20}, false, false},
+		{"503 SlowDown burst (within the retry budget of 3 tries)", faultproxy.Rule{Match: faultproxy.IsWrite, Action: faultproxy.SlowDown, Times: 2}, true, false},
+		{"503 SlowDown always", faultproxy.Rule{Match: faultproxy.IsUploadPart(0), Action: faultproxy.SlowDown}, false, false},
+		{"slow part responses", faultproxy.Rule{Match: faultproxy.IsUploadPart(0), Action: faultproxy.Delay, Delay: 300 * time.Millisecond}, true, false},
+		{"200 with error on complete once", faultproxy.Rule{Match: faultproxy.IsCompleteMultipart, Action: faultproxy.OKWithError, Times: 1}, true, false},
+		{"200 with error on every complete", faultproxy.Rule{Match: faultproxy.IsCompleteMultipart, Action: faultproxy.OKWithError}, false, false},
+		{"reset on the manifest put", faultproxy.Rule{Match: faultproxy.IsPutObject, Action: faultproxy.ResetAfter, Bytes: 10}, false, true},
+		{"500 on every write", faultproxy.Rule{Match: faultproxy.IsWrite, Action: faultproxy.InternalError}, false, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -77,7 +82,13 @@ func TestFaultMatrix(t *testing.T) {
 			} else {
 				require.Error(t, err)
 				t.Logf("failed as expected: %v", err)
-				require.Empty(t, listKeys(t, direct), "no partial backup visible")
+				keys := listKeys(t, direct)
+				if tc.orphan {
+					require.Len(t, keys, 1, "the data object is kept")
+					require.False(t, strings.HasSuffix(keys[0], backup.ManifestSuffix), "no manifest: nothing visible")
+				} else {
+					require.Empty(t, keys, "no partial backup visible")
+				}
 			}
 			uploads, err := srv.IncompleteUploads(t.Context(), bucket)
 			require.NoError(t, err)

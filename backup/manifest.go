@@ -123,6 +123,25 @@ type EtcdInfo struct {
 	MemberName     string `json:"memberName,omitempty"`
 	// Revision is the store revision of the snapshot, or bounds of it.
 	Revision RevisionInfo `json:"revision"`
+	// Health is the state of the member when it was chosen; nil for a
+	// snapshot that did not come from an etcd member through the
+	// EtcdSnapshotter, and in manifests of older versions.
+	Health *MemberHealth `json:"health,omitempty"`
+}
+
+// MemberHealth records how current the snapshotted member was when it was
+// chosen: the snapshot's data is as old as the member's applied index.
+type MemberHealth struct {
+	// Healthy is false when the member reported errors (alarms).
+	Healthy bool `json:"healthy"`
+	// Leader is the ID of the leader the member knew, in hex.
+	Leader string `json:"leader,omitempty"`
+	// AppliedIndex is the member's applied raft index; LeaderAppliedIndex
+	// and LeaderRevision the leader's applied index and revision, zero
+	// when the leader did not answer.
+	AppliedIndex       uint64 `json:"appliedIndex"`
+	LeaderAppliedIndex uint64 `json:"leaderAppliedIndex,omitempty"`
+	LeaderRevision     int64  `json:"leaderRevision,omitempty"`
 }
 
 // RevisionInfo records the revision of a snapshot honestly. etcd's snapshot

@@ -64,6 +64,14 @@ type Pipeline struct {
 	// PartsInFlight, s3.PartsWithin; destination.Options), the etcd
 	// stream by gRPC.
 	MemoryBudget int64
+	// StallTimeout bounds how long one destination may take to accept
+	// each chunk (at most 256 KiB) of the stream: a destination stalled
+	// longer is dropped with ErrDestinationStalled, its upload cancelled,
+	// so that it neither slows the others nor holds etcd's read
+	// transaction open. An uploader may stop reading while it sends a
+	// buffered part (s3: PartSize bytes), so set it well above the time
+	// one part takes. Zero means no bound.
+	StallTimeout time.Duration
 }
 
 // Spool configures the temporary file of spool mode.
@@ -366,7 +374,7 @@ func (r *run) do() (*Result, error) {
 
 // streamed encodes the snapshot straight into every target's upload.
 func (r *run) streamed(snap *Snapshot) error {
-	fan := newFanout(len(r.req.Targets))
+	fan := newFanout(len(r.req.Targets), r.p.StallTimeout)
 	var wg sync.WaitGroup
 	uploaded := r.startUploads(&wg, fan)
 
@@ -405,7 +413,7 @@ func (r *run) spooled(snap *Snapshot) error {
 		return fmt.Errorf("rewind spool file: %w", err)
 	}
 
-	fan := newFanout(len(r.req.Targets))
+	fan := newFanout(len(r.req.Targets), r.p.StallTimeout)
 	var wg sync.WaitGroup
 	uploaded := r.startUploads(&wg, fan)
 	_, err = io.Copy(fan, contextReader{r.ctx, f})
@@ -428,8 +436,14 @@ func (r *run) startUploads(wg *sync.WaitGroup, fan *fanout) []bool {
 		b := fan.branches[i]
 		m := r.base
 		m.Destination = t.Destination
+		ctx, cancel := context.WithCancelCause(r.ctx)
+		b.cancel = cancel
 		wg.Go(func() {
-			err := t.Uploader.Upload(r.ctx, &m, b.r)
+			defer cancel(nil)
+			err := t.Uploader.Upload(ctx, &m, b.r)
+			if cause := context.Cause(ctx); err != nil && errors.Is(cause, ErrDestinationStalled) && !errors.Is(err, cause) {
+				err = fmt.Errorf("%w: %w", cause, err)
+			}
 			b.done(err)
 			if err != nil {
 				r.res.Outcomes[i].Err = fmt.Errorf("upload: %w", err)
@@ -482,6 +496,10 @@ func (r *run) commit(info SnapshotInfo, stored *digester, uploaded []bool) error
 		MemberID:       formatID(info.MemberID),
 		MemberName:     info.MemberName,
 		Revision:       RevisionInfo{Low: info.RevisionLow, High: info.RevisionHigh},
+	}
+	if info.LeaderID != 0 {
+		base.Etcd.Health = &MemberHealth{Healthy: info.Healthy, Leader: formatID(info.LeaderID), AppliedIndex: info.RaftAppliedIndex,
+			LeaderAppliedIndex: info.LeaderAppliedIndex, LeaderRevision: info.LeaderRevision}
 	}
 	base.Keys = info.Keys
 

@@ -47,6 +47,14 @@ type SnapshotInfo struct {
 	Learner bool
 	// RaftAppliedIndex is the member's applied raft index when it was chosen.
 	RaftAppliedIndex uint64
+	// Healthy says whether the member reported no error (no alarm) when
+	// it was chosen. LeaderID is the leader it knew then;
+	// LeaderAppliedIndex and LeaderRevision are what that leader
+	// reported at the choice, zero when it did not answer.
+	Healthy            bool
+	LeaderID           uint64
+	LeaderAppliedIndex uint64
+	LeaderRevision     int64
 	// DBSize is the size of the member's database file as it reported it
 	// when it was chosen; DBSizeInUse is the part of it holding data.
 	DBSize      int64

@@ -32,6 +32,18 @@ const DefaultDialTimeout = 5 * time.Second
 // could be reached; it wraps the error of every endpoint.
 var ErrNoMember = errors.New("no etcd member available")
 
+// ErrMemberNotCurrent is matched by the error of a snapshot for which
+// every member that answered was refused as not current: it knew no
+// leader (it is cut off from the cluster's majority, and its data may be
+// arbitrarily old), or it was more than EtcdConfig.MaxRevisionLag
+// revisions behind the leader. A snapshot of such a member would be
+// stored as fresh while it is not.
+var ErrMemberNotCurrent = errors.New("etcd member has no leader or is behind its leader")
+
+// DefaultMaxRevisionLag is the bound of EtcdConfig.MaxRevisionLag when it
+// is zero.
+const DefaultMaxRevisionLag = 1000
+
 // MemberChoice tells the etcd snapshotter which member to snapshot.
 type MemberChoice int
 
@@ -88,6 +100,14 @@ type EtcdConfig struct {
 	// Member chooses the member to snapshot. The zero value is
 	// HighestApplied.
 	Member MemberChoice
+
+	// MaxRevisionLag refuses a member whose revision is more than this
+	// many revisions behind its leader's, both as they answered the
+	// status requests that precede the choice; a member that knows no
+	// leader is always refused (ErrMemberNotCurrent). The lag is measured
+	// only when the leader answered too. Zero means DefaultMaxRevisionLag;
+	// a negative value means no bound.
+	MaxRevisionLag int64
 
 	// Logger receives what the snapshotter and the etcd client have to say
 	// (the client's warnings and errors only). Nil means silent.
@@ -191,6 +211,13 @@ func (c EtcdConfig) LogValue() slog.Value {
 	)
 }
 
+func (c EtcdConfig) maxRevisionLag() int64 {
+	if c.MaxRevisionLag == 0 {
+		return DefaultMaxRevisionLag
+	}
+	return c.MaxRevisionLag
+}
+
 func (c EtcdConfig) dialTimeout() time.Duration {
 	if c.DialTimeout == 0 {
 		return DefaultDialTimeout
@@ -281,15 +308,21 @@ func (s *EtcdSnapshotter) Snapshot(ctx context.Context) (*Snapshot, error) {
 			}
 		}
 	}
-	chosen, err := chooseMember(members, s.cfg.Member)
+	chosen, err := chooseMember(members, s.cfg.Member, s.cfg.maxRevisionLag())
 	if err != nil {
 		closeAll(nil)
 		return nil, err
 	}
 	name := s.memberName(ctx, members, chosen.id())
+	var leader *pb.StatusResponse
+	for _, m := range members {
+		if m.err == nil && m.id() == chosen.status.Leader {
+			leader = m.status
+		}
+	}
 	closeAll(chosen)
 
-	snap, err := s.open(ctx, chosen, name)
+	snap, err := s.open(ctx, chosen, name, leader)
 	if err != nil {
 		chosen.close()
 		return nil, err
@@ -443,10 +476,11 @@ func boolRank(b bool) int {
 	return 0
 }
 
-// chooseMember picks the member to snapshot among those that answered.
-// Members reporting errors (no leader, alarms) come last; see MemberChoice
-// for the rest of the order.
-func chooseMember(members []*memberConn, choice MemberChoice) (*memberConn, error) {
+// chooseMember picks the member to snapshot among those that answered,
+// after refusing those that are not current (refuseStale). Members
+// reporting errors (alarms) come last; see MemberChoice for the rest of
+// the order.
+func chooseMember(members []*memberConn, choice MemberChoice, maxLag int64) (*memberConn, error) {
 	var ok []*memberConn
 	var errs []error
 	seen := map[uint64]bool{}
@@ -464,6 +498,10 @@ func chooseMember(members []*memberConn, choice MemberChoice) (*memberConn, erro
 			return nil, ErrNoMember
 		}
 		return nil, fmt.Errorf("%w: %w", ErrNoMember, endpointErrors(errs))
+	}
+	ok, refused := refuseStale(ok, maxLag)
+	if len(ok) == 0 {
+		return nil, fmt.Errorf("%w: %w", ErrMemberNotCurrent, endpointErrors(append(refused, errs...)))
 	}
 	role := func(m *memberConn) int {
 		switch {
@@ -495,6 +533,32 @@ func chooseMember(members []*memberConn, choice MemberChoice) (*memberConn, erro
 	return ok[0], nil
 }
 
+// refuseStale splits the members that answered into those current enough
+// to snapshot and the reasons the others were refused: a member that knows
+// no leader, or one more than maxLag revisions behind its leader (when
+// the leader answered too, and maxLag is not negative).
+func refuseStale(members []*memberConn, maxLag int64) (current []*memberConn, refused []error) {
+	byID := make(map[uint64]*memberConn, len(members))
+	for _, m := range members {
+		byID[m.id()] = m
+	}
+	for _, m := range members {
+		if m.status.Leader == 0 {
+			refused = append(refused, fmt.Errorf("endpoint %s: member %x knows no leader", m.endpoint, m.id()))
+			continue
+		}
+		if l := byID[m.status.Leader]; l != nil && maxLag >= 0 {
+			if lag := l.status.Header.Revision - m.status.Header.Revision; lag > maxLag {
+				refused = append(refused, fmt.Errorf("endpoint %s: member %x is %d revisions behind its leader (at most %d)",
+					m.endpoint, m.id(), lag, maxLag))
+				continue
+			}
+		}
+		current = append(current, m)
+	}
+	return current, refused
+}
+
 // endpointErrors joins the errors of several endpoints on one line.
 type endpointErrors []error
 
@@ -510,7 +574,7 @@ func (e endpointErrors) Unwrap() []error { return e }
 
 // open takes the lower revision bound and opens the snapshot stream of the
 // chosen member.
-func (s *EtcdSnapshotter) open(ctx context.Context, m *memberConn, name string) (*Snapshot, error) {
+func (s *EtcdSnapshotter) open(ctx context.Context, m *memberConn, name string, leader *pb.StatusResponse) (*Snapshot, error) {
 	before, err := s.status(ctx, m)
 	if err != nil {
 		return nil, fmt.Errorf("etcd member %s: status: %w", m.endpoint, err)
@@ -532,6 +596,11 @@ func (s *EtcdSnapshotter) open(ctx context.Context, m *memberConn, name string) 
 		DBSizeInUse:      before.DbSizeInUse,
 		RevisionLow:      before.Header.Revision,
 		Started:          time.Now(),
+		LeaderID:         before.Leader,
+		Healthy:          len(before.Errors) == 0,
+	}
+	if leader != nil {
+		info.LeaderAppliedIndex, info.LeaderRevision = leader.RaftAppliedIndex, leader.Header.Revision
 	}
 
 	sctx, cancel := context.WithCancel(ctx)

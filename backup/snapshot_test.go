@@ -140,7 +140,9 @@ func TestChooseMember(t *testing.T) {
 		{"follower before learner on a tie", []m{{st: fakeStatus(3, 1, 12, true)}, {st: fakeStatus(2, 1, 12, false)}}, HighestApplied, 2},
 		{"first endpoint on a full tie", []m{{st: fakeStatus(3, 1, 12, false)}, {st: fakeStatus(2, 1, 12, false)}}, HighestApplied, 3},
 		{"unhealthy last", []m{{st: fakeStatus(1, 0, 20, false, "etcdserver: no leader")}, {st: fakeStatus(2, 2, 12, false)}}, HighestApplied, 2},
-		{"unhealthy when alone", []m{{st: fakeStatus(1, 0, 20, false, "etcdserver: no leader")}, {err: down}}, HighestApplied, 1},
+		{"alarmed last", []m{{st: fakeStatus(1, 1, 20, false, "etcdserver: NOSPACE")}, {st: fakeStatus(2, 1, 12, false)}}, HighestApplied, 2},
+		{"alarmed when alone", []m{{st: fakeStatus(1, 1, 20, false, "etcdserver: NOSPACE")}, {err: down}}, HighestApplied, 1},
+		{"no leader refused when alone", []m{{st: fakeStatus(1, 0, 20, false, "etcdserver: no leader")}, {err: down}}, HighestApplied, 0},
 		{"unreachable skipped", []m{{err: down}, {st: fakeStatus(2, 2, 1, false)}}, HighestApplied, 2},
 		{"prefer non-leader skips a fresher leader", []m{{st: fakeStatus(1, 1, 20, false)}, {st: fakeStatus(2, 1, 12, false)}, {st: fakeStatus(3, 1, 13, false)}}, PreferNonLeader, 3},
 		{"prefer non-leader takes a learner", []m{{st: fakeStatus(1, 1, 20, false)}, {st: fakeStatus(4, 1, 12, true)}}, PreferNonLeader, 4},
@@ -154,9 +156,13 @@ func TestChooseMember(t *testing.T) {
 			for i, mm := range tt.members {
 				members = append(members, &memberConn{index: i, endpoint: fmt.Sprintf("ep%d", i), status: mm.st, err: mm.err})
 			}
-			got, err := chooseMember(members, tt.choice)
+			got, err := chooseMember(members, tt.choice, DefaultMaxRevisionLag)
 			if tt.want == 0 {
-				require.ErrorIs(t, err, ErrNoMember)
+				if len(members) > 0 && members[0].err == nil {
+					require.ErrorIs(t, err, ErrMemberNotCurrent)
+				} else {
+					require.ErrorIs(t, err, ErrNoMember)
+				}
 				require.ErrorIs(t, err, down, "each endpoint's error is wrapped")
 				assert.NotContains(t, err.Error(), "\n", "one line")
 				return
@@ -165,6 +171,27 @@ func TestChooseMember(t *testing.T) {
 			assert.Equal(t, tt.want, got.id())
 		})
 	}
+}
+
+// TestChooseMemberRevisionLag refuses a follower too far behind its
+// leader, and takes it within the bound or without one.
+func TestChooseMemberRevisionLag(t *testing.T) {
+	leader, follower := fakeStatus(1, 1, 500, false), fakeStatus(2, 1, 400, false)
+	leader.Header.Revision, follower.Header.Revision = 1500, 400
+	members := func() []*memberConn {
+		return []*memberConn{{index: 0, endpoint: "ep0", status: leader}, {index: 1, endpoint: "ep1", status: follower}}
+	}
+	got, err := chooseMember(members(), PreferNonLeader, 100)
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, got.id(), "the follower, 1100 revisions behind, is refused")
+	got, err = chooseMember(members(), PreferNonLeader, 2000)
+	require.NoError(t, err)
+	assert.EqualValues(t, 2, got.id())
+	got, err = chooseMember(members(), PreferNonLeader, -1)
+	require.NoError(t, err)
+	assert.EqualValues(t, 2, got.id(), "no bound")
+	_, err = chooseMember(members()[1:], PreferNonLeader, 100)
+	require.NoError(t, err, "the lag is measured only when the leader answered")
 }
 
 func TestEtcdConfigValidate(t *testing.T) {

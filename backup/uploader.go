@@ -88,12 +88,23 @@ func (u *BucketUploader) Upload(ctx context.Context, m *Manifest, r io.Reader) e
 	return err
 }
 
-// Commit implements Uploader. It never overwrites an existing manifest. If
-// the manifest cannot be written, it removes the data object Upload wrote
-// (on a context of its own, so a cancelled backup is cleaned up too), but
-// only when the object carries this run's token (Manifest.Run): an object
-// under the same key that another run wrote is never touched. What it
-// cannot remove is an orphan that retention collects.
+// Commit implements Uploader. It never overwrites an existing manifest.
+//
+// A failed manifest write may still have landed: a reply lost after the
+// store wrote the manifest (a retry then meets this run's own manifest and
+// is refused with ErrExist), or a context that ended after the request was
+// sent. So after any error Commit reads the manifest back, on a context of
+// its own bounded by CleanupTimeout: if it holds exactly the bytes this
+// run wrote, the backup is committed and Commit returns nil.
+//
+// Otherwise Commit removes the data object Upload wrote only when the store
+// refused the write (storage.ErrExist: another run's manifest;
+// ErrPermission, ErrReadOnly, ErrLocked, ErrBucketNotFound, ErrInvalidKey),
+// and only when the object carries this run's token (Manifest.Run). After
+// an error that leaves the outcome in doubt (a timeout, a cancelled
+// context, a broken connection) it keeps the data object, since a manifest
+// written late would otherwise name deleted data: if no manifest ever
+// lands, the object is an orphan that retention collects.
 func (u *BucketUploader) Commit(ctx context.Context, m *Manifest) error {
 	body, err := m.Marshal()
 	if err != nil {
@@ -104,19 +115,61 @@ func (u *BucketUploader) Commit(ctx context.Context, m *Manifest) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, storage.ErrExist) {
-		err = fmt.Errorf("%w: %s: %w", ErrBackupExists, key, err)
-	}
 	timeout := u.CleanupTimeout
 	if timeout == 0 {
 		timeout = time.Minute
 	}
 	cleanupCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
+	landed, rerr := holds(cleanupCtx, u.Bucket, key, body)
+	if landed {
+		return nil
+	}
+	if errors.Is(err, storage.ErrExist) {
+		err = fmt.Errorf("%w: %s: %w", ErrBackupExists, key, err)
+	}
+	if rerr != nil || !refused(err) {
+		return fmt.Errorf("write manifest: %w (the data object was kept, since the manifest may still land; retention collects it if not)", err)
+	}
 	if derr := RemoveOwnData(cleanupCtx, u.Bucket, m); derr != nil {
 		return fmt.Errorf("write manifest: %w (and the data object was left for retention to collect: %w)", err, derr)
 	}
 	return fmt.Errorf("write manifest: %w", err)
+}
+
+// maxManifestReadBack bounds the read-back of a manifest after a failed
+// write: a manifest is a few KiB.
+const maxManifestReadBack = 1 << 20
+
+// holds reports whether key holds exactly body. A missing key is (false,
+// nil); an error reading it is returned, since the key's content is then
+// unknown.
+func holds(ctx context.Context, b storage.Bucket, key string, body []byte) (bool, error) {
+	rc, err := b.Get(ctx, key)
+	if errors.Is(err, storage.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer rc.Close()
+	got, err := io.ReadAll(io.LimitReader(rc, maxManifestReadBack))
+	if err != nil {
+		return false, err
+	}
+	return bytes.Equal(got, body), nil
+}
+
+// refused reports whether err is a store's refusal of a write, after which
+// nothing was written, as opposed to an error whose outcome is in doubt.
+func refused(err error) bool {
+	for _, r := range []error{storage.ErrExist, storage.ErrPermission, storage.ErrReadOnly,
+		storage.ErrLocked, storage.ErrBucketNotFound, storage.ErrInvalidKey} {
+		if errors.Is(err, r) {
+			return true
+		}
+	}
+	return false
 }
 
 // ErrNotOwnObject is returned by RemoveOwnData when the data object under

@@ -85,7 +85,7 @@ const starBit = 1 << 63
 // by half an hour.
 func (c *cronSchedule) next(t time.Time) time.Time {
 	if c.every > 0 {
-		return cron.Every(c.every).Next(t)
+		return everyNext(t, c.every).In(c.loc)
 	}
 	from := t.In(c.loc)
 	for range 1000 {
@@ -113,6 +113,19 @@ func (c *cronSchedule) next(t time.Time) time.Time {
 		from = end.Add(-time.Nanosecond)
 	}
 	return time.Time{}
+}
+
+// everyNext returns the first multiple of d since the Unix epoch after t.
+// @every counts from that fixed origin, not from when a process started,
+// so that every replica and every restart of the host computes the same
+// ticks, and the job's Lock can tell one run per tick.
+func everyNext(t time.Time, d time.Duration) time.Time {
+	n, step := t.UnixNano(), int64(d)
+	k := n / step
+	if n < 0 && n%step != 0 {
+		k-- // floor, for a time before the epoch
+	}
+	return time.Unix(0, (k+1)*step)
 }
 
 // skippedOver reports whether the clocks, going forward at the instant

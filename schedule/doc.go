@@ -24,7 +24,9 @@
 // a fixed hour names times of day and runs each once: in Europe/Berlin,
 // "30 2 * * *" runs at 03:00 on the night 02:30 does not exist (the end
 // of the skipped hour), and only at the first 02:30 on the night it comes
-// twice. @every intervals are real time.
+// twice. @every intervals are real time, counted from the Unix epoch:
+// @every 1h ticks at every full hour UTC, @every 90m at 00:00, 01:30, ...
+// UTC, whenever the process started.
 //
 // # Runs
 //
@@ -79,6 +81,31 @@
 // etcd, so two replicas never run a job at once, and the lock records the
 // last completed tick, so a replica that comes to a tick after the other
 // completed it skips it (SkipDone) instead of running it twice.
+//
+// "One run per tick across replicas" rests on every replica computing the
+// same ticks, and means, for each kind of schedule:
+//
+//   - A cron expression: its ticks are instants of its time zone, the same
+//     in every replica. Each tick completes at most once: the replica that
+//     takes the lock first runs it, the other skips it (SkipLocked while it
+//     runs, SkipDone once it completed). A run that failed or timed out
+//     does not complete its tick, and the other replica, coming to it
+//     later (its jitter is the same, but its clock and loop are not), may
+//     run it again.
+//   - @every: its ticks are whole multiples of the interval since the Unix
+//     epoch, not counted from a process's start, so the same holds.
+//   - A one-shot job (empty Schedule) has no tick: the lock keeps two
+//     replicas from running it at once, but only an Inventory (a backup of
+//     it exists) keeps a second replica, or a restart, from running it
+//     again.
+//
+// Across a restart (or a leader change that moves the scheduler to
+// another replica) a tick is not lost to the jitter: when a scheduler
+// starts, a tick whose jittered start (tick + the job's jitter) has not
+// come yet is still due and runs at that start; the lock's record skips it
+// if the previous process completed it. A tick whose jittered start passed
+// while no scheduler ran is made up only with an Inventory (catch-up, one
+// run however many ticks were missed).
 //
 // # Status and metrics
 //

@@ -21,6 +21,9 @@ var (
 	// ErrRunning is returned by Start while the scheduler is already
 	// running.
 	ErrRunning = errors.New("scheduler already running")
+	// ErrRunTimeout is the cause of a run cancelled at Config.RunTimeout:
+	// the run's error (Status.LastError) matches it.
+	ErrRunTimeout = errors.New("run exceeded its time limit")
 )
 
 // JobError reports a job that Set or Job.Validate refuses. It matches

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
@@ -90,7 +91,12 @@ func (l *EtcdLock) Acquire(ctx context.Context, jobID string, tick time.Time) (H
 	h := &etcdHeld{l: l, sess: sess, cancel: cancelSess, mutex: concurrency.NewMutex(sess, mutexKey), tickKey: tickKey, tick: tick}
 	fail := func(err error) (Held, error) {
 		stop()
-		h.close(context.WithoutCancel(ctx), false)
+		// The cleanup runs on a context of its own, bounded: ctx may have
+		// ended after etcd created this attempt's key, which must not
+		// block the other replicas until the lease expires.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		defer cancel()
+		_ = h.close(cctx, false)
 		return nil, err
 	}
 	if err := h.mutex.TryLock(ctx); err != nil {
@@ -157,10 +163,13 @@ func (h *etcdHeld) close(ctx context.Context, completed bool) error {
 			errs = append(errs, fmt.Errorf("etcd lock: unlock: %w", err))
 		}
 	}
-	// Revoking the lease removes the mutex key in any case.
-	if err := h.sess.Close(); err != nil && !errors.Is(err, context.Canceled) {
+	// Revoking the lease removes the mutex key in any case, also the key
+	// of an attempt that did not take the mutex (TryLock deletes it on
+	// the caller's context, which may have ended). It runs on ctx, not on
+	// the session's context, which the caller's may have cancelled.
+	if _, err := h.l.Client.Revoke(ctx, h.sess.Lease()); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		errs = append(errs, fmt.Errorf("etcd lock: revoke lease: %w", err))
 	}
-	h.cancel()
+	h.cancel() // ends the session's keep-alive
 	return errors.Join(errs...)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -70,9 +71,11 @@ func (s *Scheduler) superviseFollow(ctx context.Context, e *entry, f *followRun,
 	defer close(f.done)
 	defer f.cancel()
 	if prev != nil {
-		select {
-		case <-prev.done:
-		case <-ctx.Done():
+		// prev was cancelled and stores what it holds: f ends only after
+		// it, also when f is cancelled first, so that Remove, which waits
+		// for f, returns only once nothing of the job runs.
+		<-prev.done
+		if ctx.Err() != nil {
 			return
 		}
 	}
@@ -138,12 +141,14 @@ func (s *Scheduler) followOnce(ctx context.Context, f *followRun) error {
 
 // admit waits for a run slot on dests for a continuous backup's start
 // (finding where to resume, or taking the first full backup, weighs as
-// much as a backup run), after the runs that are due. It returns a
-// function that frees the slot, and false if ctx ended first.
+// much as a backup run), after the due runs that write to one of dests:
+// runs queued for other destinations do not hold it back, since a
+// follower kept waiting past etcd's compaction loses its chain. It returns
+// a function that frees the slot, and false if ctx ended first.
 func (s *Scheduler) admit(ctx context.Context, dests []string) (release func(), ok bool) {
 	for {
 		s.mu.Lock()
-		if len(s.queue) == 0 && s.inFlight < s.maxRuns && s.slotsFree(dests) {
+		if !s.queuedFor(dests) && s.inFlight < s.maxRuns && s.slotsFree(dests) {
 			s.inFlight++
 			for _, d := range dests {
 				s.perDest[d]++
@@ -166,6 +171,19 @@ func (s *Scheduler) admit(ctx context.Context, dests []string) (release func(), 
 			return nil, false
 		}
 	}
+}
+
+// queuedFor reports whether a due run waits for a slot on one of dests.
+// The caller holds s.mu.
+func (s *Scheduler) queuedFor(dests []string) bool {
+	for _, e := range s.queue {
+		for _, d := range e.job.Destinations {
+			if slices.Contains(dests, d) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // sleep waits d on the scheduler's clock, and reports false if ctx ended

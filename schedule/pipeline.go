@@ -43,11 +43,12 @@ type PipelineRunner struct {
 	// has one).
 	Client func(ctx context.Context, cluster string) (*clientv3.Client, error)
 
-	// Spool, Observer and ProgressInterval configure each backup.Pipeline
-	// (nil and zero mean its defaults).
+	// Spool, Observer, ProgressInterval and StallTimeout configure each
+	// backup.Pipeline (nil and zero mean its defaults).
 	Spool            *backup.Spool
 	Observer         backup.Observer
 	ProgressInterval time.Duration
+	StallTimeout     time.Duration
 	// FollowObserver receives the events of the continuous backups; nil
 	// means none (see backup.FollowMetrics).
 	FollowObserver backup.FollowObserver
@@ -136,6 +137,7 @@ func (r *PipelineRunner) pipeline(snap backup.Snapshotter, job Job) *backup.Pipe
 		Logger:           r.Logger,
 		Now:              r.Now,
 		ProgressInterval: r.ProgressInterval,
+		StallTimeout:     r.StallTimeout,
 	}
 }
 

@@ -71,6 +71,13 @@ type Config struct {
 	// Keep it below the shortest interval of the schedules. Zero means
 	// no jitter.
 	MaxJitter time.Duration
+	// RunTimeout bounds each run (backup and retention): a run still going
+	// then is cancelled, with ErrRunTimeout as its error, and frees its
+	// slots and its lock, so that a stalled destination or etcd cannot
+	// hold them, and skip the job's later ticks as overlaps, for ever.
+	// Its tick is not completed: another replica may run it. Zero means
+	// no limit.
+	RunTimeout time.Duration
 	// StopTimeout is how long Start waits, once its context ends, for the
 	// runs in flight to finish before it cancels them. Zero means
 	// DefaultStopTimeout.
@@ -95,6 +102,9 @@ func (c Config) Validate() error {
 	if c.MaxJitter < 0 {
 		errs = append(errs, errors.New("negative MaxJitter"))
 	}
+	if c.RunTimeout < 0 {
+		errs = append(errs, errors.New("negative RunTimeout"))
+	}
 	if c.StopTimeout < 0 {
 		errs = append(errs, errors.New("negative StopTimeout"))
 	}
@@ -117,6 +127,7 @@ type Scheduler struct {
 	maxRuns     int
 	maxPerDest  int
 	maxJitter   time.Duration
+	runTimeout  time.Duration
 	stopTimeout time.Duration
 
 	wake    chan struct{}
@@ -208,6 +219,8 @@ type run struct {
 	started time.Time
 	cancel  context.CancelCauseFunc
 	done    chan struct{} // closed when the run has returned
+	// stopTimer stops the timer of RunTimeout; nil without one.
+	stopTimer func() bool
 }
 
 // New returns a scheduler with no jobs. It runs nothing until Start.
@@ -224,6 +237,7 @@ func New(cfg Config) (*Scheduler, error) {
 		maxRuns:     cmp.Or(cfg.MaxConcurrent, DefaultMaxConcurrent),
 		maxPerDest:  cmp.Or(cfg.MaxPerDestination, DefaultMaxPerDestination),
 		maxJitter:   cfg.MaxJitter,
+		runTimeout:  cfg.RunTimeout,
 		stopTimeout: cmp.Or(cfg.StopTimeout, DefaultStopTimeout),
 		wake:        make(chan struct{}, 1),
 		zones:       map[string]*time.Location{},
@@ -439,7 +453,9 @@ func (s *Scheduler) plan(e *entry, now time.Time, first bool) {
 		}
 		return
 	}
-	if e.tick = e.sched.next(now); !e.tick.IsZero() {
+	// A tick whose jittered start has not come yet is still due: a
+	// restart or a leader change during the jitter must not skip it.
+	if e.tick = e.sched.next(now.Add(-e.jitter)); !e.tick.IsZero() {
 		e.fire = e.tick.Add(e.jitter)
 		s.timeline.push(e)
 	}
@@ -575,6 +591,9 @@ func (s *Scheduler) startRun(e *entry, now time.Time) {
 	e.due = nil
 	ctx, cancel := context.WithCancelCause(s.runCtx)
 	r := &run{tick: d.tick, kind: d.kind, started: now, cancel: cancel, done: make(chan struct{})}
+	if s.runTimeout > 0 {
+		r.stopTimer = s.clock.At(now.Add(s.runTimeout), func() { cancel(ErrRunTimeout) })
+	}
 	e.run = r
 	job := e.job
 	s.inFlight++
@@ -599,6 +618,9 @@ func (s *Scheduler) execute(ctx context.Context, e *entry, r *run, job Job) {
 	s.log.Debug("run started", "job", job.ID, "cluster", job.Cluster, "tick", r.tick, "kind", r.kind.String())
 	out := s.performSafely(ctx, job, r.tick)
 	end := s.clock.Now()
+	if r.stopTimer != nil {
+		r.stopTimer()
+	}
 
 	s.mu.Lock()
 	s.inFlight--

@@ -379,7 +379,7 @@ func TestJitter(t *testing.T) {
 	// The scheduler runs a job its jitter after the tick, and reports
 	// the tick itself.
 	noLeaks(t)
-	h := newHarness(t, utc("2026-01-01T00:00:00Z"), Config{MaxJitter: maxJitter})
+	h := newHarness(t, utc("2026-01-01T00:30:00Z"), Config{MaxJitter: maxJitter}) // past the 00:00 tick's jitter
 	require.NoError(t, h.s.Set(job("cluster-007", "@hourly")))
 	h.start()
 	d := jitterOf("cluster-007", maxJitter)

@@ -1,0 +1,60 @@
+package schedule
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// followingRunner is a ContinuousRunner whose Follow follows until its
+// context ends.
+type followingRunner struct{ *recorder }
+
+func (f *followingRunner) Follow(ctx context.Context, job Job, started func()) error {
+	started()
+	<-ctx.Done()
+	return nil
+}
+
+// TestFollowAdmittedBesideOtherDestinationsQueue: while runs wait for a
+// busy destination, a continuous backup that writes elsewhere starts at
+// once instead of waiting for that queue to drain.
+func TestFollowAdmittedBesideOtherDestinationsQueue(t *testing.T) {
+	noLeaks(t)
+	fr := &followingRunner{}
+	h := newHarness(t, utc("2026-01-01T00:30:00Z"), Config{Runner: fr, MaxPerDestination: 1})
+	fr.recorder = h.rec
+	release := make(chan struct{})
+	free := sync.OnceFunc(func() { close(release) })
+	h.rec.setHook(func(ctx context.Context, _ Job, _ time.Time) error {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return nil
+	})
+	for _, id := range []string{"ns/a", "ns/b"} {
+		j := job(id, "@hourly")
+		j.Destinations = []string{"busy"}
+		require.NoError(t, h.s.Set(j))
+	}
+	h.start()
+	t.Cleanup(free) // before the harness stops the scheduler, if a check fails
+	h.clk.Set(utc("2026-01-01T01:00:00Z"))
+	eventually(t, func() bool {
+		return h.status("ns/a").Running != h.status("ns/b").Running && (h.status("ns/a").Queued || h.status("ns/b").Queued)
+	}, "one run in flight on the busy destination, the other queued")
+
+	c := job("ns/c", "@daily")
+	c.Destinations = []string{"elsewhere"}
+	c.Continuous = &Continuous{Window: time.Hour}
+	require.NoError(t, h.s.Set(c))
+	eventually(t, func() bool { return h.status("ns/c").Following }, "the continuous backup follows while the other destination's queue waits")
+
+	free()
+	h.settle()
+	require.NoError(t, h.stop())
+}
