@@ -2,6 +2,7 @@ package restore
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -34,10 +35,14 @@ var ErrImport = errors.New("invalid import")
 // live etcd through its client, in transactions of BatchSize keys.
 //
 // Nothing is written before the whole object has been read and checked: a
-// bad header, a truncated or overlong line, invalid base64 or a key
-// outside the object's prefixes fails the import with an error matching
-// backup.ErrKeysJSON, and etcd is untouched. Keys are imported without
-// their leases, which belong to the source cluster.
+// bad header, a truncated or overlong line, invalid base64, a key outside
+// the object's prefixes or a missing or wrong end line fails the import
+// with an error matching backup.ErrKeysJSON, and etcd is untouched. Keys
+// are imported without their leases, which belong to the source cluster.
+//
+// An import never touches a key outside the prefixes the object covers:
+// Mapping.Prefixes narrow them, and a prefix outside them fails with
+// ErrScope (see KeyMapping.Scope).
 //
 // Each write is conditional on what the importer read: a key created or
 // changed by someone else between the read and the write is read again, so
@@ -52,10 +57,21 @@ type Importer struct {
 	DryRun bool
 	// Mapping selects and renames the object's keys.
 	Mapping KeyMapping
-	// DeleteMissing deletes, under the prefixes the imported keys land in,
-	// every key the object does not hold. It needs Mapping.Prefixes or
-	// prefixes in the object's header: it never deletes the whole keyspace.
+	// DeleteMissing deletes, under the prefixes the imported keys land in
+	// (KeyMapping.Scope), every key the object does not hold. It needs
+	// prefixes in the object's header or Mapping.Prefixes: it never deletes
+	// the whole keyspace. It needs an object that proves it is complete
+	// too (ImportResult.Complete): a version 1 object is refused unless
+	// ManifestChecked.
 	DeleteMissing bool
+	// ManifestChecked says the object's size and sha256 were compared with
+	// its manifest (FetchResult.ManifestChecked), which proves a version 1
+	// object complete.
+	ManifestChecked bool
+	// MaxBytes bounds the object Import copies from its reader; zero means
+	// DefaultImportMaxBytes. A larger object fails with ErrImport before
+	// anything is written.
+	MaxBytes int64
 	// BatchSize is the number of keys per transaction. Zero means 64; etcd
 	// allows 128 operations per transaction by default.
 	BatchSize int
@@ -79,9 +95,19 @@ type ImportResult struct {
 	// keys with another value that CreateOnly left alone.
 	Created, Overwritten, Unchanged, Conflicts, Deleted int64
 	DryRun                                              bool
+	// Complete reports whether the object proved it holds every key it was
+	// written with: its end line matched, or its manifest was checked
+	// (Importer.ManifestChecked). A version 1 object read from a stream
+	// without its manifest cannot: keys after a cut would be missing.
+	Complete bool
 	// Changes are the first changes, in key order.
 	Changes []KeyChange
 }
+
+// DefaultImportMaxBytes is the largest object Import copies when
+// Importer.MaxBytes is zero: far above etcd's largest database (8 GiB
+// recommended) written as base64 lines.
+const DefaultImportMaxBytes int64 = 16 << 30
 
 // Import reads a keys-json object from r, checks all of it, then writes
 // it. r is copied to a file of mode 0600 under TempDir, so that it can be
@@ -93,8 +119,13 @@ func (im *Importer) Import(ctx context.Context, r io.Reader) (*ImportResult, err
 	}
 	defer os.Remove(f.Name())
 	defer f.Close()
-	if _, err := io.Copy(f, contextReader{ctx, r}); err != nil {
+	limit := cmp.Or(im.MaxBytes, DefaultImportMaxBytes)
+	n, err := io.Copy(f, io.LimitReader(contextReader{ctx, r}, limit+1))
+	if err != nil {
 		return nil, fmt.Errorf("read keys-json: %w", err)
+	}
+	if n > limit {
+		return nil, fmt.Errorf("%w: the object is larger than %d bytes (Importer.MaxBytes)", ErrImport, limit)
 	}
 	return im.ImportFile(ctx, f.Name())
 }
@@ -104,14 +135,23 @@ func (im *Importer) ImportFile(ctx context.Context, path string) (*ImportResult,
 	if err := im.validate(); err != nil {
 		return nil, err
 	}
-	header, err := im.check(ctx, path)
+	header, complete, err := im.check(ctx, path)
 	if err != nil {
 		return nil, err
 	}
-	res := &ImportResult{Revision: header.Revision, DryRun: im.DryRun}
-	targets := im.Mapping.targetPrefixes(header.Prefixes)
+	res := &ImportResult{Revision: header.Revision, DryRun: im.DryRun, Complete: complete || im.ManifestChecked}
+	targets, err := im.Mapping.Scope(header.Prefixes)
+	if err != nil {
+		return nil, err
+	}
 	if im.DeleteMissing && len(targets) == 0 {
 		return nil, fmt.Errorf("%w: delete-missing needs prefixes: the object holds the whole keyspace", ErrImport)
+	}
+	if im.DeleteMissing && !res.Complete {
+		return nil, fmt.Errorf("%w: delete-missing needs an object that proves it is complete: a version %d object without its manifest may have been cut short", ErrImport, header.Version)
+	}
+	if !res.Complete {
+		im.logger().Warn("the object cannot prove it is complete: keys after a cut would be missing", "version", header.Version)
 	}
 	f, err := os.Open(path)
 	if err != nil {
@@ -147,25 +187,28 @@ func (im *Importer) validate() error {
 }
 
 // check reads the whole object once, through the mapping, so that a
-// broken object fails before anything is written.
-func (im *Importer) check(ctx context.Context, path string) (*backup.KeysJSONHeader, error) {
+// broken object fails before anything is written. complete says its end
+// line proved it complete.
+func (im *Importer) check(ctx context.Context, path string) (_ *backup.KeysJSONHeader, complete bool, _ error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("open keys-json: %w", err)
+		return nil, false, fmt.Errorf("open keys-json: %w", err)
 	}
 	defer f.Close()
-	src, header, err := KeysJSONSource(f, im.Mapping)
+	kr, err := backup.NewKeysJSONReader(f)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
+	header := kr.Header()
+	src := &mappedKeys{r: kr, m: im.Mapping}
 	for {
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if _, err := src.Next(ctx); err == io.EOF {
-			return header, nil
+			return &header, kr.Complete(), nil
 		} else if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
 }
