@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 
@@ -360,6 +361,9 @@ func (r *Restorer) restoreMembers(ctx context.Context, o *operation, snapshotPat
 			return nil, err
 		}
 	}
+	if err := checkDatabase(ctx, snapshotPath); err != nil {
+		return nil, err
+	}
 
 	type staged struct {
 		work, dir string
@@ -441,11 +445,14 @@ func (r *Restorer) restoreMembers(ctx context.Context, o *operation, snapshotPat
 func (r *Restorer) restoreOne(snapshotPath string, m Member, dataDir string) (_ RestoredMember, err error) {
 	// etcd's restore panics (through zap's Panic) on a database it cannot
 	// open, which a file whose trailer matches can still be: a snapshot of
-	// something else. Its deferred closes run while the panic unwinds, so
-	// turning it into an error leaks nothing.
+	// something else. checkDatabase refused what would panic on etcd's own
+	// goroutines; what is left panics here, on this one. Its deferred
+	// closes run while the panic unwinds, so turning it into an error
+	// leaks nothing.
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("etcd restore: %v", p)
+			err = fmt.Errorf("%w: etcd restore: %v", ErrIntegrity, p)
 		}
 	}()
 	lg := zapslog.New(r.Logger)
