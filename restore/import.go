@@ -72,6 +72,11 @@ type Importer struct {
 	// DefaultImportMaxBytes. A larger object fails with ErrImport before
 	// anything is written.
 	MaxBytes int64
+	// MaxRequestBytes is the target's --max-request-bytes; zero means
+	// etcd's default, 1.5 MiB. A key whose key and value do not fit in a
+	// request fails the import with ErrImport before anything is written,
+	// rather than part-way.
+	MaxRequestBytes int
 	// BatchSize is the number of keys per transaction. Zero means 64; etcd
 	// allows 128 operations per transaction by default.
 	BatchSize int
@@ -102,7 +107,15 @@ type ImportResult struct {
 	Complete bool
 	// Changes are the first changes, in key order.
 	Changes []KeyChange
+	// NotWritten is, after an import that failed part-way, the first key
+	// whose change was not committed: every change before it in key order
+	// was (the counts above), none from it on. Nil when the import ended,
+	// or failed before its first write.
+	NotWritten []byte `json:",omitempty"`
 }
+
+// Written returns how many keys the import created, overwrote or deleted.
+func (r *ImportResult) Written() int64 { return r.Created + r.Overwritten + r.Deleted }
 
 // DefaultImportMaxBytes is the largest object Import copies when
 // Importer.MaxBytes is zero: far above etcd's largest database (8 GiB
@@ -201,16 +214,35 @@ func (im *Importer) check(ctx context.Context, path string) (_ *backup.KeysJSONH
 	}
 	header := kr.Header()
 	src := &mappedKeys{r: kr, m: im.Mapping}
+	limit := im.maxRequestBytes()
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, false, err
 		}
-		if _, err := src.Next(ctx); err == io.EOF {
+		kv, err := src.Next(ctx)
+		if err == io.EOF {
 			return &header, kr.Complete(), nil
 		} else if err != nil {
 			return nil, false, err
 		}
+		if n := len(kv.Key) + len(kv.Value) + requestOverhead; n > limit {
+			return nil, false, fmt.Errorf("%w: key %q and its value need a request of %d bytes, more than the target's limit of %d (Importer.MaxRequestBytes)", ErrImport, kv.Key, n, limit)
+		}
 	}
+}
+
+// requestOverhead is what a put request of one key adds to its key and
+// value, in a transaction with its condition: generously rounded up.
+const requestOverhead = 512
+
+// DefaultMaxRequestBytes is etcd's default --max-request-bytes.
+const DefaultMaxRequestBytes = 1536 * 1024
+
+func (im *Importer) maxRequestBytes() int {
+	if im.MaxRequestBytes > 0 {
+		return im.MaxRequestBytes
+	}
+	return DefaultMaxRequestBytes
 }
 
 func (im *Importer) logger() *slog.Logger {
@@ -268,10 +300,16 @@ func (a *applier) add(x, y *backup.KeyValue) error {
 	if err != nil {
 		return err
 	}
-	if len(a.ops) >= a.batch() || a.bytes >= maxBatchBytes {
+	if len(a.ops) >= a.batch() || a.bytes >= a.batchBytes() {
 		return a.flush(a.ctx)
 	}
 	return nil
+}
+
+// batchBytes bounds the keys and values of one transaction: within the
+// target's request limit.
+func (a *applier) batchBytes() int {
+	return min(maxBatchBytes, a.im.maxRequestBytes())
 }
 
 func (a *applier) batch() int {
@@ -282,7 +320,7 @@ func (a *applier) batch() int {
 }
 
 func (a *applier) queue(count *int64, c KeyChange, cond clientv3.Cmp, op clientv3.Op) error {
-	if a.bytes > 0 && c.New != nil && a.bytes+len(c.Key)+len(c.New.Value) > maxBatchBytes {
+	if a.bytes > 0 && c.New != nil && a.bytes+len(c.Key)+len(c.New.Value)+requestOverhead*(len(a.ops)+1) > a.batchBytes() {
 		if err := a.flush(a.ctx); err != nil {
 			return err
 		}
@@ -307,10 +345,12 @@ func (a *applier) flush(ctx context.Context) error {
 	if !a.im.DryRun {
 		resp, err := a.im.Client.Txn(ctx).If(a.conds...).Then(a.ops...).Commit()
 		if err != nil {
-			return fmt.Errorf("write keys: %w", err)
+			a.res.NotWritten = a.pending[0].change.Key
+			return fmt.Errorf("write keys from %q on (%d keys written before them stay): %w", a.pending[0].change.Key, a.res.Written(), err)
 		}
 		if !resp.Succeeded {
-			return fmt.Errorf("%w: a key among %s.. was changed while the import ran; nothing of this batch was written", ErrConflict, a.pending[0].change.Key)
+			a.res.NotWritten = a.pending[0].change.Key
+			return fmt.Errorf("%w: a key among the %d from %q on was changed while the import ran; none of them was written, the %d keys written before them stay", ErrConflict, len(a.pending), a.pending[0].change.Key, a.res.Written())
 		}
 	}
 	limit := a.im.Examples
