@@ -61,6 +61,9 @@ func TestLogicalBackups(t *testing.T) {
 	require.NoError(t, err)
 	r = tr.ok("diff", from, dest, "--cluster=prod", "--backup="+id)
 	require.Equal(t, "removed \"/registry/configmaps/ns-a/k07\"\n", r.stdout)
+	r = tr.ok("diff", from, dest, "--cluster=prod", "--backup="+id, "--prefix=/registry/")
+	require.Equal(t, "removed \"/registry/configmaps/ns-a/k07\"\n", r.stdout, "keys the export never read are not added")
+	tr.fails(exitUsage, "diff", from, dest, "--cluster=prod", "--backup="+id, "--prefix=/registry/secrets/")
 
 	// An encrypted export through a pipe, into an import from stdin.
 	identity, err := age.GenerateX25519Identity()
