@@ -27,6 +27,23 @@ const (
 	Overwrite ImportMode = "overwrite"
 )
 
+// LeasePolicy says what an import does with a key that had a lease in the
+// source cluster. Its lease is of that cluster and cannot come along: the
+// key would otherwise become permanent (an apiserver's master lease, an
+// Event, a lock held forever).
+type LeasePolicy string
+
+// The lease policies.
+const (
+	// SkipLeased (the zero value) imports no key that had a lease; they
+	// are counted as ImportResult.Leased, and DeleteMissing leaves the
+	// target's keys of the same name alone.
+	SkipLeased LeasePolicy = "skip"
+	// WithoutLease imports them as keys without a lease, which never
+	// expire.
+	WithoutLease LeasePolicy = "without-lease"
+)
+
 // ErrImport matches errors about an import that may not run as asked: an
 // unknown mode, or DeleteMissing without the prefixes that bound it.
 var ErrImport = errors.New("invalid import")
@@ -38,7 +55,8 @@ var ErrImport = errors.New("invalid import")
 // bad header, a truncated or overlong line, invalid base64, a key outside
 // the object's prefixes or a missing or wrong end line fails the import
 // with an error matching backup.ErrKeysJSON, and etcd is untouched. Keys
-// are imported without their leases, which belong to the source cluster.
+// with a lease in the source are skipped (Leases): their lease belongs to
+// the source cluster. An overwritten key keeps the target's own lease.
 //
 // An import never touches a key outside the prefixes the object covers:
 // Mapping.Prefixes narrow them, and a prefix outside them fails with
@@ -57,6 +75,9 @@ type Importer struct {
 	DryRun bool
 	// Mapping selects and renames the object's keys.
 	Mapping KeyMapping
+	// Leases is what becomes of keys that had a lease: SkipLeased (the
+	// zero value) or WithoutLease.
+	Leases LeasePolicy
 	// DeleteMissing deletes, under the prefixes the imported keys land in
 	// (KeyMapping.Scope), every key the object does not hold. It needs
 	// prefixes in the object's header or Mapping.Prefixes: it never deletes
@@ -100,6 +121,10 @@ type ImportResult struct {
 	// keys with another value that CreateOnly left alone.
 	Created, Overwritten, Unchanged, Conflicts, Deleted int64
 	DryRun                                              bool
+	// Leased counts the keys of the object that had a lease, and Leases
+	// says what was done with them.
+	Leased int64
+	Leases LeasePolicy
 	// Complete reports whether the object proved it holds every key it was
 	// written with: its end line matched, or its manifest was checked
 	// (Importer.ManifestChecked). A version 1 object read from a stream
@@ -152,7 +177,7 @@ func (im *Importer) ImportFile(ctx context.Context, path string) (*ImportResult,
 	if err != nil {
 		return nil, err
 	}
-	res := &ImportResult{Revision: header.Revision, DryRun: im.DryRun, Complete: complete || im.ManifestChecked}
+	res := &ImportResult{Revision: header.Revision, DryRun: im.DryRun, Complete: complete || im.ManifestChecked, Leases: im.leases()}
 	targets, err := im.Mapping.Scope(header.Prefixes)
 	if err != nil {
 		return nil, err
@@ -193,6 +218,8 @@ func (im *Importer) validate() error {
 		return fmt.Errorf("%w: no client", ErrImport)
 	case im.Mode != "" && im.Mode != CreateOnly && im.Mode != Overwrite:
 		return fmt.Errorf("%w: unknown mode %q (want %s or %s)", ErrImport, im.Mode, CreateOnly, Overwrite)
+	case im.Leases != "" && im.Leases != SkipLeased && im.Leases != WithoutLease:
+		return fmt.Errorf("%w: unknown lease policy %q (want %s or %s)", ErrImport, im.Leases, SkipLeased, WithoutLease)
 	case im.BatchSize < 0 || im.BatchSize > 1024:
 		return fmt.Errorf("%w: batch size %d is outside [1, 1024]", ErrImport, im.BatchSize)
 	}
@@ -245,6 +272,13 @@ func (im *Importer) maxRequestBytes() int {
 	return DefaultMaxRequestBytes
 }
 
+func (im *Importer) leases() LeasePolicy {
+	if im.Leases == "" {
+		return SkipLeased
+	}
+	return im.Leases
+}
+
 func (im *Importer) logger() *slog.Logger {
 	if im.Logger != nil {
 		return im.Logger
@@ -278,6 +312,12 @@ type pendingChange struct {
 func (a *applier) add(x, y *backup.KeyValue) error {
 	if x != nil {
 		a.res.Keys++
+		if x.Lease != 0 {
+			a.res.Leased++
+			if a.res.Leases == SkipLeased {
+				return nil
+			}
+		}
 	}
 	var err error
 	switch {
@@ -292,8 +332,12 @@ func (a *applier) add(x, y *backup.KeyValue) error {
 	case bytes.Equal(x.Value, y.Value):
 		a.res.Unchanged++
 	case a.im.Mode == Overwrite:
+		var opts []clientv3.OpOption
+		if y.Lease != 0 {
+			opts = append(opts, clientv3.WithIgnoreLease()) // the target's own lease stays
+		}
 		err = a.queue(&a.res.Overwritten, KeyChange{Op: "changed", Key: x.Key, Old: y, New: x},
-			clientv3.Compare(clientv3.ModRevision(string(y.Key)), "=", y.ModRevision), clientv3.OpPut(string(x.Key), string(x.Value)))
+			clientv3.Compare(clientv3.ModRevision(string(y.Key)), "=", y.ModRevision), clientv3.OpPut(string(x.Key), string(x.Value), opts...))
 	default:
 		a.res.Conflicts++
 	}
