@@ -110,12 +110,13 @@ func runExport(ctx context.Context, s *streams, args []string) error {
 // registerMaxRawSize adds --max-raw-size, the bound of
 // restore.Restorer.MaxRawSize, and returns its value once parsed.
 func registerMaxRawSize(fs *flagSet) func() (int64, error) {
-	n := fs.Int64("max-raw-size", restore.DefaultMaxRawSize, "refuse a backup that decodes to more than `N` bytes (its manifest's raw size bounds it too)")
+	n := byteSize(restore.DefaultMaxRawSize)
+	fs.Var(&n, "max-raw-size", "refuse a backup that decodes to more than `SIZE` bytes (KiB, MiB, GiB; its manifest's raw size bounds it too)")
 	return func() (int64, error) {
-		if *n <= 0 {
-			return 0, usagef("--max-raw-size %d: want a positive number of bytes", *n)
+		if n <= 0 {
+			return 0, usagef("--max-raw-size %d: want a positive size", n)
 		}
-		return *n, nil
+		return int64(n), nil
 	}
 }
 
@@ -153,14 +154,16 @@ func runImport(ctx context.Context, s *streams, args []string) error {
 	fs.BoolVar(&im.DeleteMissing, "delete-missing", false, "delete the keys under the imported prefixes that the backup does not hold")
 	fs.StringVar((*string)(&im.Leases), "leases", string(restore.SkipLeased), "keys that had a lease in the source: skip them, or import them without-lease (they never expire)")
 	fs.StringVar(&tempDir, "temp-dir", "", "`directory` for the verified copy of the backup (default: the system's)")
-	fs.Int64Var(&im.MaxBytes, "max-bytes", restore.DefaultImportMaxBytes, "refuse a backup that decodes to more than `N` bytes")
-	fs.IntVar(&im.MaxRequestBytes, "max-request-bytes", restore.DefaultMaxRequestBytes, "the target etcd's --max-request-bytes `N`: a larger key is refused before anything is written")
+	maxBytes, maxRequest := byteSize(restore.DefaultImportMaxBytes), byteSize(restore.DefaultMaxRequestBytes)
+	fs.Var(&maxBytes, "max-bytes", "refuse a backup that decodes to more than `SIZE` bytes (KiB, MiB, GiB)")
+	fs.Var(&maxRequest, "max-request-bytes", "the target etcd's --max-request-bytes `SIZE`: a larger key is refused before anything is written")
 	if err := fs.parse(s, args); err != nil {
 		return err
 	}
-	if im.MaxBytes <= 0 || im.MaxRequestBytes <= 0 {
-		return usagef("--max-bytes and --max-request-bytes take a positive number of bytes")
+	if maxBytes <= 0 || maxRequest <= 0 || maxRequest > 1<<31 {
+		return usagef("--max-bytes and --max-request-bytes take a positive size")
 	}
+	im.MaxBytes, im.MaxRequestBytes = int64(maxBytes), int(maxRequest)
 	s.memoryBudget(defaultMemory) // an import's memory is that of a backup's download at the default budget
 	if err := etcd.validate(); err != nil {
 		return err

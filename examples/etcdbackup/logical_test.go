@@ -81,6 +81,10 @@ func TestLogicalBackups(t *testing.T) {
 	bad := tr.run(damaged, "import", to, "--from=-")
 	require.Equal(t, exitUsage, bad.code, bad.String())
 	requireKeys(t, dc, "/registry/namespaces/", 0)
+	small := tr.run(plain.stdout, "import", to, "--from=-", "--max-bytes=1KiB")
+	require.Equal(t, exitUsage, small.code, small.String())
+	require.Contains(t, small.stderr, "larger than 1024 bytes")
+	requireKeys(t, dc, "/registry/namespaces/", 0)
 
 	// Every old snapshot can serve a prefix restore: a save, turned into
 	// keys-json offline, then compared with the live etcd.
