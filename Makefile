@@ -119,6 +119,8 @@ FUZZ_TARGETS := \
 	./backup:FuzzParseManifest \
 	./backup:FuzzParseKeyLine \
 	./backup:FuzzRangeChunk \
+	./backup:FuzzKeysJSONReader \
+	./restore:FuzzSnapshotKeys \
 	./destination:FuzzParseURL
 
 # release: the CLI as shipped: stripped, without file paths.

@@ -216,7 +216,7 @@ func (e *KeysExporter) write(ctx context.Context, w io.Writer, h KeysJSONHeader,
 		}
 		return kw.Keys(), fmt.Errorf("read keys: %w", err)
 	}
-	return kw.Keys(), kw.Flush()
+	return kw.Keys(), kw.Close()
 }
 
 // emitPage passes the keys of a page to emit.

@@ -3,10 +3,13 @@ package backup
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"slices"
 	"strconv"
@@ -15,24 +18,44 @@ import (
 )
 
 // The keys-json format of a logical backup. After decryption and
-// decompression a keys-json object is JSON Lines: one header line, then
-// one line per key, in ascending byte order of keys:
+// decompression a keys-json object is JSON Lines: one header line, one
+// line per key, in ascending byte order of keys, and an end line:
 //
-//	{"format":"keys-json","version":1,"revision":1234,"prefixes":["/registry/namespaces/"],"clusterID":"cdf818194e3a8c32","created":"2026-11-24T19:00:00Z"}
+//	{"format":"keys-json","version":2,"revision":1234,"prefixes":["/registry/namespaces/"],"clusterID":"cdf818194e3a8c32","created":"2026-11-24T19:00:00Z"}
 //	{"key":"L3JlZ2lzdHJ5L25hbWVzcGFjZXMvYQ==","create_revision":5,"mod_revision":9,"version":2,"value":"e30="}
+//	{"end":"keys-json","keys":1,"sha256":"<hex sha256 of the lines before this one, newlines included>"}
 //
 // The header names the store revision every key was read at and the key
 // prefixes that were read (none: the whole keyspace). The key lines are
 // etcd KeyValues with the field names `etcdctl get -w json` prints: key
 // and value in standard base64, create_revision, mod_revision, version and
 // lease as numbers, zero fields left out as etcdctl leaves them out.
+//
+// The end line (version 2) proves the object complete: a stream cut at a
+// line boundary is otherwise a valid, shorter object. A reader refuses a
+// version 2 object without it, or whose count or digest differ. Version 1
+// objects, written before the end line existed, are still read; nothing
+// in them shows a cut, so KeysJSONReader.Complete reports false for them
+// and restore.Importer deletes nothing on their word alone.
 
 // KeysJSONFormat and KeysJSONVersion are the header's "format" and
-// "version" of the keys-json objects this library writes and reads.
+// "version" of the keys-json objects this library writes; it reads
+// versions 1 to KeysJSONVersion.
 const (
 	KeysJSONFormat  = "keys-json"
-	KeysJSONVersion = 1
+	KeysJSONVersion = 2
 )
+
+// keysJSONEndVersion is the first version with an end line.
+const keysJSONEndVersion = 2
+
+// KeysJSONEnd is the last line of a keys-json object of version 2: the
+// number of key lines and the sha256 of every byte before the end line.
+type KeysJSONEnd struct {
+	End    string `json:"end"` // always KeysJSONFormat
+	Keys   int64  `json:"keys"`
+	SHA256 string `json:"sha256"`
+}
 
 // MaxKeysJSONLine bounds one line of a keys-json object: a key line holds
 // at most etcd's largest request (1.5 MiB by default, 10 MiB at most in
@@ -99,11 +122,13 @@ type KeyValue struct {
 
 // KeysJSONWriter writes a keys-json object.
 type KeysJSONWriter struct {
-	w    *bufio.Writer
-	last []byte
-	buf  []byte // the line being written, reused
-	keys int64
-	err  error
+	w       *bufio.Writer
+	version int
+	sum     hash.Hash // of every line written
+	last    []byte
+	buf     []byte // the line being written, reused
+	keys    int64
+	err     error
 }
 
 // appendKeyLine appends kv's line to b, byte for byte as json.Marshal
@@ -150,7 +175,7 @@ func NewKeysJSONWriter(w io.Writer, h KeysJSONHeader) (*KeysJSONWriter, error) {
 	if err := h.validate(); err != nil {
 		return nil, err
 	}
-	kw := &KeysJSONWriter{w: bufio.NewWriterSize(w, 64<<10)}
+	kw := &KeysJSONWriter{w: bufio.NewWriterSize(w, 64<<10), version: h.Version, sum: sha256.New()}
 	line, err := json.Marshal(h)
 	if err != nil {
 		return nil, fmt.Errorf("encode keys-json header: %w", err)
@@ -167,8 +192,12 @@ func (kw *KeysJSONWriter) line(b []byte) {
 		kw.err = err
 		return
 	}
+	kw.sum.Write(b)
+	kw.sum.Write(newline)
 	kw.err = kw.w.WriteByte('\n')
 }
+
+var newline = []byte{'\n'}
 
 // Write writes one key line. Keys must come in ascending byte order.
 func (kw *KeysJSONWriter) Write(kv KeyValue) error {
@@ -188,7 +217,33 @@ func (kw *KeysJSONWriter) Write(kv KeyValue) error {
 // Keys returns the number of key lines written.
 func (kw *KeysJSONWriter) Keys() int64 { return kw.keys }
 
-// Flush writes what is buffered.
+// Close ends the object: it writes the end line (version 2 and later),
+// which counts the keys and digests every line before it, and flushes.
+// An object is complete only once Close returned nil; no key may be
+// written after it. Close does not close the underlying writer.
+func (kw *KeysJSONWriter) Close() error {
+	if kw.err != nil {
+		return kw.err
+	}
+	if kw.version >= keysJSONEndVersion {
+		end, err := json.Marshal(KeysJSONEnd{End: KeysJSONFormat, Keys: kw.keys, SHA256: hex.EncodeToString(kw.sum.Sum(nil))})
+		if err != nil {
+			return fmt.Errorf("encode keys-json end line: %w", err)
+		}
+		kw.line(end)
+	}
+	if kw.err == nil {
+		kw.err = kw.w.Flush()
+	}
+	if kw.err == nil {
+		kw.err = errWriterClosed
+	}
+	return nil
+}
+
+var errWriterClosed = errors.New("keys-json writer is closed")
+
+// Flush writes what is buffered, without ending the object (see Close).
 func (kw *KeysJSONWriter) Flush() error {
 	if kw.err != nil {
 		return kw.err
@@ -223,17 +278,19 @@ func (h *KeysJSONHeader) validate() error {
 // line as it goes: memory is bounded by MaxKeysJSONLine whatever the
 // object's size.
 type KeysJSONReader struct {
-	br     *bufio.Reader
-	header KeysJSONHeader
-	line   int
-	last   []byte
-	buf    []byte // the line being read, reused
-	keys   int64
+	br       *bufio.Reader
+	header   KeysJSONHeader
+	line     int
+	last     []byte
+	buf      []byte    // the line being read, reused
+	sum      hash.Hash // of every line before the end line
+	keys     int64
+	complete bool // the end line was read and matched
 }
 
 // NewKeysJSONReader reads and checks the header line of r.
 func NewKeysJSONReader(r io.Reader) (*KeysJSONReader, error) {
-	kr := &KeysJSONReader{br: bufio.NewReaderSize(r, 64<<10)}
+	kr := &KeysJSONReader{br: bufio.NewReaderSize(r, 64<<10), sum: sha256.New()}
 	line, err := kr.readLine()
 	if err == io.EOF {
 		return nil, &KeysJSONError{Line: 1, Reason: "no header line"}
@@ -247,6 +304,8 @@ func NewKeysJSONReader(r io.Reader) (*KeysJSONReader, error) {
 	if err := kr.header.validate(); err != nil {
 		return nil, err
 	}
+	kr.sum.Write(line)
+	kr.sum.Write(newline)
 	return kr, nil
 }
 
@@ -260,12 +319,26 @@ func (kr *KeysJSONReader) Header() KeysJSONHeader {
 // Keys returns the number of key lines read so far.
 func (kr *KeysJSONReader) Keys() int64 { return kr.keys }
 
+// Complete reports whether the object proved it is complete: its end line
+// was read and matched the keys and bytes before it. It is false before
+// Next returned io.EOF, and always for a version 1 object, which has no
+// end line: such an object cut at a line boundary reads as a valid
+// shorter one.
+func (kr *KeysJSONReader) Complete() bool { return kr.complete }
+
 // Next returns the next key line, or io.EOF after the last. A line that
 // is not a valid KeyValue, a key out of order, outside the header's
 // prefixes or modified after the header's revision yields a
-// *KeysJSONError.
+// *KeysJSONError, and so does a version 2 object whose end line is
+// missing, does not match, or is followed by anything.
 func (kr *KeysJSONReader) Next() (KeyValue, error) {
+	if kr.complete {
+		return KeyValue{}, io.EOF
+	}
 	line, err := kr.readLine()
+	if err == io.EOF && kr.header.Version >= keysJSONEndVersion {
+		return KeyValue{}, &KeysJSONError{Line: kr.line, Reason: "truncated: the end line is missing"}
+	}
 	if err != nil {
 		return KeyValue{}, err
 	}
@@ -274,10 +347,15 @@ func (kr *KeysJSONReader) Next() (KeyValue, error) {
 	}
 	kv, ok := parseKeyLine(line)
 	if !ok {
+		if end, isEnd := parseEndLine(line); isEnd {
+			return KeyValue{}, kr.end(end)
+		}
 		if err := strictUnmarshal(line, &kv); err != nil {
 			return bad("%v", err)
 		}
 	}
+	kr.sum.Write(line)
+	kr.sum.Write(newline)
 	switch {
 	case len(kv.Key) == 0:
 		return bad("empty key")
@@ -293,6 +371,42 @@ func (kr *KeysJSONReader) Next() (KeyValue, error) {
 	kr.last = append(kr.last[:0], kv.Key...)
 	kr.keys++
 	return kv, nil
+}
+
+// parseEndLine reports whether line is an end line, and decodes it.
+func parseEndLine(line []byte) (KeysJSONEnd, bool) {
+	var end KeysJSONEnd
+	if !bytes.HasPrefix(line, []byte(`{"end":`)) || strictUnmarshal(line, &end) != nil {
+		return end, false
+	}
+	return end, true
+}
+
+// end checks the end line and that nothing follows it, and returns io.EOF
+// when the object is complete.
+func (kr *KeysJSONReader) end(end KeysJSONEnd) error {
+	bad := func(format string, args ...any) error {
+		return &KeysJSONError{Line: kr.line, Reason: fmt.Sprintf(format, args...)}
+	}
+	sum := hex.EncodeToString(kr.sum.Sum(nil))
+	switch {
+	case kr.header.Version < keysJSONEndVersion:
+		return bad("an end line in a version %d object", kr.header.Version)
+	case end.End != KeysJSONFormat:
+		return bad("end line of %q, not %q", end.End, KeysJSONFormat)
+	case end.Keys != kr.keys:
+		return bad("the end line counts %d keys, the object holds %d", end.Keys, kr.keys)
+	case !strings.EqualFold(end.SHA256, sum):
+		return bad("the end line's sha256 %s differs from the object's, %s", end.SHA256, sum)
+	}
+	if _, err := kr.readLine(); err != io.EOF {
+		if err != nil {
+			return err
+		}
+		return bad("data after the end line")
+	}
+	kr.complete = true
+	return io.EOF
 }
 
 // readLine returns the next line without its newline. A line longer than

@@ -53,6 +53,30 @@ type Restorer struct {
 	// RestoreCluster and Drill reads until it returns, so that pruners
 	// sharing the set (a retention.PinSet) leave it alone meanwhile.
 	Pins Pinner
+	// MaxRawSize bounds the decoded bytes of one backup: a fetch stops
+	// with ErrIntegrity as soon as it decoded more than this or than its
+	// manifest's raw size, whichever is smaller, so that a small hostile
+	// object cannot fill the disk it is staged on. Zero means
+	// DefaultMaxRawSize.
+	MaxRawSize int64
+}
+
+// DefaultMaxRawSize is the bound of Restorer.MaxRawSize when it is zero:
+// far above etcd's largest database (8 GiB recommended).
+const DefaultMaxRawSize int64 = 64 << 30
+
+// RawLimit returns the most decoded bytes a fetch of a backup whose
+// manifest records rawSize (0: unknown, a legacy object or a stream)
+// writes: the smaller of rawSize and MaxRawSize.
+func (r *Restorer) RawLimit(rawSize int64) int64 {
+	limit := r.MaxRawSize
+	if limit <= 0 {
+		limit = DefaultMaxRawSize
+	}
+	if rawSize > 0 && rawSize < limit {
+		limit = rawSize
+	}
+	return limit
 }
 
 // Pinner holds a backup against retention while a restore reads it;
@@ -88,6 +112,9 @@ func (r *Restorer) Validate() error {
 	}
 	if r.ProgressInterval < 0 {
 		return fmt.Errorf("negative progress interval %v", r.ProgressInterval)
+	}
+	if r.MaxRawSize < 0 {
+		return fmt.Errorf("negative raw size bound %d", r.MaxRawSize)
 	}
 	return nil
 }
@@ -133,6 +160,10 @@ const copyBufferSize = 256 << 10
 // renamed to path only once every check passed; on any failure neither
 // path nor the ".part" file is left. Fetch refuses, with ErrTargetExists, a
 // path or ".part" file that already exists.
+//
+// The decoded bytes written are bounded by the manifest's raw size and
+// MaxRawSize (see RawLimit): a fetch stops with ErrIntegrity at the first
+// byte past them.
 //
 // Memory use does not depend on the snapshot's size.
 func (r *Restorer) Fetch(ctx context.Context, b Backup, path string) (*FetchResult, error) {
@@ -305,11 +336,22 @@ func (r *Restorer) stream(ctx context.Context, o *operation, b Backup, w io.Writ
 	}
 	buf := make([]byte, copyBufferSize)
 	var written int64
+	var rawSize int64
+	if m != nil {
+		rawSize = m.Raw.Size
+	}
+	rawLimit := r.RawLimit(rawSize)
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		n, rerr := tr.Read(buf)
+		if written+int64(n) > rawLimit {
+			// Nothing past the bound reaches w: a hostile object decoding
+			// to far more than its manifest says fails here, not on a
+			// full disk.
+			return nil, fmt.Errorf("%w: %s decodes to more than %d bytes (its manifest's raw size, or Restorer.MaxRawSize)", ErrIntegrity, b.Key, rawLimit)
+		}
 		if n > 0 {
 			if _, werr := w.Write(buf[:n]); werr != nil {
 				return nil, fmt.Errorf("write snapshot: %w", werr)

@@ -2,6 +2,7 @@ package restore
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -26,6 +27,23 @@ const (
 	Overwrite ImportMode = "overwrite"
 )
 
+// LeasePolicy says what an import does with a key that had a lease in the
+// source cluster. Its lease is of that cluster and cannot come along: the
+// key would otherwise become permanent (an apiserver's master lease, an
+// Event, a lock held forever).
+type LeasePolicy string
+
+// The lease policies.
+const (
+	// SkipLeased (the zero value) imports no key that had a lease; they
+	// are counted as ImportResult.Leased, and DeleteMissing leaves the
+	// target's keys of the same name alone.
+	SkipLeased LeasePolicy = "skip"
+	// WithoutLease imports them as keys without a lease, which never
+	// expire.
+	WithoutLease LeasePolicy = "without-lease"
+)
+
 // ErrImport matches errors about an import that may not run as asked: an
 // unknown mode, or DeleteMissing without the prefixes that bound it.
 var ErrImport = errors.New("invalid import")
@@ -34,10 +52,15 @@ var ErrImport = errors.New("invalid import")
 // live etcd through its client, in transactions of BatchSize keys.
 //
 // Nothing is written before the whole object has been read and checked: a
-// bad header, a truncated or overlong line, invalid base64 or a key
-// outside the object's prefixes fails the import with an error matching
-// backup.ErrKeysJSON, and etcd is untouched. Keys are imported without
-// their leases, which belong to the source cluster.
+// bad header, a truncated or overlong line, invalid base64, a key outside
+// the object's prefixes or a missing or wrong end line fails the import
+// with an error matching backup.ErrKeysJSON, and etcd is untouched. Keys
+// with a lease in the source are skipped (Leases): their lease belongs to
+// the source cluster. An overwritten key keeps the target's own lease.
+//
+// An import never touches a key outside the prefixes the object covers:
+// Mapping.Prefixes narrow them, and a prefix outside them fails with
+// ErrScope (see KeyMapping.Scope).
 //
 // Each write is conditional on what the importer read: a key created or
 // changed by someone else between the read and the write is read again, so
@@ -52,10 +75,29 @@ type Importer struct {
 	DryRun bool
 	// Mapping selects and renames the object's keys.
 	Mapping KeyMapping
-	// DeleteMissing deletes, under the prefixes the imported keys land in,
-	// every key the object does not hold. It needs Mapping.Prefixes or
-	// prefixes in the object's header: it never deletes the whole keyspace.
+	// Leases is what becomes of keys that had a lease: SkipLeased (the
+	// zero value) or WithoutLease.
+	Leases LeasePolicy
+	// DeleteMissing deletes, under the prefixes the imported keys land in
+	// (KeyMapping.Scope), every key the object does not hold. It needs
+	// prefixes in the object's header or Mapping.Prefixes: it never deletes
+	// the whole keyspace. It needs an object that proves it is complete
+	// too (ImportResult.Complete): a version 1 object is refused unless
+	// ManifestChecked.
 	DeleteMissing bool
+	// ManifestChecked says the object's size and sha256 were compared with
+	// its manifest (FetchResult.ManifestChecked), which proves a version 1
+	// object complete.
+	ManifestChecked bool
+	// MaxBytes bounds the object Import copies from its reader; zero means
+	// DefaultImportMaxBytes. A larger object fails with ErrImport before
+	// anything is written.
+	MaxBytes int64
+	// MaxRequestBytes is the target's --max-request-bytes; zero means
+	// etcd's default, 1.5 MiB. A key whose key and value do not fit in a
+	// request fails the import with ErrImport before anything is written,
+	// rather than part-way.
+	MaxRequestBytes int
 	// BatchSize is the number of keys per transaction. Zero means 64; etcd
 	// allows 128 operations per transaction by default.
 	BatchSize int
@@ -79,9 +121,31 @@ type ImportResult struct {
 	// keys with another value that CreateOnly left alone.
 	Created, Overwritten, Unchanged, Conflicts, Deleted int64
 	DryRun                                              bool
+	// Leased counts the keys of the object that had a lease, and Leases
+	// says what was done with them.
+	Leased int64
+	Leases LeasePolicy
+	// Complete reports whether the object proved it holds every key it was
+	// written with: its end line matched, or its manifest was checked
+	// (Importer.ManifestChecked). A version 1 object read from a stream
+	// without its manifest cannot: keys after a cut would be missing.
+	Complete bool
 	// Changes are the first changes, in key order.
 	Changes []KeyChange
+	// NotWritten is, after an import that failed part-way, the first key
+	// whose change was not committed: every change before it in key order
+	// was (the counts above), none from it on. Nil when the import ended,
+	// or failed before its first write.
+	NotWritten []byte `json:",omitempty"`
 }
+
+// Written returns how many keys the import created, overwrote or deleted.
+func (r *ImportResult) Written() int64 { return r.Created + r.Overwritten + r.Deleted }
+
+// DefaultImportMaxBytes is the largest object Import copies when
+// Importer.MaxBytes is zero: far above etcd's largest database (8 GiB
+// recommended) written as base64 lines.
+const DefaultImportMaxBytes int64 = 16 << 30
 
 // Import reads a keys-json object from r, checks all of it, then writes
 // it. r is copied to a file of mode 0600 under TempDir, so that it can be
@@ -93,8 +157,13 @@ func (im *Importer) Import(ctx context.Context, r io.Reader) (*ImportResult, err
 	}
 	defer os.Remove(f.Name())
 	defer f.Close()
-	if _, err := io.Copy(f, contextReader{ctx, r}); err != nil {
+	limit := cmp.Or(im.MaxBytes, DefaultImportMaxBytes)
+	n, err := io.Copy(f, io.LimitReader(contextReader{ctx, r}, limit+1))
+	if err != nil {
 		return nil, fmt.Errorf("read keys-json: %w", err)
+	}
+	if n > limit {
+		return nil, fmt.Errorf("%w: the object is larger than %d bytes (Importer.MaxBytes)", ErrImport, limit)
 	}
 	return im.ImportFile(ctx, f.Name())
 }
@@ -104,14 +173,23 @@ func (im *Importer) ImportFile(ctx context.Context, path string) (*ImportResult,
 	if err := im.validate(); err != nil {
 		return nil, err
 	}
-	header, err := im.check(ctx, path)
+	header, complete, err := im.check(ctx, path)
 	if err != nil {
 		return nil, err
 	}
-	res := &ImportResult{Revision: header.Revision, DryRun: im.DryRun}
-	targets := im.Mapping.targetPrefixes(header.Prefixes)
+	res := &ImportResult{Revision: header.Revision, DryRun: im.DryRun, Complete: complete || im.ManifestChecked, Leases: im.leases()}
+	targets, err := im.Mapping.Scope(header.Prefixes)
+	if err != nil {
+		return nil, err
+	}
 	if im.DeleteMissing && len(targets) == 0 {
 		return nil, fmt.Errorf("%w: delete-missing needs prefixes: the object holds the whole keyspace", ErrImport)
+	}
+	if im.DeleteMissing && !res.Complete {
+		return nil, fmt.Errorf("%w: delete-missing needs an object that proves it is complete: a version %d object without its manifest may have been cut short", ErrImport, header.Version)
+	}
+	if !res.Complete {
+		im.logger().Warn("the object cannot prove it is complete: keys after a cut would be missing", "version", header.Version)
 	}
 	f, err := os.Open(path)
 	if err != nil {
@@ -140,6 +218,8 @@ func (im *Importer) validate() error {
 		return fmt.Errorf("%w: no client", ErrImport)
 	case im.Mode != "" && im.Mode != CreateOnly && im.Mode != Overwrite:
 		return fmt.Errorf("%w: unknown mode %q (want %s or %s)", ErrImport, im.Mode, CreateOnly, Overwrite)
+	case im.Leases != "" && im.Leases != SkipLeased && im.Leases != WithoutLease:
+		return fmt.Errorf("%w: unknown lease policy %q (want %s or %s)", ErrImport, im.Leases, SkipLeased, WithoutLease)
 	case im.BatchSize < 0 || im.BatchSize > 1024:
 		return fmt.Errorf("%w: batch size %d is outside [1, 1024]", ErrImport, im.BatchSize)
 	}
@@ -147,27 +227,56 @@ func (im *Importer) validate() error {
 }
 
 // check reads the whole object once, through the mapping, so that a
-// broken object fails before anything is written.
-func (im *Importer) check(ctx context.Context, path string) (*backup.KeysJSONHeader, error) {
+// broken object fails before anything is written. complete says its end
+// line proved it complete.
+func (im *Importer) check(ctx context.Context, path string) (_ *backup.KeysJSONHeader, complete bool, _ error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("open keys-json: %w", err)
+		return nil, false, fmt.Errorf("open keys-json: %w", err)
 	}
 	defer f.Close()
-	src, header, err := KeysJSONSource(f, im.Mapping)
+	kr, err := backup.NewKeysJSONReader(f)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
+	header := kr.Header()
+	src := &mappedKeys{r: kr, m: im.Mapping}
+	limit := im.maxRequestBytes()
 	for {
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return nil, false, err
 		}
-		if _, err := src.Next(ctx); err == io.EOF {
-			return header, nil
+		kv, err := src.Next(ctx)
+		if err == io.EOF {
+			return &header, kr.Complete(), nil
 		} else if err != nil {
-			return nil, err
+			return nil, false, err
+		}
+		if n := len(kv.Key) + len(kv.Value) + requestOverhead; n > limit {
+			return nil, false, fmt.Errorf("%w: key %q and its value need a request of %d bytes, more than the target's limit of %d (Importer.MaxRequestBytes)", ErrImport, kv.Key, n, limit)
 		}
 	}
+}
+
+// requestOverhead is what a put request of one key adds to its key and
+// value, in a transaction with its condition: generously rounded up.
+const requestOverhead = 512
+
+// DefaultMaxRequestBytes is etcd's default --max-request-bytes.
+const DefaultMaxRequestBytes = 1536 * 1024
+
+func (im *Importer) maxRequestBytes() int {
+	if im.MaxRequestBytes > 0 {
+		return im.MaxRequestBytes
+	}
+	return DefaultMaxRequestBytes
+}
+
+func (im *Importer) leases() LeasePolicy {
+	if im.Leases == "" {
+		return SkipLeased
+	}
+	return im.Leases
 }
 
 func (im *Importer) logger() *slog.Logger {
@@ -203,6 +312,12 @@ type pendingChange struct {
 func (a *applier) add(x, y *backup.KeyValue) error {
 	if x != nil {
 		a.res.Keys++
+		if x.Lease != 0 {
+			a.res.Leased++
+			if a.res.Leases == SkipLeased {
+				return nil
+			}
+		}
 	}
 	var err error
 	switch {
@@ -217,18 +332,28 @@ func (a *applier) add(x, y *backup.KeyValue) error {
 	case bytes.Equal(x.Value, y.Value):
 		a.res.Unchanged++
 	case a.im.Mode == Overwrite:
+		var opts []clientv3.OpOption
+		if y.Lease != 0 {
+			opts = append(opts, clientv3.WithIgnoreLease()) // the target's own lease stays
+		}
 		err = a.queue(&a.res.Overwritten, KeyChange{Op: "changed", Key: x.Key, Old: y, New: x},
-			clientv3.Compare(clientv3.ModRevision(string(y.Key)), "=", y.ModRevision), clientv3.OpPut(string(x.Key), string(x.Value)))
+			clientv3.Compare(clientv3.ModRevision(string(y.Key)), "=", y.ModRevision), clientv3.OpPut(string(x.Key), string(x.Value), opts...))
 	default:
 		a.res.Conflicts++
 	}
 	if err != nil {
 		return err
 	}
-	if len(a.ops) >= a.batch() || a.bytes >= maxBatchBytes {
+	if len(a.ops) >= a.batch() || a.bytes >= a.batchBytes() {
 		return a.flush(a.ctx)
 	}
 	return nil
+}
+
+// batchBytes bounds the keys and values of one transaction: within the
+// target's request limit.
+func (a *applier) batchBytes() int {
+	return min(maxBatchBytes, a.im.maxRequestBytes())
 }
 
 func (a *applier) batch() int {
@@ -239,7 +364,7 @@ func (a *applier) batch() int {
 }
 
 func (a *applier) queue(count *int64, c KeyChange, cond clientv3.Cmp, op clientv3.Op) error {
-	if a.bytes > 0 && c.New != nil && a.bytes+len(c.Key)+len(c.New.Value) > maxBatchBytes {
+	if a.bytes > 0 && c.New != nil && a.bytes+len(c.Key)+len(c.New.Value)+requestOverhead*(len(a.ops)+1) > a.batchBytes() {
 		if err := a.flush(a.ctx); err != nil {
 			return err
 		}
@@ -264,10 +389,12 @@ func (a *applier) flush(ctx context.Context) error {
 	if !a.im.DryRun {
 		resp, err := a.im.Client.Txn(ctx).If(a.conds...).Then(a.ops...).Commit()
 		if err != nil {
-			return fmt.Errorf("write keys: %w", err)
+			a.res.NotWritten = a.pending[0].change.Key
+			return fmt.Errorf("write keys from %q on (%d keys written before them stay): %w", a.pending[0].change.Key, a.res.Written(), err)
 		}
 		if !resp.Succeeded {
-			return fmt.Errorf("%w: a key among %s.. was changed while the import ran; nothing of this batch was written", ErrConflict, a.pending[0].change.Key)
+			a.res.NotWritten = a.pending[0].change.Key
+			return fmt.Errorf("%w: a key among the %d from %q on was changed while the import ran; none of them was written, the %d keys written before them stay", ErrConflict, len(a.pending), a.pending[0].change.Key, a.res.Written())
 		}
 	}
 	limit := a.im.Examples

@@ -3,6 +3,7 @@ package restore
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -50,14 +51,27 @@ func (m KeyMapping) apply(key []byte) ([]byte, bool) {
 	return append([]byte(m.AddPrefix), rest...), true
 }
 
-// targetPrefixes returns the prefixes, renamed, under which the mapping's
-// keys land: where Importer.DeleteMissing may delete and Diff compares.
-func (m KeyMapping) targetPrefixes(header []string) []string {
-	ps := m.Prefixes
-	if len(ps) == 0 {
-		ps = header
+// ErrScope matches a mapping whose prefixes lie outside those a backup
+// covers: an import or diff of them would read nothing from the backup,
+// and treat every key there as missing from it.
+var ErrScope = errors.New("prefixes outside the backup")
+
+// Scope returns the prefixes, renamed, under which the mapping's keys
+// land, for a backup that covers header (its KeysJSONHeader.Prefixes;
+// none: every key): where Importer.DeleteMissing may delete and Diff
+// compares. It is always within both the mapping's Prefixes and the
+// backup's: a key the backup never held is never in scope. A prefix of
+// the mapping that covers nothing of the backup fails with ErrScope. Nil
+// means the whole keyspace.
+func (m KeyMapping) Scope(header []string) ([]string, error) {
+	ps, err := IntersectPrefixes(m.Prefixes, header)
+	if err != nil {
+		return nil, err
 	}
 	if len(ps) == 0 {
+		if m.StripPrefix == "" {
+			return backup.NormalizePrefixes([]string{m.AddPrefix}), nil
+		}
 		ps = []string{m.StripPrefix}
 	}
 	var out []string
@@ -70,7 +84,40 @@ func (m KeyMapping) targetPrefixes(header []string) []string {
 			out = append(out, m.AddPrefix)
 		}
 	}
-	return backup.NormalizePrefixes(out)
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%w: no key under %q starts with the prefix to strip %q", ErrScope, ps, m.StripPrefix)
+	}
+	return backup.NormalizePrefixes(out), nil
+}
+
+// IntersectPrefixes returns the prefixes of the keys that lie under one
+// of asked and under one of covered, where none means every key. A prefix
+// of asked that shares no key with covered fails with ErrScope: `/a` and
+// `/a/` give `/a/`, never `/ab`.
+func IntersectPrefixes(asked, covered []string) ([]string, error) {
+	asked, covered = backup.NormalizePrefixes(asked), backup.NormalizePrefixes(covered)
+	switch {
+	case len(asked) == 0:
+		return covered, nil
+	case len(covered) == 0:
+		return asked, nil
+	}
+	var out []string
+	for _, a := range asked {
+		n := len(out)
+		for _, c := range covered {
+			switch {
+			case strings.HasPrefix(a, c):
+				out = append(out, a)
+			case strings.HasPrefix(c, a):
+				out = append(out, c)
+			}
+		}
+		if len(out) == n {
+			return nil, fmt.Errorf("%w: %q is outside the backup's prefixes %q", ErrScope, a, covered)
+		}
+	}
+	return backup.NormalizePrefixes(out), nil
 }
 
 // mappedKeys is a KeySource over a keys-json object through a mapping.

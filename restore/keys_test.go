@@ -74,6 +74,9 @@ func readScript(t *testing.T, raw []byte) (map[string]any, map[string][]byte) {
 	require.NoError(t, json.Unmarshal(sc.Bytes(), &header))
 	values := map[string][]byte{}
 	for sc.Scan() {
+		if bytes.HasPrefix(sc.Bytes(), []byte(`{"end":`)) {
+			break // the end line, last
+		}
 		var kv struct {
 			Key, Value string
 		}

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 
@@ -207,8 +208,9 @@ type RestoredMember struct {
 // directory, which has no trailer.
 //
 // The restore is done in a temporary directory next to m.DataDir, which is
-// renamed to m.DataDir at the end: a failure leaves no data directory
-// behind. A data directory that exists and is not empty is refused with
+// renamed to m.DataDir at the end, or whose entries move into m.DataDir
+// when it is an existing empty directory (a mount point keeps its owner
+// and mode): a failure leaves no data behind. A data directory that exists and is not empty is refused with
 // ErrTargetExists.
 func (r *Restorer) RestoreFile(ctx context.Context, snapshotPath string, m Member) (*RestoredMember, error) {
 	if err := r.Validate(); err != nil {
@@ -360,11 +362,10 @@ func (r *Restorer) restoreMembers(ctx context.Context, o *operation, snapshotPat
 			return nil, err
 		}
 	}
-
-	type staged struct {
-		work, dir string
-		existed   bool
+	if err := checkDatabase(ctx, snapshotPath); err != nil {
+		return nil, err
 	}
+
 	var all []staged
 	defer func() {
 		for _, s := range all {
@@ -392,35 +393,26 @@ func (r *Restorer) restoreMembers(ctx context.Context, o *operation, snapshotPat
 		return nil, err
 	}
 
-	// Every member is restored: move them into place. An empty data
-	// directory is removed first (os.Rename does not replace directories);
-	// one that filled up meanwhile makes the removal fail.
+	// Every member is restored: move them into place. Into an empty data
+	// directory that exists (a mount point, a volume), the restored
+	// entries move one by one, so that the directory keeps its owner and
+	// mode and a mount point is never removed; one that filled up
+	// meanwhile is refused.
 	rollback := func(done []staged) {
 		for _, d := range done {
-			_ = os.RemoveAll(d.dir)
-			if d.existed {
-				_ = os.Mkdir(d.dir, 0o700)
+			if !d.existed {
+				_ = os.RemoveAll(d.dir)
+				continue
+			}
+			for _, name := range d.moved {
+				_ = os.RemoveAll(filepath.Join(d.dir, name))
 			}
 		}
 	}
 	for i := range all {
-		s := &all[i]
-		if _, err := os.Lstat(s.dir); err == nil {
-			s.existed = true
-			if err := os.Remove(s.dir); err != nil {
-				rollback(all[:i])
-				return nil, fmt.Errorf("%w: data directory %s is not empty", ErrTargetExists, s.dir)
-			}
-		}
-		if err := os.Rename(filepath.Join(s.work, "data"), s.dir); err != nil {
-			if s.existed {
-				_ = os.Mkdir(s.dir, 0o700)
-			}
-			rollback(all[:i])
-			if errors.Is(err, fs.ErrExist) {
-				return nil, fmt.Errorf("%w: data directory %s appeared during the restore", ErrTargetExists, s.dir)
-			}
-			return nil, fmt.Errorf("move restored data directory into place: %w", err)
+		if err := moveIntoPlace(&all[i]); err != nil {
+			rollback(all[:i+1])
+			return nil, err
 		}
 	}
 	for _, s := range all {
@@ -437,15 +429,62 @@ func (r *Restorer) restoreMembers(ctx context.Context, o *operation, snapshotPat
 	return out, nil
 }
 
+// staged is a member's data directory restored into work, to be moved to
+// dir; existed says dir was an empty directory, and moved lists the
+// entries moved into it.
+type staged struct {
+	work, dir string
+	existed   bool
+	moved     []string
+}
+
+// moveIntoPlace moves the restored data directory of s to s.dir: renamed
+// there when s.dir does not exist, its entries moved in when it is an
+// empty directory.
+func moveIntoPlace(s *staged) error {
+	src := filepath.Join(s.work, "data")
+	if _, err := os.Lstat(s.dir); err != nil {
+		if err := os.Rename(src, s.dir); err != nil {
+			if errors.Is(err, fs.ErrExist) {
+				return fmt.Errorf("%w: data directory %s appeared during the restore", ErrTargetExists, s.dir)
+			}
+			return fmt.Errorf("move restored data directory into place: %w", err)
+		}
+		return nil
+	}
+	s.existed = true
+	if err := checkDataDir(s.dir); err != nil {
+		return err
+	}
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		return fmt.Errorf("read restored data directory: %w", err)
+	}
+	for _, e := range entries {
+		target := filepath.Join(s.dir, e.Name())
+		if _, err := os.Lstat(target); err == nil {
+			return fmt.Errorf("%w: %s appeared during the restore", ErrTargetExists, target)
+		}
+		if err := os.Rename(filepath.Join(src, e.Name()), target); err != nil {
+			return fmt.Errorf("move restored data into %s: %w", s.dir, err)
+		}
+		s.moved = append(s.moved, e.Name())
+	}
+	return syncDir(s.dir)
+}
+
 // restoreOne runs etcd's restore of m into dataDir.
 func (r *Restorer) restoreOne(snapshotPath string, m Member, dataDir string) (_ RestoredMember, err error) {
 	// etcd's restore panics (through zap's Panic) on a database it cannot
 	// open, which a file whose trailer matches can still be: a snapshot of
-	// something else. Its deferred closes run while the panic unwinds, so
-	// turning it into an error leaks nothing.
+	// something else. checkDatabase refused what would panic on etcd's own
+	// goroutines; what is left panics here, on this one. Its deferred
+	// closes run while the panic unwinds, so turning it into an error
+	// leaks nothing.
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("etcd restore: %v", p)
+			err = fmt.Errorf("%w: etcd restore: %v", ErrIntegrity, p)
 		}
 	}()
 	lg := zapslog.New(r.Logger)

@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/debug"
+	"slices"
 	"strconv"
 	"time"
 
@@ -37,15 +39,14 @@ func (r *Restorer) SnapshotKeys(ctx context.Context, b Backup, prefixes []string
 	if _, err := r.Fetch(ctx, b, path); err != nil {
 		return nil, 0, err
 	}
-	cfg := backend.DefaultBackendConfig(zap.NewNop())
-	cfg.Path, cfg.UnsafeNoFsync = path, true
-	be := backend.New(cfg)
-	defer be.Close()
-	le := lease.NewLessor(zap.NewNop(), be, nil, lease.LessorConfig{MinLeaseTTL: 1})
-	defer le.Stop()
-	kv := mvcc.NewStore(zap.NewNop(), be, le, mvcc.StoreConfig{})
-	defer kv.Close()
-
+	if err := checkDatabase(ctx, path); err != nil {
+		return nil, 0, err
+	}
+	kv, closeStore, err := openStore(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer closeStore()
 	created := r.now().UTC()
 	if b.Manifest != nil {
 		created = b.Manifest.Created
@@ -65,13 +66,44 @@ func (r *Restorer) SnapshotKeys(ctx context.Context, b Backup, prefixes []string
 	if err := writeStoreKeys(ctx, kv, h, kw); err != nil {
 		return nil, kw.Keys(), err
 	}
-	return &h, kw.Keys(), kw.Flush()
+	return &h, kw.Keys(), kw.Close()
+}
+
+// openStore opens the mvcc store of the database at path, which
+// checkDatabase accepted. etcd's storage panics (zap's Panic) on what it
+// cannot read: that becomes an error matching ErrIntegrity.
+func openStore(path string) (_ mvcc.KV, closeStore func(), err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	var closers []func()
+	closeStore = func() {
+		for _, c := range slices.Backward(closers) {
+			c()
+		}
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			closeStore()
+			err = fmt.Errorf("%w: open database %s: %v", ErrIntegrity, path, p)
+		}
+	}()
+	cfg := backend.DefaultBackendConfig(zap.NewNop())
+	cfg.Path, cfg.UnsafeNoFsync = path, true
+	be := backend.New(cfg)
+	closers = append(closers, func() { be.Close() })
+	le := lease.NewLessor(zap.NewNop(), be, nil, lease.LessorConfig{MinLeaseTTL: 1})
+	closers = append(closers, le.Stop)
+	kv := mvcc.NewStore(zap.NewNop(), be, le, mvcc.StoreConfig{})
+	closers = append(closers, func() { kv.Close() })
+	return kv, closeStore, nil
 }
 
 // writeStoreKeys writes the keys of kv under h's prefixes at h's revision,
 // a page at a time.
 func writeStoreKeys(ctx context.Context, kv mvcc.KV, h backup.KeysJSONHeader, kw *backup.KeysJSONWriter) error {
-	ranges := [][2]string{{"\x00", "\x00"}}
+	// Every key: an empty range end that is not nil, as etcd's server
+	// turns a client's "\x00" into (a "\x00" end would end before the
+	// first key, and a nil one read a single key).
+	ranges := [][2]string{{"\x00", ""}}
 	if len(h.Prefixes) > 0 {
 		ranges = nil
 		for _, p := range h.Prefixes {
@@ -84,7 +116,7 @@ func writeStoreKeys(ctx context.Context, kv mvcc.KV, h backup.KeysJSONHeader, kw
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			res, err := kv.Range(ctx, []byte(key), []byte(rg[1]), mvcc.RangeOptions{Limit: 1000, Rev: h.Revision})
+			res, err := kv.Range(ctx, []byte(key), append([]byte{}, rg[1]...), mvcc.RangeOptions{Limit: 1000, Rev: h.Revision})
 			if err != nil {
 				return fmt.Errorf("read snapshot keys: %w", err)
 			}

@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/etcdbackup/etcdbackup/backup"
 	"github.com/etcdbackup/etcdbackup/destination"
 	"github.com/etcdbackup/etcdbackup/restore"
@@ -36,6 +38,7 @@ func runExport(ctx context.Context, s *streams, args []string) error {
 	fs.Var(&prefixes, "prefix", "export only the keys under this `prefix`; repeatable (default: every key)")
 	fs.StringVar(&name, "name", "export", "backup `name`: the ID is CLUSTER-NAME-TIMESTAMP")
 	fs.BoolVar(&quiet, "quiet", false, "print no progress")
+	maxRaw := registerMaxRawSize(fs)
 	if err := fs.parse(s, args); err != nil {
 		return err
 	}
@@ -81,6 +84,9 @@ func runExport(ctx context.Context, s *streams, args []string) error {
 			if err != nil {
 				return err
 			}
+			if r.MaxRawSize, err = maxRaw(); err != nil {
+				return err
+			}
 			b, err := sel.find(ctx, []restore.Source{{Name: d.Name(), Catalog: d}}, dest.cluster)
 			if err != nil {
 				return err
@@ -99,6 +105,19 @@ func runExport(ctx context.Context, s *streams, args []string) error {
 		return fs.emit(s.stdout, saveOutput(res), func(w io.Writer) error { _, err := fmt.Fprintln(w, res.ID); return err })
 	}
 	return nil
+}
+
+// registerMaxRawSize adds --max-raw-size, the bound of
+// restore.Restorer.MaxRawSize, and returns its value once parsed.
+func registerMaxRawSize(fs *flagSet) func() (int64, error) {
+	n := byteSize(restore.DefaultMaxRawSize)
+	fs.Var(&n, "max-raw-size", "refuse a backup that decodes to more than `SIZE` bytes (KiB, MiB, GiB; its manifest's raw size bounds it too)")
+	return func() (int64, error) {
+		if n <= 0 {
+			return 0, usagef("--max-raw-size %d: want a positive size", n)
+		}
+		return int64(n), nil
+	}
 }
 
 // streamUploader writes the stored bytes to a pipe. A stream has no
@@ -133,10 +152,18 @@ func runImport(ctx context.Context, s *streams, args []string) error {
 	fs.StringVar(&im.Mapping.StripPrefix, "strip-prefix", "", "remove this `prefix` from every imported key")
 	fs.StringVar(&im.Mapping.AddPrefix, "add-prefix", "", "put this `prefix` before every imported key")
 	fs.BoolVar(&im.DeleteMissing, "delete-missing", false, "delete the keys under the imported prefixes that the backup does not hold")
+	fs.StringVar((*string)(&im.Leases), "leases", string(restore.SkipLeased), "keys that had a lease in the source: skip them, or import them without-lease (they never expire)")
 	fs.StringVar(&tempDir, "temp-dir", "", "`directory` for the verified copy of the backup (default: the system's)")
+	maxBytes, maxRequest := byteSize(restore.DefaultImportMaxBytes), byteSize(restore.DefaultMaxRequestBytes)
+	fs.Var(&maxBytes, "max-bytes", "refuse a backup that decodes to more than `SIZE` bytes (KiB, MiB, GiB)")
+	fs.Var(&maxRequest, "max-request-bytes", "the target etcd's --max-request-bytes `SIZE`: a larger key is refused before anything is written")
 	if err := fs.parse(s, args); err != nil {
 		return err
 	}
+	if maxBytes <= 0 || maxRequest <= 0 || maxRequest > 1<<31 {
+		return usagef("--max-bytes and --max-request-bytes take a positive size")
+	}
+	im.MaxBytes, im.MaxRequestBytes = int64(maxBytes), int(maxRequest)
 	s.memoryBudget(defaultMemory) // an import's memory is that of a backup's download at the default budget
 	if err := etcd.validate(); err != nil {
 		return err
@@ -153,11 +180,16 @@ func runImport(ctx context.Context, s *streams, args []string) error {
 	if im.Mode != restore.CreateOnly && im.Mode != restore.Overwrite {
 		return usagef("--mode %q: want create-only or overwrite", mode)
 	}
+	if im.Leases != restore.SkipLeased && im.Leases != restore.WithoutLease {
+		return usagef("--leases %q: want skip or without-lease", im.Leases)
+	}
 	sel.quiet = true
 	r, err := sel.restorer(s, fs)
 	if err != nil {
 		return err
 	}
+	// A backup decodes to at most what an import would copy of a stream.
+	r.MaxRawSize = im.MaxBytes
 	cli, err := etcd.client()
 	if err != nil {
 		return err
@@ -167,19 +199,22 @@ func runImport(ctx context.Context, s *streams, args []string) error {
 
 	var res *restore.ImportResult
 	if from == "-" {
-		dec, err := restore.DecodeStream(s.stdin, r.Identities)
-		if err != nil {
-			return err
+		dec, derr := restore.DecodeStream(s.stdin, r.Identities)
+		if derr != nil {
+			return derr
 		}
 		defer dec.Close()
 		res, err = im.Import(ctx, dec)
-		if err != nil {
-			return importError(err)
-		}
 	} else {
-		if res, err = importBackup(ctx, s, fs, &dest, &sel, r, &im, tempDir); err != nil {
-			return importError(err)
+		res, err = importBackup(ctx, s, fs, &dest, &sel, r, &im, tempDir)
+	}
+	if err != nil {
+		if res != nil && res.NotWritten != nil {
+			// Part of the import was committed: say how much, on stdout
+			// as a result, since the keys are in etcd now.
+			_ = fs.emit(s.stdout, res, func(w io.Writer) error { printImport(w, res); return nil })
 		}
+		return importError(err)
 	}
 	return fs.emit(s.stdout, res, func(w io.Writer) error { printImport(w, res); return nil })
 }
@@ -207,16 +242,22 @@ func importBackup(ctx context.Context, s *streams, fs *flagSet, dest *destinatio
 	}
 	defer os.RemoveAll(dir)
 	path := filepath.Join(dir, "keys.jsonl")
-	if _, err := r.Fetch(ctx, b, path); err != nil {
+	fetched, err := r.Fetch(ctx, b, path)
+	if err != nil {
 		return nil, err
 	}
+	im.ManifestChecked = fetched.ManifestChecked
 	return im.ImportFile(ctx, path)
 }
 
 // importError makes a broken keys-json object or an import that may not
-// run as asked an invalid-input error.
+// run as asked an invalid-input error. A broken object matches
+// restore.ErrIntegrity too, as a damaged snapshot does.
 func importError(err error) error {
-	if errors.Is(err, backup.ErrKeysJSON) || errors.Is(err, restore.ErrImport) {
+	switch {
+	case errors.Is(err, backup.ErrKeysJSON) && !errors.Is(err, restore.ErrIntegrity):
+		return invalidInput(fmt.Errorf("%w: %w", restore.ErrIntegrity, err))
+	case errors.Is(err, backup.ErrKeysJSON), errors.Is(err, restore.ErrImport), errors.Is(err, restore.ErrScope):
 		return invalidInput(err)
 	}
 	return err
@@ -224,11 +265,24 @@ func importError(err error) error {
 
 func printImport(w io.Writer, r *restore.ImportResult) {
 	verb := "imported"
-	if r.DryRun {
+	switch {
+	case r.DryRun:
 		verb = "would import (dry run)"
+	case r.NotWritten != nil:
+		verb = "stopped part-way, having imported"
 	}
 	fmt.Fprintf(w, "%s %d keys read at revision %d: %d created, %d overwritten, %d unchanged, %d left as they were (create-only), %d deleted\n",
 		verb, r.Keys, r.Revision, r.Created, r.Overwritten, r.Unchanged, r.Conflicts, r.Deleted)
+	if r.NotWritten != nil {
+		fmt.Fprintf(w, "  %d keys were written; from %q on, nothing was\n", r.Written(), r.NotWritten)
+	}
+	if r.Leased > 0 {
+		fmt.Fprintf(w, "  %d keys had a lease in the source: %s\n", r.Leased, map[restore.LeasePolicy]string{
+			restore.SkipLeased: "skipped (--leases=skip)", restore.WithoutLease: "imported without a lease (--leases=without-lease)"}[r.Leases])
+	}
+	if !r.Complete {
+		fmt.Fprintf(w, "  the backup cannot prove it is complete (a version 1 object without its manifest): keys after a cut would be missing\n")
+	}
 	for _, c := range r.Changes {
 		fmt.Fprintf(w, "  %s %q\n", c.Op, c.Key)
 	}
@@ -248,6 +302,7 @@ func runDiff(ctx context.Context, s *streams, args []string) error {
 	sel.register(fs)
 	fs.StringVar(&against, "against", "", "compare with this other keys-json backup `ID` instead of a live etcd")
 	fs.Var(&prefixes, "prefix", "compare only the keys under this `prefix`; repeatable (default: the backup's)")
+	maxRaw := registerMaxRawSize(fs)
 	if err := fs.parse(s, args); err != nil {
 		return err
 	}
@@ -262,6 +317,9 @@ func runDiff(ctx context.Context, s *streams, args []string) error {
 	if err != nil {
 		return err
 	}
+	if r.MaxRawSize, err = maxRaw(); err != nil {
+		return err
+	}
 	reg, d, err := openDestination(ctx, &dest, destination.Options{Logger: fs.logger(s)})
 	if err != nil {
 		return err
@@ -273,26 +331,19 @@ func runDiff(ctx context.Context, s *streams, args []string) error {
 	}
 	defer os.RemoveAll(dir)
 	sources := []restore.Source{{Name: d.Name(), Catalog: d}}
-	from, header, err := fetchKeys(ctx, r, sources, dest.cluster, sel.backup, filepath.Join(dir, "from.jsonl"), prefixes)
-	if err != nil {
-		return err
+	var cli *clientv3.Client
+	defer func() {
+		if cli != nil {
+			cli.Close()
+		}
+	}()
+	client := func() (c *clientv3.Client, err error) {
+		cli, err = etcd.client()
+		return cli, err
 	}
-	var to restore.KeySource
-	if against != "" {
-		if to, _, err = fetchKeys(ctx, r, sources, dest.cluster, against, filepath.Join(dir, "to.jsonl"), prefixes); err != nil {
-			return err
-		}
-	} else {
-		cli, err := etcd.client()
-		if err != nil {
-			return err
-		}
-		defer cli.Close()
-		scope := []string(prefixes)
-		if len(scope) == 0 {
-			scope = header.Prefixes
-		}
-		to = restore.NewEtcdKeys(cli, scope)
+	from, to, err := diffSources(ctx, r, sources, dest.cluster, sel.backup, against, dir, prefixes, client)
+	if err != nil {
+		return importError(err)
 	}
 	n := 0
 	var changes []diffChange
@@ -325,10 +376,62 @@ type diffChange struct {
 	Key string `json:"key"`
 }
 
-// fetchKeys fetches and verifies backup id into path as keys-json, and
-// opens it as a KeySource limited to prefixes: a keys-json backup as it
-// is, a snapshot turned into keys-json offline.
-func fetchKeys(ctx context.Context, r *restore.Restorer, sources []restore.Source, cluster, id, path string, prefixes []string) (restore.KeySource, *backup.KeysJSONHeader, error) {
+// diffSources opens the two sides of a diff: backup id, and the backup
+// against or, without it, the live etcd. Both are read within the same
+// scope, the prefixes asked for within those both sides cover, so that a
+// key one side never read is not reported as added or removed.
+func diffSources(ctx context.Context, r *restore.Restorer, sources []restore.Source, cluster, id, against, dir string,
+	prefixes []string, client func() (*clientv3.Client, error)) (from, to restore.KeySource, err error) {
+	fromPath := filepath.Join(dir, "from.jsonl")
+	header, err := fetchKeys(ctx, r, sources, cluster, id, fromPath, prefixes)
+	if err != nil {
+		return nil, nil, err
+	}
+	scope, err := restore.KeyMapping{Prefixes: prefixes}.Scope(header.Prefixes)
+	if err != nil {
+		return nil, nil, err
+	}
+	if against != "" {
+		toPath := filepath.Join(dir, "to.jsonl")
+		other, err := fetchKeys(ctx, r, sources, cluster, against, toPath, scope)
+		if err != nil {
+			return nil, nil, err
+		}
+		if scope, err = (restore.KeyMapping{Prefixes: scope}).Scope(other.Prefixes); err != nil {
+			return nil, nil, err
+		}
+		if to, err = openKeys(toPath, scope); err != nil {
+			return nil, nil, err
+		}
+	} else {
+		cli, err := client()
+		if err != nil {
+			return nil, nil, err
+		}
+		to = restore.NewEtcdKeys(cli, scope)
+	}
+	if from, err = openKeys(fromPath, scope); err != nil {
+		return nil, nil, err
+	}
+	return from, to, nil
+}
+
+// openKeys opens the keys-json file at path as a KeySource of the keys
+// under scope. The file is removed with its directory when the command
+// ends.
+func openKeys(path string, scope []string) (restore.KeySource, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	src, _, err := restore.KeysJSONSource(f, restore.KeyMapping{Prefixes: scope})
+	return src, err
+}
+
+// fetchKeys fetches and verifies backup id into path as keys-json and
+// returns its header: a keys-json backup as it is, a snapshot turned into
+// keys-json of prefixes offline.
+func fetchKeys(ctx context.Context, r *restore.Restorer, sources []restore.Source, cluster, id, path string, prefixes []string) (*backup.KeysJSONHeader, error) {
 	q := restore.Query{Cluster: cluster, Kind: backup.KindKeysJSON}
 	if id != "latest" {
 		q.ID = id
@@ -337,25 +440,30 @@ func fetchKeys(ctx context.Context, r *restore.Restorer, sources []restore.Sourc
 	switch {
 	case err == nil:
 		if _, err := r.Fetch(ctx, b, path); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 	case id != "latest" && (errors.Is(err, restore.ErrNoBackup) || errors.Is(err, restore.ErrNotRestorable)):
 		q.Kind = ""
 		if b, err = restore.Find(ctx, sources, q); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		if err := snapshotKeysFile(ctx, r, b, prefixes, path); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 	default:
-		return nil, nil, err
+		return nil, err
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	// The file is removed with its directory when the command ends.
-	return restore.KeysJSONSource(f, restore.KeyMapping{Prefixes: prefixes})
+	defer f.Close()
+	kr, err := backup.NewKeysJSONReader(f)
+	if err != nil {
+		return nil, err
+	}
+	h := kr.Header()
+	return &h, nil
 }
 
 func snapshotKeysFile(ctx context.Context, r *restore.Restorer, b restore.Backup, prefixes []string, path string) error {

@@ -61,6 +61,9 @@ func TestLogicalBackups(t *testing.T) {
 	require.NoError(t, err)
 	r = tr.ok("diff", from, dest, "--cluster=prod", "--backup="+id)
 	require.Equal(t, "removed \"/registry/configmaps/ns-a/k07\"\n", r.stdout)
+	r = tr.ok("diff", from, dest, "--cluster=prod", "--backup="+id, "--prefix=/registry/")
+	require.Equal(t, "removed \"/registry/configmaps/ns-a/k07\"\n", r.stdout, "keys the export never read are not added")
+	tr.fails(exitUsage, "diff", from, dest, "--cluster=prod", "--backup="+id, "--prefix=/registry/secrets/")
 
 	// An encrypted export through a pipe, into an import from stdin.
 	identity, err := age.GenerateX25519Identity()
@@ -77,6 +80,10 @@ func TestLogicalBackups(t *testing.T) {
 	damaged := strings.Replace(plain.stdout, `"key":"`, `"key":"%`, 3)
 	bad := tr.run(damaged, "import", to, "--from=-")
 	require.Equal(t, exitUsage, bad.code, bad.String())
+	requireKeys(t, dc, "/registry/namespaces/", 0)
+	small := tr.run(plain.stdout, "import", to, "--from=-", "--max-bytes=1KiB")
+	require.Equal(t, exitUsage, small.code, small.String())
+	require.Contains(t, small.stderr, "larger than 1024 bytes")
 	requireKeys(t, dc, "/registry/namespaces/", 0)
 
 	// Every old snapshot can serve a prefix restore: a save, turned into

@@ -41,6 +41,7 @@ func runRestore(ctx context.Context, s *streams, args []string) error {
 	fs.Int64Var(&toRevision, "to-revision", 0, "restore the cluster as it was at store revision `N`, from a full backup and its delta segments")
 	fs.StringVar(&toTime, "to-time", "", "restore the last revision received at or before `TIME` (RFC 3339)")
 	fs.StringVar(&from, "from", "", "read the stored snapshot from stdin (-), as save --destination=- wrote it, instead of a destination")
+	maxRaw := registerMaxRawSize(fs)
 	if err := fs.parse(s, args); err != nil {
 		return err
 	}
@@ -88,6 +89,9 @@ func runRestore(ctx context.Context, s *streams, args []string) error {
 	}
 	r, err := sel.restorer(s, fs)
 	if err != nil {
+		return err
+	}
+	if r.MaxRawSize, err = maxRaw(); err != nil {
 		return err
 	}
 	if from == "-" {
@@ -138,9 +142,15 @@ func restoreStream(ctx context.Context, s *streams, fs *flagSet, r *restore.Rest
 	}
 	defer os.Remove(f.Name())
 	defer f.Close()
-	tr := backup.VerifyTrailer(dec)
-	if _, err := io.Copy(f, tr); err != nil {
+	// No manifest bounds the stream: --max-raw-size does.
+	limit := r.RawLimit(0)
+	tr := backup.VerifyTrailer(io.LimitReader(dec, limit+1))
+	n, err := io.Copy(f, tr)
+	if err != nil {
 		return fmt.Errorf("read snapshot from stdin: %w", err)
+	}
+	if n > limit {
+		return fmt.Errorf("%w: the snapshot on stdin decodes to more than %d bytes (--max-raw-size)", restore.ErrIntegrity, limit)
 	}
 	m, err := r.RestoreFile(ctx, f.Name(), member)
 	if err != nil {
