@@ -1,0 +1,121 @@
+package blob_test
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	gcblob "gocloud.dev/blob"
+	"gocloud.dev/blob/fileblob"
+
+	"github.com/etcdbackup/etcdbackup/storage"
+	"github.com/etcdbackup/etcdbackup/storage/blob"
+)
+
+// openFile opens dir as a file:// bucket with the given prefix, as
+// destinations open it.
+func openFile(t *testing.T, dir, prefix string) *blob.Bucket {
+	t.Helper()
+	mux := new(gcblob.URLMux)
+	mux.RegisterBucket(fileblob.Scheme, &fileblob.URLOpener{Options: fileblob.Options{NoTempDir: true}})
+	u := "file://" + filepath.ToSlash(dir)
+	if prefix != "" {
+		u += "?prefix=" + prefix
+	}
+	b, err := blob.Open(t.Context(), mux, u, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = b.Close() })
+	return b
+}
+
+// syncRecord is one sync of a put, with what the key's name showed when
+// it happened.
+type syncRecord struct {
+	kind, path   string
+	named, attrs bool // the object's file and its ".attrs" file existed
+}
+
+// TestFileSyncOrder records every sync a put on a file:// bucket makes and
+// what was visible at each: the data is synced before it has its name,
+// the attributes before they have theirs, and the directories from the
+// key's up to the bucket's once both have. Removing any of the syncs, or
+// moving one across a link or rename, fails it.
+func TestFileSyncOrder(t *testing.T) {
+	puts := map[string]func(b *blob.Bucket, key, body string) error{
+		"Put": func(b *blob.Bucket, key, body string) error {
+			return b.Put(t.Context(), key, strings.NewReader(body), &storage.PutOptions{Metadata: map[string]string{"run": "r1"}})
+		},
+		"PutIfAbsent": func(b *blob.Bucket, key, body string) error {
+			return b.PutIfAbsent(t.Context(), key, strings.NewReader(body), &storage.PutOptions{Metadata: map[string]string{"run": "r1"}})
+		},
+	}
+	for name, put := range puts {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			b := openFile(t, dir, "seed/")
+			final := filepath.Join(dir, "seed", "prod", "day", "obj")
+			var got []syncRecord
+			blob.OnSync(b, func(kind, path string) error {
+				_, err := os.Stat(final)
+				_, aerr := os.Stat(final + ".attrs")
+				got = append(got, syncRecord{kind: kind, path: path, named: err == nil, attrs: aerr == nil})
+				return nil
+			})
+			require.NoError(t, put(b, "prod/day/obj", "data"))
+
+			tmp := `^` + regexp.QuoteMeta(final) + `\.[0-9a-f]{16}\.tmp`
+			want := []struct {
+				kind, path   string
+				named, attrs bool
+			}{
+				{"data", tmp + `\.[0-9a-f]+\.tmp$`, false, false},
+				{"attrs", tmp + `\.attrs$`, false, false},
+				{"dir", `^` + regexp.QuoteMeta(filepath.Dir(final)) + `$`, true, true},
+				{"dir", `^` + regexp.QuoteMeta(filepath.Join(dir, "seed", "prod")) + `$`, true, true},
+				{"dir", `^` + regexp.QuoteMeta(filepath.Join(dir, "seed")) + `$`, true, true},
+				{"dir", `^` + regexp.QuoteMeta(dir) + `$`, true, true},
+			}
+			require.Len(t, got, len(want), "syncs: %+v", got)
+			for i, w := range want {
+				assert.Equal(t, w.kind, got[i].kind, "sync %d", i)
+				assert.Regexp(t, w.path, got[i].path, "sync %d", i)
+				assert.Equal(t, w.named, got[i].named, "sync %d (%s): object named", i, w.kind)
+				assert.Equal(t, w.attrs, got[i].attrs, "sync %d (%s): attributes named", i, w.kind)
+			}
+			info, err := b.Stat(t.Context(), "prod/day/obj")
+			require.NoError(t, err)
+			assert.Equal(t, "r1", info.Metadata["run"])
+			assert.ElementsMatch(t, []string{"seed/prod/day/obj", "seed/prod/day/obj.attrs"}, filesUnder(t, dir), "temporary files left")
+		})
+	}
+}
+
+// TestFileDirSyncUnsupported: on a file system that cannot sync a
+// directory the put fails with an error that says so, and leaves no
+// object and no temporary file.
+func TestFileDirSyncUnsupported(t *testing.T) {
+	dir := t.TempDir()
+	b := openFile(t, dir, "")
+	blob.OnSync(b, func(kind, _ string) error {
+		if kind == "dir" {
+			return syscall.EINVAL
+		}
+		return nil
+	})
+	for _, exclusive := range []bool{false, true} {
+		var err error
+		if exclusive {
+			err = b.PutIfAbsent(t.Context(), "c/obj", strings.NewReader("data"), nil)
+		} else {
+			err = b.Put(t.Context(), "c/obj", strings.NewReader("data"), nil)
+		}
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "cannot sync a directory")
+		assert.Empty(t, filesUnder(t, dir))
+	}
+}
