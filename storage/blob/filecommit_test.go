@@ -1,6 +1,8 @@
 package blob_test
 
 import (
+	"bytes"
+	"crypto/rand"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -13,6 +15,7 @@ import (
 	gcblob "gocloud.dev/blob"
 	"gocloud.dev/blob/fileblob"
 
+	"github.com/etcdbackup/etcdbackup/internal/smallfs"
 	"github.com/etcdbackup/etcdbackup/storage"
 	"github.com/etcdbackup/etcdbackup/storage/blob"
 )
@@ -117,5 +120,40 @@ func TestFileDirSyncUnsupported(t *testing.T) {
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "cannot sync a directory")
 		assert.Empty(t, filesUnder(t, dir))
+	}
+}
+
+// TestFileNoSpace fills a real 1 MiB file system beside a file://
+// destination: a put that does not fit fails with storage.ErrNoSpace and
+// a message that says so, leaves nothing visible and no temporary file,
+// and the same put succeeds once space is freed.
+func TestFileNoSpace(t *testing.T) {
+	fsDir := smallfs.Tmpfs(t, 1<<20)
+	dir := filepath.Join(fsDir, "backups")
+	require.NoError(t, os.Mkdir(dir, 0o700))
+	b := openFile(t, dir, "")
+	putString(t, b, "keep", "x")
+	before := filesUnder(t, dir)
+	body := make([]byte, 512<<10)
+	_, _ = rand.Read(body)
+
+	for _, exclusive := range []bool{false, true} {
+		put := func() error {
+			if exclusive {
+				return b.PutIfAbsent(t.Context(), "c/big", bytes.NewReader(body), nil)
+			}
+			return b.Put(t.Context(), "c/big", bytes.NewReader(body), nil)
+		}
+		filler := smallfs.Fill(t, fsDir, "filler", 640<<10)
+		err := put()
+		require.ErrorIs(t, err, storage.ErrNoSpace, "exclusive=%v", exclusive)
+		assert.Contains(t, err.Error(), "no space")
+		assert.Equal(t, []string{"keep"}, listKeys(t, b, ""))
+		assert.Equal(t, before, filesUnder(t, dir), "files left behind")
+
+		require.NoError(t, os.Remove(filler))
+		require.NoError(t, put(), "exclusive=%v", exclusive)
+		assert.Equal(t, string(body), getString(t, b, "c/big"))
+		require.NoError(t, b.Delete(t.Context(), "c/big"))
 	}
 }
