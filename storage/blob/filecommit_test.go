@@ -15,6 +15,7 @@ import (
 	gcblob "gocloud.dev/blob"
 	"gocloud.dev/blob/fileblob"
 
+	"github.com/etcdbackup/etcdbackup/internal/miniotest"
 	"github.com/etcdbackup/etcdbackup/internal/smallfs"
 	"github.com/etcdbackup/etcdbackup/storage"
 	"github.com/etcdbackup/etcdbackup/storage/blob"
@@ -156,4 +157,18 @@ func TestFileNoSpace(t *testing.T) {
 		assert.Equal(t, string(body), getString(t, b, "c/big"))
 		require.NoError(t, b.Delete(t.Context(), "c/big"))
 	}
+}
+
+// TestS3NoSpace: a MinIO on a full 32 MiB file system refuses an s3blob
+// put, which fails with storage.ErrNoSpace and leaves no object.
+func TestS3NoSpace(t *testing.T) {
+	fsDir := smallfs.Tmpfs(t, 32<<20)
+	data := filepath.Join(fsDir, "data")
+	require.NoError(t, os.Mkdir(data, 0o700))
+	f := newS3Fixture(t, miniotest.StartIn(t, data), nil)
+	smallfs.FillTo(t, fsDir, "filler", 1<<20)
+	err := f.bucket.Put(t.Context(), "big", bytes.NewReader(make([]byte, 4<<20)), nil)
+	require.ErrorIs(t, err, storage.ErrNoSpace)
+	_, err = f.bucket.Stat(t.Context(), "big")
+	require.ErrorIs(t, err, storage.ErrNotFound)
 }
