@@ -8,6 +8,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/etcdbackup/etcdbackup/internal/faultpoint"
 	"github.com/etcdbackup/etcdbackup/storage"
 )
 
@@ -81,7 +82,10 @@ func (u *BucketUploader) Upload(ctx context.Context, m *Manifest, r io.Reader) e
 	if m.Run != "" {
 		md[MetadataRun] = m.Run
 	}
-	err := storage.PutIfAbsent(ctx, u.Bucket, key, r, &storage.PutOptions{Metadata: md})
+	err := storage.PutIfAbsent(ctx, u.Bucket, key, faultpoint.Reader("upload-streaming", r), &storage.PutOptions{Metadata: md})
+	if err == nil {
+		faultpoint.Hit("data-stored")
+	}
 	if errors.Is(err, storage.ErrExist) {
 		return fmt.Errorf("%w: %s: %w", ErrBackupExists, key, err)
 	}
@@ -113,6 +117,7 @@ func (u *BucketUploader) Commit(ctx context.Context, m *Manifest) error {
 	key := ClusterPrefix(m.Cluster) + ManifestKey(m.DataKey)
 	err = storage.PutIfAbsent(ctx, u.Bucket, key, bytes.NewReader(body), &storage.PutOptions{ContentType: "application/json"})
 	if err == nil {
+		faultpoint.Hit("manifest-stored")
 		return nil
 	}
 	timeout := u.CleanupTimeout

@@ -65,7 +65,7 @@
 //
 // Run checks each destination periodically by listing at most one key
 // under its prefix, and keeps a Status: Available, or Unavailable with a
-// Reason (auth, missing-bucket, unreachable, timeout, error), a message
+// Reason (auth, missing-bucket, no-space, unreachable, timeout, error), a message
 // without secrets, the time of the last check and the count of consecutive
 // failures. Transitions go to the Observer, to the log and, through
 // Collector, to the gauge etcdbackup_destination_available{destination}.

@@ -42,6 +42,9 @@ const (
 	ReasonUnreachable Reason = "unreachable"
 	// ReasonTimeout: the store did not answer within the check timeout.
 	ReasonTimeout Reason = "timeout"
+	// ReasonNoSpace: the store refused a write for lack of space (a full
+	// file system, a quota, an S3 store out of space).
+	ReasonNoSpace Reason = "no-space"
 	// ReasonNotConfigured: the destination has no URL yet.
 	ReasonNotConfigured Reason = "not-configured"
 	// ReasonError: any other failure; Status.Message says what.
@@ -110,6 +113,8 @@ func Classify(err error) Reason {
 		return ReasonAuth
 	case errors.Is(err, storage.ErrBucketNotFound), errors.Is(err, fs.ErrNotExist):
 		return ReasonMissingBucket
+	case errors.Is(err, storage.ErrNoSpace):
+		return ReasonNoSpace
 	case isTimeout(err):
 		return ReasonTimeout
 	case isUnreachable(err):

@@ -34,6 +34,7 @@ func TestClassify(t *testing.T) {
 		{"file permission", &fs.PathError{Op: "open", Path: "/x", Err: fs.ErrPermission}, destination.ReasonAuth},
 		{"no bucket", storage.Errorf("list", "", storage.ErrBucketNotFound, nil), destination.ReasonMissingBucket},
 		{"no directory", &fs.PathError{Op: "open", Path: "/x", Err: syscall.ENOENT}, destination.ReasonMissingBucket},
+		{"no space", storage.Errorf("put", "k", storage.ErrNoSpace, &fs.PathError{Op: "write", Path: "/x", Err: syscall.ENOSPC}), destination.ReasonNoSpace},
 		{"deadline", list(context.DeadlineExceeded), destination.ReasonTimeout},
 		{"dial timeout", list(&net.OpError{Op: "dial", Net: "tcp", Err: timeoutError{}}), destination.ReasonTimeout},
 		{"refused", list(&net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}), destination.ReasonUnreachable},

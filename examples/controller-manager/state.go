@@ -93,7 +93,19 @@ func (s *state) writeLocked() error {
 	if err := errors.Join(tmp.Sync(), tmp.Close()); err != nil {
 		return fmt.Errorf("state: %w", err)
 	}
-	return os.Rename(tmp.Name(), s.path)
+	if err := os.Rename(tmp.Name(), s.path); err != nil {
+		return fmt.Errorf("state: %w", err)
+	}
+	// The rename is durable only once the directory that names the file
+	// is synced.
+	dir, err := os.Open(filepath.Dir(s.path))
+	if err != nil {
+		return fmt.Errorf("state: %w", err)
+	}
+	if err := errors.Join(dir.Sync(), dir.Close()); err != nil {
+		return fmt.Errorf("state: sync directory: %w", err)
+	}
+	return nil
 }
 
 // oneShotDone reports whether the one-shot backup of cluster and name

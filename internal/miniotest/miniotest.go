@@ -84,7 +84,14 @@ type Server struct {
 // with tb.Cleanup.
 func Start(tb testing.TB) *Server {
 	tb.Helper()
-	return start(tb, TLS{})
+	return start(tb, TLS{}, "")
+}
+
+// StartIn is Start with the server's drive in dataDir (a small file
+// system, for a test of a full drive), which must exist.
+func StartIn(tb testing.TB, dataDir string) *Server {
+	tb.Helper()
+	return start(tb, TLS{}, dataDir)
 }
 
 // TLS names the PEM files of the certificate and key a server presents and
@@ -98,10 +105,10 @@ type TLS struct {
 // files.CAFile; clients must be told to (S3Options does).
 func StartTLS(tb testing.TB, files TLS) *Server {
 	tb.Helper()
-	return start(tb, files)
+	return start(tb, files, "")
 }
 
-func start(tb testing.TB, files TLS) *Server {
+func start(tb testing.TB, files TLS, dataDir string) *Server {
 	tb.Helper()
 	bin := servertest.Binary(tb, "miniotest", BinEnv, filepath.Join(".tools", "bin", "minio"))
 	dir := tb.TempDir()
@@ -112,6 +119,9 @@ func start(tb testing.TB, files TLS) *Server {
 		access:  "test-" + randomHex(tb, 8),
 		secret:  randomHex(tb, 20),
 		kmsKey:  KMSKeyName + ":" + base64.StdEncoding.EncodeToString(randomBytes(tb, 32)),
+	}
+	if dataDir != "" {
+		s.dataDir = dataDir
 	}
 	for _, d := range []string{s.dataDir, s.certDir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {

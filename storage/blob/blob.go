@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	gcblob "gocloud.dev/blob"
 
+	"github.com/etcdbackup/etcdbackup/internal/faultpoint"
 	"github.com/etcdbackup/etcdbackup/storage"
 )
 
@@ -133,6 +134,11 @@ type Bucket struct {
 
 	keepFailedUploads bool // skip abortFailedUpload, to observe the driver alone
 
+	// onSync, when set, sees each file the adapter syncs before it is
+	// synced (a test's record of the commit order); an error it returns
+	// stands for the sync's.
+	onSync func(kind, path string) error
+
 	closeOnce sync.Once
 	closeErr  error
 
@@ -232,10 +238,22 @@ func (b *Bucket) As(i any) bool { return b.b.As(i) }
 // upload the driver may have left behind. Put looks at ctx between reads of
 // r: a Read that blocks holds Put until it returns.
 //
-// The error matches r's error when r failed, and ctx.Err() when ctx ended.
-// On S3 a cancellation that arrives while the request completing the upload
-// is in flight may be too late to stop it: S3 may have stored the object.
+// The error matches r's error when r failed, and ctx.Err() when ctx ended,
+// storage.ErrNoSpace when the store is full. On S3 a cancellation that
+// arrives while the request completing the upload is in flight may be too
+// late to stop it: S3 may have stored the object.
+//
+// On a fileblob bucket that Open opened, the object is synced to stable
+// storage, with the directories that name it, before Put returns (see
+// putFile); a fileblob bucket given to New is written as fileblob writes
+// it, with its data synced but not its directory.
 func (b *Bucket) Put(ctx context.Context, key string, r io.Reader, opts *storage.PutOptions) error {
+	if b.kind == driverFile && b.fileDir != "" {
+		if err := b.checkKey("put", key); err != nil {
+			return err
+		}
+		return b.putFile(ctx, key, r, opts, false)
+	}
 	return b.put(ctx, key, r, opts, false)
 }
 
@@ -244,12 +262,12 @@ func (b *Bucket) Put(ctx context.Context, key string, r io.Reader, opts *storage
 // (ifGenerationMatch=0), azureblob (If-None-Match: *) and memblob check
 // atomically. fileblob checks with a separate step before its rename, so on
 // a fileblob bucket PutIfAbsent writes a temporary file beside the object
-// and links it into place, which fails when the name exists (see
-// putFileExclusive). It returns an error matching storage.ErrUnsupported
-// when CanPutIfAbsent is false. On the other drivers the object carries a
-// token of the call (storage.PutTokenKey): when the store's answer was lost
-// and the driver's retry is refused because the key exists, PutIfAbsent
-// finds its token there and succeeds.
+// and links it into place, which fails when the name exists, and syncs it
+// as Put does (see putFile). It returns an error matching
+// storage.ErrUnsupported when CanPutIfAbsent is false. On the other
+// drivers the object carries a token of the call (storage.PutTokenKey):
+// when the store's answer was lost and the driver's retry is refused
+// because the key exists, PutIfAbsent finds its token there and succeeds.
 func (b *Bucket) PutIfAbsent(ctx context.Context, key string, r io.Reader, opts *storage.PutOptions) error {
 	if err := b.checkKey("put", key); err != nil {
 		return err
@@ -260,7 +278,7 @@ func (b *Bucket) PutIfAbsent(ctx context.Context, key string, r io.Reader, opts 
 	case b.kind == driverFile && b.fileDir == "":
 		return storage.Errorf("put", key, storage.ErrUnsupported, errors.New("a file bucket given to New has no known directory: open it with Open"))
 	case b.kind == driverFile:
-		return b.putFileExclusive(ctx, key, r, opts)
+		return b.putFile(ctx, key, r, opts, true)
 	}
 	token := storage.NewPutToken()
 	po := storage.PutOptions{ContentType: opts.ContentTypeOrDefault(), Metadata: storage.WithPutToken(opts.MetadataOrNil(), token)}
@@ -327,9 +345,16 @@ func (b *Bucket) putChecked(ctx context.Context, key string, r io.Reader, opts *
 		MaxConcurrency: b.opts.MaxConcurrency,
 	}
 	var target *s3Target
-	if b.kind == driverS3 {
+	var file *os.File // fileblob's temporary file
+	switch b.kind {
+	case driverS3:
 		target = new(s3Target)
 		wopts.BeforeWrite = target.capture
+	case driverFile:
+		wopts.BeforeWrite = func(as func(any) bool) error {
+			as(&file)
+			return nil
+		}
 	}
 	var written int64
 	var readErr, writeErr error
@@ -350,6 +375,14 @@ func (b *Bucket) putChecked(ctx context.Context, key string, r io.Reader, opts *
 			return b.errorf(op, key, err, exclusive)
 		}
 		written, readErr, writeErr = copyBody(ctx, w, r)
+		if file != nil && readErr == nil && writeErr == nil && ctx.Err() == nil {
+			// fileblob renames its temporary file over the key in Close
+			// without syncing it: a crash after the rename could leave
+			// the name with no data.
+			faultpoint.Hit("file-data-written")
+			writeErr = b.syncFile(file, "data")
+			faultpoint.Hit("file-data-synced")
+		}
 		if readErr == nil && writeErr == nil && ctx.Err() == nil {
 			writeErr = w.Close()
 			if writeErr == nil {

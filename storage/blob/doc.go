@@ -37,6 +37,14 @@
 //     storage.ErrUnsupported and storage.PutIfAbsent falls back. For an
 //     S3-compatible store that ignores If-None-Match, set
 //     Options.NoExclusivePut.
+//   - On a file bucket that Open opened, a put is durable when it returns:
+//     fileblob syncs nothing, so the adapter writes the object under a
+//     hidden temporary name, fsyncs its data and its ".attrs" file, links
+//     or renames both into place and fsyncs each directory from the key's
+//     up to the bucket's. A file system that cannot fsync a directory
+//     fails the put with an error that says so.
+//   - A full file system or quota (ENOSPC, EDQUOT) and an S3 store out of
+//     space (507, XMinioStorageFull) give storage.ErrNoSpace.
 //   - On s3blob buckets the Bucket is also a storage.UploadCleaner.
 //
 // As hands out the driver's native types (**s3.Client for s3blob, ...)

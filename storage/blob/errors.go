@@ -41,6 +41,8 @@ func (b *Bucket) errorf(op, key string, err error, exclusive bool) error {
 			sentinel, err = fileError(op, err)
 		case b.authFailure(err):
 			sentinel = storage.ErrPermission
+		case b.noSpace(err):
+			sentinel = storage.ErrNoSpace
 		}
 	}
 	return storage.Errorf(op, key, sentinel, err)
@@ -83,6 +85,25 @@ func (b *Bucket) authFailure(err error) bool {
 	return false
 }
 
+// noSpace reports whether err is a store's refusal for lack of space:
+// MinIO answers 507 XMinioStorageFull when its drives are full.
+func (b *Bucket) noSpace(err error) bool {
+	var ae apiError
+	if errors.As(err, &ae) && ae.ErrorCode() == "XMinioStorageFull" {
+		return true
+	}
+	var he httpError
+	if errors.As(err, &he) && he.HTTPStatusCode() == 507 {
+		return true
+	}
+	if b.opts.ErrorCode != nil {
+		if status, _, ok := b.opts.ErrorCode(err); ok && status == 507 {
+			return true
+		}
+	}
+	return false
+}
+
 // bucketMissing reports whether a NotFound error is about the bucket rather
 // than the object.
 func (b *Bucket) bucketMissing(err error) bool {
@@ -115,6 +136,8 @@ func fileError(op string, err error) (error, error) {
 		return storage.ErrInvalidKey, fmt.Errorf("on a file system a key cannot also be the folder of other keys: %w", err)
 	case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM), errors.Is(err, syscall.EROFS):
 		return storage.ErrPermission, err
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		return storage.ErrNoSpace, err
 	}
 	return nil, err
 }

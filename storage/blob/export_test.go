@@ -19,3 +19,7 @@ func SetFileListTries(n int) (restore func()) {
 	fileListTries = n
 	return func() { fileListTries = old }
 }
+
+// OnSync has b call fn with each file it syncs, before the sync; an error
+// fn returns stands for the sync's.
+func OnSync(b *Bucket, fn func(kind, path string) error) { b.onSync = fn }

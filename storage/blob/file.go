@@ -1,13 +1,10 @@
 package blob
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"net/url"
 	"os"
 	"path"
@@ -129,61 +126,6 @@ func isEscapeSequence(runes []rune, i int) bool {
 	}
 	_, err := strconv.ParseInt(digits[:end], 16, 32)
 	return err == nil
-}
-
-// putFileExclusive creates key on a fileblob bucket only if it does not
-// exist, atomically across processes on one file system, NFS included:
-// fileblob writes the object under a temporary key beside it (its data
-// and ".attrs" files, hidden from List), then link(2) gives the data its
-// real name, which fails with EEXIST when the name is taken; only the
-// writer whose link succeeded renames its attributes into place. A reader
-// that looks between the link and that rename sees the object without its
-// metadata. A process that dies before the link strands its temporary
-// files; they stay hidden.
-func (b *Bucket) putFileExclusive(ctx context.Context, key string, r io.Reader, opts *storage.PutOptions) error {
-	const op = "put"
-	if _, err := b.Stat(ctx, key); err == nil {
-		return storage.Errorf(op, key, storage.ErrExist, nil)
-	}
-	suffix, err := tempSuffix()
-	if err != nil {
-		return storage.Errorf(op, key, nil, err)
-	}
-	tmpKey := key + suffix
-	if err := b.putChecked(ctx, tmpKey, r, opts, false); err != nil {
-		return relabel(err, tmpKey, key)
-	}
-	final := b.filePath(key)
-	tmp := final + suffix
-	removeTemp := func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.opts.CleanupTimeout)
-		defer cancel()
-		if err := b.b.Delete(cctx, tmpKey); err != nil && b.opts.Logger != nil {
-			b.opts.Logger.Warn("temporary file of an exclusive put left behind", "key", tmpKey, "error", err)
-		}
-	}
-	if err := ctx.Err(); err != nil {
-		removeTemp()
-		return storage.Errorf(op, key, nil, err)
-	}
-	if err := os.Link(tmp, final); err != nil {
-		removeTemp()
-		if errors.Is(err, fs.ErrExist) {
-			return storage.Errorf(op, key, storage.ErrExist, nil)
-		}
-		return storage.Errorf(op, key, nil, fmt.Errorf("link into place: %w", err))
-	}
-	if err := os.Rename(tmp+attrsSuffix, final+attrsSuffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		// The object is in place and its own: report the missing metadata
-		// rather than fail a write that happened.
-		if b.opts.Logger != nil {
-			b.opts.Logger.Warn("object written without its metadata", "key", key, "error", err)
-		}
-	}
-	if err := os.Remove(tmp); err != nil && b.opts.Logger != nil {
-		b.opts.Logger.Warn("temporary link of an exclusive put left behind", "key", tmpKey, "error", err)
-	}
-	return nil
 }
 
 // tempSuffix returns ".<16 hex digits>.tmp", a name fileblob's own

@@ -52,6 +52,8 @@ func sentinelOf(err error) error {
 		return storage.ErrExist
 	case "NotImplemented", "XMinioNotImplemented":
 		return storage.ErrUnsupported
+	case "XMinioStorageFull":
+		return storage.ErrNoSpace
 	}
 	if isLockMissing(resp) {
 		return storage.ErrUnsupported
@@ -65,6 +67,8 @@ func sentinelOf(err error) error {
 		return storage.ErrExist
 	case http.StatusNotImplemented:
 		return storage.ErrUnsupported
+	case http.StatusInsufficientStorage:
+		return storage.ErrNoSpace
 	}
 	return nil
 }

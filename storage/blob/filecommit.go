@@ -1,0 +1,196 @@
+package blob
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"syscall"
+
+	"github.com/etcdbackup/etcdbackup/internal/faultpoint"
+	"github.com/etcdbackup/etcdbackup/storage"
+)
+
+// putFile writes key on a fileblob bucket whose directory is known, so
+// that the object is on stable storage, under its name, with its
+// attributes, when putFile returns nil. fileblob itself syncs nothing, so
+// the adapter writes the object under a temporary key beside it (its data
+// and ".attrs" files, hidden from List) and commits it in this order:
+//
+//  1. the data is synced before fileblob renames its temporary file
+//     (putChecked);
+//  2. the temporary ".attrs" file is synced;
+//  3. the data gets its real name: link(2) for an exclusive put, which
+//     fails with EEXIST when the name is taken, atomically across
+//     processes on one file system, NFS included; rename(2) otherwise;
+//  4. only the writer whose link succeeded renames its attributes into
+//     place (a reader that looks in between sees the object without its
+//     metadata);
+//  5. the key's directory and each one above it up to the bucket's are
+//     synced, so that the names, and the folders fileblob created, survive
+//     a crash of the host.
+//
+// A process that dies before step 3 strands its temporary files, which
+// stay hidden. If a directory cannot be synced, putFile removes the object
+// it linked (only if the name still holds its file) and fails: on a file
+// system that cannot sync a directory (some FUSE and network file systems
+// answer EINVAL) no object can be made durable, and the error says so.
+func (b *Bucket) putFile(ctx context.Context, key string, r io.Reader, opts *storage.PutOptions, exclusive bool) error {
+	const op = "put"
+	if exclusive {
+		if _, err := b.Stat(ctx, key); err == nil {
+			return storage.Errorf(op, key, storage.ErrExist, nil)
+		}
+	}
+	suffix, err := tempSuffix()
+	if err != nil {
+		return storage.Errorf(op, key, nil, err)
+	}
+	tmpKey := key + suffix
+	if err := b.putChecked(ctx, tmpKey, r, opts, false); err != nil {
+		return relabel(err, tmpKey, key)
+	}
+	final := b.filePath(key)
+	tmp := final + suffix
+	removeTemp := func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.opts.CleanupTimeout)
+		defer cancel()
+		if err := b.b.Delete(cctx, tmpKey); err != nil && b.opts.Logger != nil {
+			b.opts.Logger.Warn("temporary file of a put left behind", "key", tmpKey, "error", err)
+		}
+	}
+	if err := b.syncPath(tmp+attrsSuffix, "attrs"); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		removeTemp()
+		return b.fileErrorf(op, key, fmt.Errorf("sync attributes: %w", err))
+	}
+	faultpoint.Hit("file-attrs-synced")
+	ours, err := os.Stat(tmp)
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err == nil {
+		err = b.name(tmp, final, exclusive)
+	}
+	if err != nil {
+		removeTemp()
+		if exclusive && errors.Is(err, fs.ErrExist) {
+			return storage.Errorf(op, key, storage.ErrExist, nil)
+		}
+		return b.fileErrorf(op, key, err)
+	}
+	faultpoint.Hit("file-linked")
+	if err := os.Rename(tmp+attrsSuffix, final+attrsSuffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		// The object is in place and its own: report the missing metadata
+		// rather than fail a write that happened.
+		if b.opts.Logger != nil {
+			b.opts.Logger.Warn("object written without its metadata", "key", key, "error", err)
+		}
+	}
+	faultpoint.Hit("file-attrs-renamed")
+	if exclusive {
+		if err := os.Remove(tmp); err != nil && b.opts.Logger != nil {
+			b.opts.Logger.Warn("temporary link of an exclusive put left behind", "key", tmpKey, "error", err)
+		}
+	}
+	if err := b.syncDirs(filepath.Dir(final)); err != nil {
+		b.unlinkOwn(key, final, ours)
+		return b.fileErrorf(op, key, err)
+	}
+	faultpoint.Hit("file-dir-synced")
+	return nil
+}
+
+// name gives the temporary file tmp the name final: a link that fails if
+// final exists for an exclusive put, a rename that replaces it otherwise.
+func (b *Bucket) name(tmp, final string, exclusive bool) error {
+	if exclusive {
+		if err := os.Link(tmp, final); err != nil {
+			return fmt.Errorf("link into place: %w", err)
+		}
+		return nil
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		return fmt.Errorf("rename into place: %w", err)
+	}
+	return nil
+}
+
+// unlinkOwn removes the object at final and its attributes after a put
+// that could not make it durable, if final still names the file ours
+// describes: another writer's object under the same key is left alone.
+// The removal is not synced either, so a crash can bring the object back;
+// it is then a complete object, like any other.
+func (b *Bucket) unlinkOwn(key, final string, ours os.FileInfo) {
+	fi, err := os.Stat(final)
+	if err != nil || !os.SameFile(fi, ours) {
+		return
+	}
+	if err := errors.Join(os.Remove(final), os.Remove(final+attrsSuffix)); err != nil && !errors.Is(err, fs.ErrNotExist) && b.opts.Logger != nil {
+		b.opts.Logger.Warn("object of a failed put left behind", "key", key, "error", err)
+	}
+}
+
+// fileErrorf is errorf for the errors of the adapter's own file-system
+// calls, which it classifies as fileblob's.
+func (b *Bucket) fileErrorf(op, key string, err error) error {
+	sentinel, err := fileError(op, err)
+	return storage.Errorf(op, key, sentinel, err)
+}
+
+// syncDirs syncs dir and each directory above it up to the bucket's
+// directory, which holds the names of the objects and of the folders
+// fileblob creates. Windows cannot open a directory to sync it; NTFS
+// journals its names.
+func (b *Bucket) syncDirs(dir string) error {
+	if runtime.GOOS == "windows" {
+		return nil
+	}
+	top := filepath.Clean(b.fileDir)
+	for {
+		if err := b.syncPath(dir, "dir"); err != nil {
+			if errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENOTSUP) || errors.Is(err, syscall.EOPNOTSUPP) {
+				return fmt.Errorf("sync directory %s: the file system cannot sync a directory, so no object can be made durable on it: %w", dir, err)
+			}
+			return fmt.Errorf("sync directory %s: %w", dir, err)
+		}
+		parent := filepath.Dir(dir)
+		if dir == top || parent == dir || !isUnder(parent, top) {
+			return nil
+		}
+		dir = parent
+	}
+}
+
+// isUnder reports whether dir is top or inside it.
+func isUnder(dir, top string) bool {
+	rel, err := filepath.Rel(top, dir)
+	return err == nil && rel != ".." && !filepath.IsAbs(rel) && !startsWithDotDot(rel)
+}
+
+func startsWithDotDot(rel string) bool {
+	return len(rel) >= 3 && rel[:2] == ".." && os.IsPathSeparator(rel[2])
+}
+
+// syncPath opens path and syncs it.
+func (b *Bucket) syncPath(path, kind string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	return errors.Join(b.syncFile(f, kind), f.Close())
+}
+
+// syncFile syncs f, a file of the given kind ("data", "attrs" or "dir"),
+// through the test hook when one is set.
+func (b *Bucket) syncFile(f *os.File, kind string) error {
+	if b.onSync != nil {
+		if err := b.onSync(kind, f.Name()); err != nil {
+			return &fs.PathError{Op: "sync", Path: f.Name(), Err: err}
+		}
+	}
+	return f.Sync()
+}

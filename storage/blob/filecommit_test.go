@@ -1,0 +1,174 @@
+package blob_test
+
+import (
+	"bytes"
+	"crypto/rand"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	gcblob "gocloud.dev/blob"
+	"gocloud.dev/blob/fileblob"
+
+	"github.com/etcdbackup/etcdbackup/internal/miniotest"
+	"github.com/etcdbackup/etcdbackup/internal/smallfs"
+	"github.com/etcdbackup/etcdbackup/storage"
+	"github.com/etcdbackup/etcdbackup/storage/blob"
+)
+
+// openFile opens dir as a file:// bucket with the given prefix, as
+// destinations open it.
+func openFile(t *testing.T, dir, prefix string) *blob.Bucket {
+	t.Helper()
+	mux := new(gcblob.URLMux)
+	mux.RegisterBucket(fileblob.Scheme, &fileblob.URLOpener{Options: fileblob.Options{NoTempDir: true}})
+	u := "file://" + filepath.ToSlash(dir)
+	if prefix != "" {
+		u += "?prefix=" + prefix
+	}
+	b, err := blob.Open(t.Context(), mux, u, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = b.Close() })
+	return b
+}
+
+// syncRecord is one sync of a put, with what the key's name showed when
+// it happened.
+type syncRecord struct {
+	kind, path   string
+	named, attrs bool // the object's file and its ".attrs" file existed
+}
+
+// TestFileSyncOrder records every sync a put on a file:// bucket makes and
+// what was visible at each: the data is synced before it has its name,
+// the attributes before they have theirs, and the directories from the
+// key's up to the bucket's once both have. Removing any of the syncs, or
+// moving one across a link or rename, fails it.
+func TestFileSyncOrder(t *testing.T) {
+	puts := map[string]func(b *blob.Bucket, key, body string) error{
+		"Put": func(b *blob.Bucket, key, body string) error {
+			return b.Put(t.Context(), key, strings.NewReader(body), &storage.PutOptions{Metadata: map[string]string{"run": "r1"}})
+		},
+		"PutIfAbsent": func(b *blob.Bucket, key, body string) error {
+			return b.PutIfAbsent(t.Context(), key, strings.NewReader(body), &storage.PutOptions{Metadata: map[string]string{"run": "r1"}})
+		},
+	}
+	for name, put := range puts {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			b := openFile(t, dir, "seed/")
+			final := filepath.Join(dir, "seed", "prod", "day", "obj")
+			var got []syncRecord
+			blob.OnSync(b, func(kind, path string) error {
+				_, err := os.Stat(final)
+				_, aerr := os.Stat(final + ".attrs")
+				got = append(got, syncRecord{kind: kind, path: path, named: err == nil, attrs: aerr == nil})
+				return nil
+			})
+			require.NoError(t, put(b, "prod/day/obj", "data"))
+
+			tmp := `^` + regexp.QuoteMeta(final) + `\.[0-9a-f]{16}\.tmp`
+			want := []struct {
+				kind, path   string
+				named, attrs bool
+			}{
+				{"data", tmp + `\.[0-9a-f]+\.tmp$`, false, false},
+				{"attrs", tmp + `\.attrs$`, false, false},
+				{"dir", `^` + regexp.QuoteMeta(filepath.Dir(final)) + `$`, true, true},
+				{"dir", `^` + regexp.QuoteMeta(filepath.Join(dir, "seed", "prod")) + `$`, true, true},
+				{"dir", `^` + regexp.QuoteMeta(filepath.Join(dir, "seed")) + `$`, true, true},
+				{"dir", `^` + regexp.QuoteMeta(dir) + `$`, true, true},
+			}
+			require.Len(t, got, len(want), "syncs: %+v", got)
+			for i, w := range want {
+				assert.Equal(t, w.kind, got[i].kind, "sync %d", i)
+				assert.Regexp(t, w.path, got[i].path, "sync %d", i)
+				assert.Equal(t, w.named, got[i].named, "sync %d (%s): object named", i, w.kind)
+				assert.Equal(t, w.attrs, got[i].attrs, "sync %d (%s): attributes named", i, w.kind)
+			}
+			info, err := b.Stat(t.Context(), "prod/day/obj")
+			require.NoError(t, err)
+			assert.Equal(t, "r1", info.Metadata["run"])
+			assert.ElementsMatch(t, []string{"seed/prod/day/obj", "seed/prod/day/obj.attrs"}, filesUnder(t, dir), "temporary files left")
+		})
+	}
+}
+
+// TestFileDirSyncUnsupported: on a file system that cannot sync a
+// directory the put fails with an error that says so, and leaves no
+// object and no temporary file.
+func TestFileDirSyncUnsupported(t *testing.T) {
+	dir := t.TempDir()
+	b := openFile(t, dir, "")
+	blob.OnSync(b, func(kind, _ string) error {
+		if kind == "dir" {
+			return syscall.EINVAL
+		}
+		return nil
+	})
+	for _, exclusive := range []bool{false, true} {
+		var err error
+		if exclusive {
+			err = b.PutIfAbsent(t.Context(), "c/obj", strings.NewReader("data"), nil)
+		} else {
+			err = b.Put(t.Context(), "c/obj", strings.NewReader("data"), nil)
+		}
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "cannot sync a directory")
+		assert.Empty(t, filesUnder(t, dir))
+	}
+}
+
+// TestFileNoSpace fills a real 1 MiB file system beside a file://
+// destination: a put that does not fit fails with storage.ErrNoSpace and
+// a message that says so, leaves nothing visible and no temporary file,
+// and the same put succeeds once space is freed.
+func TestFileNoSpace(t *testing.T) {
+	fsDir := smallfs.Tmpfs(t, 1<<20)
+	dir := filepath.Join(fsDir, "backups")
+	require.NoError(t, os.Mkdir(dir, 0o700))
+	b := openFile(t, dir, "")
+	putString(t, b, "keep", "x")
+	before := filesUnder(t, dir)
+	body := make([]byte, 512<<10)
+	_, _ = rand.Read(body)
+
+	for _, exclusive := range []bool{false, true} {
+		put := func() error {
+			if exclusive {
+				return b.PutIfAbsent(t.Context(), "c/big", bytes.NewReader(body), nil)
+			}
+			return b.Put(t.Context(), "c/big", bytes.NewReader(body), nil)
+		}
+		filler := smallfs.Fill(t, fsDir, "filler", 640<<10)
+		err := put()
+		require.ErrorIs(t, err, storage.ErrNoSpace, "exclusive=%v", exclusive)
+		assert.Contains(t, err.Error(), "no space")
+		assert.Equal(t, []string{"keep"}, listKeys(t, b, ""))
+		assert.Equal(t, before, filesUnder(t, dir), "files left behind")
+
+		require.NoError(t, os.Remove(filler))
+		require.NoError(t, put(), "exclusive=%v", exclusive)
+		assert.Equal(t, string(body), getString(t, b, "c/big"))
+		require.NoError(t, b.Delete(t.Context(), "c/big"))
+	}
+}
+
+// TestS3NoSpace: a MinIO on a full 32 MiB file system refuses an s3blob
+// put, which fails with storage.ErrNoSpace and leaves no object.
+func TestS3NoSpace(t *testing.T) {
+	fsDir := smallfs.Tmpfs(t, 32<<20)
+	data := filepath.Join(fsDir, "data")
+	require.NoError(t, os.Mkdir(data, 0o700))
+	f := newS3Fixture(t, miniotest.StartIn(t, data), nil)
+	smallfs.FillTo(t, fsDir, "filler", 1<<20)
+	err := f.bucket.Put(t.Context(), "big", bytes.NewReader(make([]byte, 4<<20)), nil)
+	require.ErrorIs(t, err, storage.ErrNoSpace)
+	_, err = f.bucket.Stat(t.Context(), "big")
+	require.ErrorIs(t, err, storage.ErrNotFound)
+}
