@@ -211,7 +211,7 @@ func TestSafety(t *testing.T) {
 		count := func(ns string) int {
 			n := 0
 			for _, k := range s3.keys(t, "main", "shared/") {
-				if strings.HasPrefix(k, "shared/shared-"+ns+"-nightly-") && strings.HasSuffix(k, ".manifest.json") {
+				if strings.Contains(k, "_shared-"+ns+"-nightly-") && strings.HasSuffix(k, ".manifest.json") {
 					n++
 				}
 			}

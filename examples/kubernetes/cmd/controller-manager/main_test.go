@@ -56,7 +56,7 @@ func TestRunsOutsideTheCluster(t *testing.T) {
 	t.Setenv("KUBECONFIG", path)
 
 	t.Run("namespace", func(t *testing.T) {
-		loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(clientcmd.NewDefaultClientConfigLoadingRules(), nil)
+		loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(clientcmd.NewDefaultClientConfigLoadingRules(), &clientcmd.ConfigOverrides{})
 		for _, tc := range []struct{ flag, pod, want string }{
 			{"", "", "from-kubeconfig"},
 			{"", "from-pod", "from-pod"},
