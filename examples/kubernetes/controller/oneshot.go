@@ -89,9 +89,9 @@ func waitsFor(err error) bool {
 // destination is not known yet (created in the same apply and not seen
 // yet, or destinations not loaded since the controller started) stays
 // Pending until they are. The backup's ID is the object's own (see
-// backupName): one left Running (its status update lost, or the
-// controller stopped after the upload) is looked for on the destination
-// first, and Completed if it is there.
+// backupName): one that started before (left Running by a lost status
+// update, or by a controller that stopped after the upload) is looked for
+// on the destination first, and Completed if it is there.
 func (o *oneShots) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	var b v1alpha1.EtcdBackup
 	if err := o.client.Get(ctx, req.NamespacedName, &b); err != nil {
@@ -105,7 +105,8 @@ func (o *oneShots) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 		return wait(ctx, o.client, &b, backupStatus(&b), err)
 	}
 	name := backupName(b.Namespace, b.Name, string(b.UID))
-	if err == nil && b.Status.Phase == v1alpha1.PhaseRunning {
+	if err == nil && b.Status.StartTime != nil {
+		// It ran before: its outcome may be on the destination.
 		if found, ferr := o.find(ctx, d, b.Spec.Cluster, name); ferr != nil {
 			return reconcile.Result{}, ferr // the destination cannot say: ask again
 		} else if found != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -218,6 +219,28 @@ func TestSafety(t *testing.T) {
 			return n
 		}
 		eventually(t, "a keeps 3 and b keeps 1", func() bool { return count("a") == 3 && count("b") == 1 })
+		// kubectl describe shows the Events whose object has the UID of
+		// the object described.
+		var bc v1alpha1.EtcdBackupConfig
+		if err := c.Get(ctx, types.NamespacedName{Namespace: "a", Name: "nightly"}, &bc); err != nil {
+			t.Fatal(err)
+		}
+		var list eventsv1.EventList
+		if err := c.List(ctx, &list, client.InNamespace("a")); err != nil {
+			t.Fatal(err)
+		}
+		completed := 0
+		for _, e := range list.Items {
+			if e.Reason == "BackupCompleted" && e.Regarding.Name == "nightly" {
+				completed++
+				if e.Regarding.UID != bc.UID {
+					t.Errorf("event %s about config a/nightly has UID %q, want %q", e.Reason, e.Regarding.UID, bc.UID)
+				}
+			}
+		}
+		if completed == 0 {
+			t.Error("no BackupCompleted event about config a/nightly")
+		}
 		for _, ns := range []string{"a", "b"} {
 			if err := c.Delete(ctx, keep(ns, 0)); err != nil {
 				t.Fatal(err)
