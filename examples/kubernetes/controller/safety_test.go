@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
@@ -168,8 +169,14 @@ func TestSafety(t *testing.T) {
 		if n := manifests(t, s3, "main", "graced"); n != 1 {
 			t.Fatalf("%d backups during the grace period, want 1", n)
 		}
-		cl.Spec.DeletionPolicy = v1alpha1.DeletionRetain
-		if err := c.Update(ctx, cl); err != nil {
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			if err := c.Get(ctx, types.NamespacedName{Name: "graced"}, cl); err != nil {
+				return err
+			}
+			cl.Spec.DeletionPolicy = v1alpha1.DeletionRetain
+			return c.Update(ctx, cl)
+		})
+		if err != nil {
 			t.Fatal(err)
 		}
 		eventually(t, "the cluster is gone", gone("graced"))
