@@ -25,16 +25,21 @@ import (
 	"github.com/etcdbackup/etcdbackup/schedule"
 )
 
-// Finalizer is set on every EtcdCluster: its removal waits until the
-// cluster's backups are deleted.
+// Finalizer is set on every EtcdCluster whose deletionPolicy is Delete:
+// its removal waits until the cluster's backups are deleted.
 const Finalizer = "backup.etcdbackup.io/teardown"
+
+// DefaultTeardownTimeout is how long a teardown retries a destination
+// whose backups it cannot delete before it leaves them (see
+// EtcdClusterSpec.TeardownTimeout).
+const DefaultTeardownTimeout = time.Hour
 
 // errTornDown refuses backups of a cluster being deleted.
 var errTornDown = errors.New("cluster is being deleted")
 
-// clusters keeps a finalizer on every EtcdCluster and, when one is
-// deleted, stops its jobs and deletes its backups from every writable
-// destination.
+// clusters keeps a finalizer on every EtcdCluster whose deletionPolicy is
+// Delete and, when one is deleted, stops its jobs and, after its grace
+// period, deletes its backups from every writable destination.
 type clusters struct {
 	client    client.Client
 	events    recorder
@@ -42,6 +47,8 @@ type clusters struct {
 	scheduler *schedule.Scheduler
 	pins      *retention.PinSet
 	configs   *configs
+	loaded    *gate
+	now       func() time.Time
 
 	mu       sync.Mutex
 	tornDown map[string]bool // clusters whose teardown began
@@ -102,9 +109,16 @@ func (c *clusters) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
+	deleteBackups := cl.Spec.DeletionPolicy == v1alpha1.DeletionDelete
 	if cl.DeletionTimestamp.IsZero() {
 		c.forget(cl.Name) // a new cluster of the name of one torn down before
-		if controllerutil.AddFinalizer(&cl, Finalizer) {
+		// Retain needs no finalizer: a cluster of an older version, or
+		// one switched to Retain, loses it.
+		changed := controllerutil.RemoveFinalizer(&cl, Finalizer)
+		if deleteBackups {
+			changed = controllerutil.AddFinalizer(&cl, Finalizer)
+		}
+		if changed {
 			return reconcile.Result{}, c.client.Update(ctx, &cl)
 		}
 		return reconcile.Result{}, nil
@@ -112,20 +126,69 @@ func (c *clusters) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 	if !controllerutil.ContainsFinalizer(&cl, Finalizer) {
 		return reconcile.Result{}, nil
 	}
-	if err := c.teardown(ctx, &cl); err != nil {
-		before := cl.Status.DeepCopy()
-		meta.SetStatusCondition(&cl.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionTornDown,
-			Status: metav1.ConditionFalse, Reason: "DeleteFailed", Message: err.Error()})
-		if !equalStatus(before, &cl.Status) {
-			c.events.Eventf(&cl, nil, corev1.EventTypeWarning, "TeardownFailed", "Teardown", "%s", err.Error())
-			if uerr := c.client.Status().Update(ctx, &cl); uerr != nil {
-				return reconcile.Result{}, errors.Join(err, uerr)
-			}
-		}
-		return reconcile.Result{RequeueAfter: time.Minute}, nil
+	c.stop(cl.Name)
+	if !deleteBackups {
+		// Set back to Retain during the grace period: the backups stay.
+		c.events.Eventf(&cl, nil, corev1.EventTypeNormal, "BackupsKept", "Teardown",
+			"deletion policy Retain: the backups of cluster %s stay on every destination", cl.Name)
+		return c.release(ctx, &cl)
 	}
-	controllerutil.RemoveFinalizer(&cl, Finalizer)
-	return reconcile.Result{}, client.IgnoreNotFound(c.client.Update(ctx, &cl))
+	if !c.loaded.isOpen() {
+		return reconcile.Result{RequeueAfter: waitAgain}, nil // an empty registry would delete nothing
+	}
+	start := cl.DeletionTimestamp.Add(duration(cl.Spec.DeletionGracePeriod, 0))
+	if wait := start.Sub(c.now()); wait > 0 {
+		return c.tornDownStatus(ctx, &cl, metav1.ConditionFalse, "GracePeriod", fmt.Sprintf(
+			"the backups of cluster %s are deleted at %s, unless deletionPolicy is set to Retain before",
+			cl.Name, start.UTC().Format(time.RFC3339)), wait)
+	}
+	deadline := start.Add(duration(cl.Spec.TeardownTimeout, DefaultTeardownTimeout))
+	if err := c.teardown(ctx, &cl, c.now().After(deadline)); err != nil {
+		if condition(cl.Status.Conditions, v1alpha1.ConditionTornDown).Message != err.Error() {
+			c.events.Eventf(&cl, nil, corev1.EventTypeWarning, "TeardownFailed", "Teardown", "%s", err.Error())
+		}
+		// Again in a minute, or just after the deadline.
+		again := min(time.Minute, max(deadline.Sub(c.now())+time.Second, waitAgain))
+		return c.tornDownStatus(ctx, &cl, metav1.ConditionFalse, "DeleteFailed", err.Error(), again)
+	}
+	return c.release(ctx, &cl)
+}
+
+// release removes the finalizer of a cluster being deleted.
+func (c *clusters) release(ctx context.Context, cl *v1alpha1.EtcdCluster) (reconcile.Result, error) {
+	controllerutil.RemoveFinalizer(cl, Finalizer)
+	return reconcile.Result{}, client.IgnoreNotFound(c.client.Update(ctx, cl))
+}
+
+// tornDownStatus sets a cluster's TornDown condition and looks at it again
+// after requeue.
+func (c *clusters) tornDownStatus(ctx context.Context, cl *v1alpha1.EtcdCluster, status metav1.ConditionStatus, reason, message string, requeue time.Duration) (reconcile.Result, error) {
+	before := cl.Status.DeepCopy()
+	cl.Status.ObservedGeneration = cl.Generation
+	meta.SetStatusCondition(&cl.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionTornDown,
+		Status: status, Reason: reason, Message: message, ObservedGeneration: cl.Generation})
+	if !equalStatus(before, &cl.Status) {
+		if err := c.client.Status().Update(ctx, cl); err != nil {
+			return reconcile.Result{}, client.IgnoreNotFound(err)
+		}
+	}
+	return reconcile.Result{RequeueAfter: requeue}, nil
+}
+
+// condition returns the condition of a type, or the zero one.
+func condition(conds []metav1.Condition, typ string) metav1.Condition {
+	if c := meta.FindStatusCondition(conds, typ); c != nil {
+		return *c
+	}
+	return metav1.Condition{}
+}
+
+// duration is d's, or def when d is nil.
+func duration(d *metav1.Duration, def time.Duration) time.Duration {
+	if d == nil {
+		return def
+	}
+	return d.Duration
 }
 
 // destinationObject is the BackupDestination of a name, for Events.
@@ -142,15 +205,20 @@ func (c *clusters) forget(name string) {
 	c.mu.Unlock()
 }
 
+// stop marks a cluster torn down: it is backed up no more, and its
+// configs get no new job.
+func (c *clusters) stop(name string) {
+	c.mu.Lock()
+	c.tornDown[name] = true
+	c.mu.Unlock()
+}
+
 // teardown stops the cluster's jobs, then deletes its backups from every
 // destination that may be written. Read-only destinations keep theirs;
 // object-locked backups stay until their locks expire (an Event says how
-// many).
-func (c *clusters) teardown(ctx context.Context, cl *v1alpha1.EtcdCluster) error {
-	c.mu.Lock()
-	c.tornDown[cl.Name] = true
-	c.mu.Unlock()
-
+// many). With giveUp, a destination whose backups cannot be deleted is
+// left as it is, with a Warning Event, instead of failing the teardown.
+func (c *clusters) teardown(ctx context.Context, cl *v1alpha1.EtcdCluster, giveUp bool) error {
 	var list v1alpha1.EtcdBackupConfigList
 	if err := c.client.List(ctx, &list, client.MatchingFields{indexCluster: cl.Name}); err != nil {
 		return err
@@ -164,7 +232,7 @@ func (c *clusters) teardown(ctx context.Context, cl *v1alpha1.EtcdCluster) error
 	for _, d := range c.registry.List() {
 		// The destination is the Events' related object: Events of one
 		// reason about one cluster would otherwise merge into one series.
-		related := destinationObject(d.Name())
+		related := realObject(ctx, c.client, destinationObject(d.Name()))
 		if d.ReadOnly() {
 			c.events.Eventf(cl, related, corev1.EventTypeNormal, "BackupsKept", "Teardown",
 				"destination %s is read-only: its backups of cluster %s stay", d.Name(), cl.Name)
@@ -172,6 +240,11 @@ func (c *clusters) teardown(ctx context.Context, cl *v1alpha1.EtcdCluster) error
 		}
 		t := retention.Teardown{Store: d, Destination: d.Name(), Pins: c.pins}
 		report, err := t.Run(ctx, cl.Name)
+		if err != nil && giveUp {
+			c.events.Eventf(cl, related, corev1.EventTypeWarning, "BackupsLeft", "Teardown",
+				"destination %s: the backups of cluster %s are left in place, the teardown timed out: %v", d.Name(), cl.Name, err)
+			continue
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("destination %s: %w", d.Name(), err))
 			continue

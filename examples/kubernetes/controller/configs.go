@@ -2,8 +2,11 @@ package controller
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base32"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -42,6 +45,9 @@ type configs struct {
 	// writes the config's status, and the configs whose destination the
 	// registry changed.
 	ran chan event.GenericEvent
+	// loaded opens once the registry holds the BackupDestinations: before,
+	// a config would be refused for a destination not loaded yet.
+	loaded *gate
 
 	mu      sync.Mutex
 	applied map[string]destination.BackupConfig // by job ID: what each job was set from
@@ -102,6 +108,9 @@ func (c *configs) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 	if !bc.DeletionTimestamp.IsZero() {
 		return reconcile.Result{}, c.remove(ctx, jobID(req.NamespacedName))
 	}
+	if !c.loaded.isOpen() {
+		return reconcile.Result{RequeueAfter: waitAgain}, nil
+	}
 	before := bc.Status.DeepCopy()
 	err := c.set(ctx, &bc)
 	accepted := metav1.Condition{Type: v1alpha1.ConditionAccepted, Status: metav1.ConditionTrue, Reason: "Scheduled",
@@ -147,7 +156,7 @@ func (c *configs) set(ctx context.Context, bc *v1alpha1.EtcdBackupConfig) error 
 		existing = &prev
 	}
 	valid, err := c.registry.ValidateBackupConfig(destination.BackupConfig{
-		Name: bc.Name, Cluster: bc.Spec.Cluster, Destination: bc.Spec.Destination,
+		Name: backupName(bc.Namespace, bc.Name, ""), Cluster: bc.Spec.Cluster, Destination: bc.Spec.Destination,
 		Schedule: bc.Spec.Schedule, Keep: int(bc.Spec.Keep)}, existing)
 	if err != nil {
 		return err
@@ -245,7 +254,7 @@ type runner struct {
 }
 
 func (r *runner) Backup(ctx context.Context, job schedule.Job, tick time.Time) error {
-	obj := configObject(job.ID)
+	obj := realObject(ctx, r.configs.client, configObject(job.ID))
 	p := r.base
 	p.Observer = backup.Observers{r.metrics, &backupEvents{events: r.events, obj: obj}}
 	err := p.Backup(ctx, job, tick)
@@ -276,4 +285,22 @@ func cutLast(id string) (string, string, bool) {
 		}
 	}
 	return "", id, false
+}
+
+// backupName is the library's backup name of a namespaced object: its
+// namespace and name, cut to fit a DNS label, then a hash of namespace,
+// name and uid (when set) that keeps apart what the cut or the '-' would
+// merge ("a-b"/"c" and "a"/"b-c"). The name scopes retention and is part
+// of every backup ID: two namespaces never share one.
+func backupName(namespace, name, uid string) string {
+	sum := sha256.Sum256([]byte(namespace + "/" + name + "/" + uid))
+	hash := strings.ToLower(base32.StdEncoding.EncodeToString(sum[:]))[:13] // 65 bits
+	readable := []byte(namespace + "-" + name)
+	for i, b := range readable {
+		if !('a' <= b && b <= 'z' || '0' <= b && b <= '9') {
+			readable[i] = '-'
+		}
+	}
+	readable = readable[:min(len(readable), backup.MaxNameLen-len(hash)-1)]
+	return string(readable) + "-" + hash
 }

@@ -39,6 +39,10 @@ func startManager(t *testing.T, cfg *rest.Config, opts manager.Options, o contro
 	opts.Scheme = scheme(t)
 	opts.Metrics = metricsserver.Options{BindAddress: "0"}
 	opts.HealthProbeBindAddress = "0"
+	if o.Namespace == "" {
+		o.Namespace = "default"
+	}
+	opts.Cache = controller.CacheOptions(o.Namespace)
 	// Two replicas in one process register their controllers' metrics
 	// twice on controller-runtime's registry.
 	skip := true
@@ -102,6 +106,12 @@ func dest(name, u, secretName string) *v1alpha1.BackupDestination {
 
 func cluster(name string, endpoints []string) *v1alpha1.EtcdCluster {
 	return &v1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.EtcdClusterSpec{Endpoints: endpoints}}
+}
+
+// deleting sets a cluster's deletion policy to Delete, without grace.
+func deleting(cl *v1alpha1.EtcdCluster) *v1alpha1.EtcdCluster {
+	cl.Spec.DeletionPolicy = v1alpha1.DeletionDelete
+	return cl
 }
 
 func config(name, clusterName, destName, sched string, keep int32) *v1alpha1.EtcdBackupConfig {
@@ -194,7 +204,7 @@ func TestSeedController(t *testing.T) {
 		secret("default", "minio", s3.access, s3.secret),
 		secret("default", "rotating", s3.access, "not-the-secret-key"),
 		dest("default", mainURL, "minio"),
-		cluster("prod-a", []string{"http://" + endpoint}),
+		deleting(cluster("prod-a", []string{"http://" + endpoint})),
 		cluster("prod-b", []string{"http://" + endpoint}),
 		config("frequent", "prod-a", "default", "@every 1s", 3),
 	)
@@ -369,7 +379,7 @@ func TestSeedController(t *testing.T) {
 			}
 			return b.Status.Phase == v1alpha1.PhaseCompleted || b.Status.Phase == v1alpha1.PhaseFailed
 		})
-		if b.Status.Phase != v1alpha1.PhaseCompleted || b.Status.BackupID != "prod-b-before-upgrade" {
+		if b.Status.Phase != v1alpha1.PhaseCompleted || !strings.HasPrefix(b.Status.BackupID, "prod-b-default-before-upgrade-") {
 			t.Fatalf("backup status %+v", b.Status)
 		}
 		peer := &url.URL{Scheme: "http", Host: freeAddr(t)}

@@ -35,14 +35,24 @@ const (
 	SecretSessionToken = "sessionToken"
 )
 
+// errSecretNamespace refuses a destination whose credentials Secret is
+// outside the controller's namespace.
+var errSecretNamespace = errors.New("credentials secret outside the controller's namespace")
+
 // secretResolver reads a destination's keys from the Secret
-// "namespace/name" through the manager's client.
-type secretResolver struct{ client client.Reader }
+// "namespace/name" through the manager's client, in its namespace only.
+type secretResolver struct {
+	client    client.Reader
+	namespace string
+}
 
 func (s *secretResolver) ResolveSecret(ctx context.Context, _, ref string) (*credentials.Credentials, error) {
 	ns, name, ok := strings.Cut(ref, "/")
 	if !ok {
 		return nil, fmt.Errorf("secret reference %q is not namespace/name", ref)
+	}
+	if ns != s.namespace {
+		return nil, fmt.Errorf("%w %s: secret %s", errSecretNamespace, s.namespace, ref)
 	}
 	var sec corev1.Secret
 	if err := s.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &sec); err != nil {
@@ -76,6 +86,10 @@ type destinations struct {
 	// resync is how often the statuses are written even without an event,
 	// so that lastSync follows syncs that found nothing new.
 	resync time.Duration
+	// namespace is the only one credentials Secrets are read from.
+	namespace string
+	// loaded opens after the first apply.
+	loaded *gate
 }
 
 // registryKey is the one request the destinations controller handles.
@@ -97,6 +111,9 @@ func (d *destinations) setup(mgr ctrl.Manager) error {
 // changes: the new resourceVersion becomes the credentials' revision, and
 // Apply reopens the destination with the new keys.
 func (d *destinations) secretChanged(ctx context.Context, o client.Object) []reconcile.Request {
+	if o.GetNamespace() != d.namespace {
+		return nil
+	}
 	var list v1alpha1.BackupDestinationList
 	if err := d.client.List(ctx, &list, client.MatchingFields{indexSecret: o.GetNamespace() + "/" + o.GetName()}); err != nil || len(list.Items) == 0 {
 		return nil
@@ -108,7 +125,7 @@ func (d *destinations) secretChanged(ctx context.Context, o client.Object) []rec
 // updates.
 func (d *destinations) observe(e destination.Event) {
 	if e.Kind == destination.StatusChanged {
-		obj := destinationObject(e.Destination)
+		obj := realObject(context.Background(), d.client, destinationObject(e.Destination))
 		if e.Status.Available() {
 			d.events.Eventf(obj, nil, corev1.EventTypeNormal, "Available", "Check", "destination is available")
 		} else if e.Status.State == destination.StateUnavailable {
@@ -165,15 +182,17 @@ func (d *destinations) Reconcile(ctx context.Context, _ reconcile.Request) (reco
 			loc  destination.Location
 		}{o.Name, loc})
 		desired.Destinations = append(desired.Destinations, spec)
-		if o.Name == v1alpha1.DefaultDestination {
-			desired.Default = o.Name
-		}
 	}
-	if desired.Default == "" && len(desired.Destinations) > 0 {
-		desired.Default = desired.Destinations[0].Name
+	if len(objs) > 0 {
+		// The default is default, sorted first when it exists; refused,
+		// it stays what it was (see ApplyEach).
+		desired.Default = objs[0].Name
 	}
-	changes, applyErr := d.registry.Apply(ctx, desired)
+	// Each destination is judged alone: one the registry refuses leaves
+	// the others, and their rotated credentials, applied.
+	changes, applyRefused, applyErr := d.registry.ApplyEach(ctx, desired)
 	if applyErr == nil {
+		d.loaded.open()
 		// The configs that name a changed destination are checked again
 		// against the registry as it is now.
 		d.configs.revalidate(ctx, slices.Concat(changes.Added, changes.Updated, changes.Removed))
@@ -181,10 +200,7 @@ func (d *destinations) Reconcile(ctx context.Context, _ reconcile.Request) (reco
 	var errs []error
 	for i := range objs {
 		o := &objs[i]
-		err := refused[o.Name]
-		if err == nil {
-			err = applyErr
-		}
+		err := cmp.Or(refused[o.Name], applyRefused[o.Name], applyErr)
 		if err := d.writeStatus(ctx, o, err); err != nil {
 			errs = append(errs, err)
 		}
@@ -207,9 +223,16 @@ func (d *destinations) spec(ctx context.Context, o *v1alpha1.BackupDestination) 
 		s.ObjectLock = destination.ObjectLock{Mode: storage.RetentionMode(l.Mode), RetainFor: l.RetainFor.Duration}
 	}
 	if ref := o.Spec.CredentialsSecretRef; ref != nil {
-		s.Credentials = destination.Credentials{Source: destination.SourceSecret, Secret: ref.Namespace + "/" + ref.Name}
+		ns := cmp.Or(ref.Namespace, d.namespace)
+		if ns != d.namespace {
+			// Refused before anything reads it: whoever may write a
+			// BackupDestination must not send another namespace's keys
+			// to an endpoint of their choice.
+			return s, fmt.Errorf("%w %s: secret %s/%s", errSecretNamespace, d.namespace, ns, ref.Name)
+		}
+		s.Credentials = destination.Credentials{Source: destination.SourceSecret, Secret: ns + "/" + ref.Name}
 		var sec corev1.Secret
-		err := d.client.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, &sec)
+		err := d.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: ref.Name}, &sec)
 		switch {
 		case err == nil:
 			s.Credentials.Revision = sec.ResourceVersion
@@ -281,6 +304,8 @@ func countBackups(inv destination.Inventory) int {
 // condition reason.
 func refusalReason(err error) string {
 	return reasonOf(err, []sentinelReason{
+		{errSecretNamespace, "SecretNamespace"},
+		{destination.ErrNoDriver, "NoDriver"},
 		{destination.ErrLocationInUse, "LocationInUse"},
 		{destination.ErrCredentialsInURL, "CredentialsInURL"},
 		{destination.ErrInvalidURL, "InvalidURL"},

@@ -1,9 +1,11 @@
 package controller
 
 import (
-	"k8s.io/apimachinery/pkg/runtime"
+	"context"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcdbackup/etcdbackup/backup"
 	"github.com/etcdbackup/etcdbackup/restore"
@@ -47,4 +49,16 @@ func (r *restoreEvents) Observe(e restore.Event) {
 	case restore.Failed:
 		r.events.Eventf(r.obj, nil, corev1.EventTypeWarning, "RestoreFailed", "Restore", "restore of %s failed: %v", e.ID, e.Err)
 	}
+}
+
+// realObject returns the object placeholder names (kind, namespace and
+// name) as the cache has it, with its UID: kubectl describe shows the
+// Events whose object has the UID of the one described. It returns the
+// placeholder when the object cannot be read.
+func realObject[T client.Object](ctx context.Context, c client.Reader, placeholder T) T {
+	obj := placeholder.DeepCopyObject().(T)
+	if err := c.Get(ctx, client.ObjectKeyFromObject(placeholder), obj); err != nil {
+		return placeholder
+	}
+	return obj
 }

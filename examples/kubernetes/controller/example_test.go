@@ -14,16 +14,19 @@ func ExampleSetup() {
 	if err := controller.AddToScheme(scheme); err != nil {
 		panic(err)
 	}
+	const namespace = "etcdbackup-system" // the controller's: its Secrets and Lease
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme:                        scheme,
+		Cache:                         controller.CacheOptions(namespace),
 		LeaderElection:                true,
 		LeaderElectionID:              "etcdbackup-controller-manager",
+		LeaderElectionNamespace:       namespace,
 		LeaderElectionReleaseOnCancel: true,
 	})
 	if err != nil {
 		panic(err)
 	}
-	parts, err := controller.Setup(mgr, controller.Options{RestoreDir: "/var/lib/etcd-restores"})
+	parts, err := controller.Setup(mgr, controller.Options{Namespace: namespace, RestoreDir: "/var/lib/etcd-restores"})
 	if err != nil {
 		panic(err)
 	}

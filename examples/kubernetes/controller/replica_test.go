@@ -53,12 +53,12 @@ func runReplica(kubeconfig string) int {
 	}
 	opts := leaderOptions()
 	s := newScheme()
-	opts.Scheme, opts.Metrics = s, metricsserver.Options{BindAddress: "0"}
+	opts.Scheme, opts.Metrics, opts.Cache = s, metricsserver.Options{BindAddress: "0"}, controller.CacheOptions("default")
 	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
 		return 2
 	}
-	if _, err := controller.Setup(mgr, controller.Options{Registerer: prometheus.NewRegistry()}); err != nil {
+	if _, err := controller.Setup(mgr, controller.Options{Namespace: "default", Registerer: prometheus.NewRegistry()}); err != nil {
 		return 2
 	}
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {

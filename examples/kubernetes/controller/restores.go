@@ -31,6 +31,7 @@ type restores struct {
 	identities []age.Identity
 	now        func() time.Time
 	log        *slog.Logger
+	loaded     *gate
 }
 
 func (r *restores) setup(mgr ctrl.Manager) error {
@@ -42,7 +43,8 @@ func (r *restores) setup(mgr ctrl.Manager) error {
 // interrupted by a restart runs again from the start; one that had
 // finished finds its directory there and fails with ErrTargetExists. A
 // restore whose destination is not known yet (created in the same apply,
-// and not seen yet) stays Pending until it is.
+// and not seen yet, or destinations not loaded since the controller
+// started, or none at all) stays Pending until it is.
 func (r *restores) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	var rs v1alpha1.EtcdRestore
 	if err := r.client.Get(ctx, req.NamespacedName, &rs); err != nil {
@@ -51,15 +53,22 @@ func (r *restores) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 	if !rs.DeletionTimestamp.IsZero() || rs.Status.Phase == v1alpha1.PhaseCompleted || rs.Status.Phase == v1alpha1.PhaseFailed {
 		return reconcile.Result{}, nil
 	}
-	if rs.Spec.Destination != "" {
+	st := phaseStatus{&rs.Status.Phase, &rs.Status.Message, &rs.Status.Conditions, &rs.Status.ObservedGeneration}
+	switch {
+	case !r.loaded.isOpen():
+		return wait(ctx, r.client, &rs, st, errNotLoaded)
+	case rs.Spec.Destination != "":
 		if _, err := r.registry.Get(rs.Spec.Destination); errors.Is(err, destination.ErrNotFound) {
-			return wait(ctx, r.client, &rs, &rs.Status.Phase, &rs.Status.Message, err) // created in the same apply
+			return wait(ctx, r.client, &rs, st, err) // created in the same apply
 		}
+	case len(r.registry.List()) == 0:
+		return wait(ctx, r.client, &rs, st, errNoDestinations)
 	}
 	// Update, not Patch: a cache that has not seen the end of the last
 	// run yet holds an old resourceVersion, and the conflict stops a
 	// second run.
-	rs.Status.Phase, rs.Status.Message, rs.Status.StartTime = v1alpha1.PhaseRunning, "", now(r.now)
+	st.set(rs.Generation, v1alpha1.PhaseRunning, "")
+	rs.Status.StartTime = now(r.now)
 	if err := r.client.Status().Update(ctx, &rs); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
@@ -69,12 +78,16 @@ func (r *restores) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 		if ctx.Err() != nil {
 			return reconcile.Result{}, ctx.Err()
 		}
-		rs.Status.Phase, rs.Status.Message = v1alpha1.PhaseFailed, err.Error()
+		st.set(rs.Generation, v1alpha1.PhaseFailed, err.Error())
 	} else {
-		rs.Status.Phase, rs.Status.Message = v1alpha1.PhaseCompleted, ""
+		st.set(rs.Generation, v1alpha1.PhaseCompleted, "")
 	}
 	return reconcile.Result{}, client.IgnoreNotFound(r.client.Status().Update(ctx, &rs))
 }
+
+// errNoDestinations keeps a restore from every destination Pending while
+// there is none.
+var errNoDestinations = errors.New("no destination to restore from")
 
 func (r *restores) run(ctx context.Context, rs *v1alpha1.EtcdRestore) error {
 	if r.dir == "" {

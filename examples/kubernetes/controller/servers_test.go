@@ -54,6 +54,14 @@ func newScheme() *runtime.Scheme {
 // policy of config/, and stops it when the test ends.
 func startAPIServer(t *testing.T) (*rest.Config, client.Client) {
 	t.Helper()
+	_, cfg, c := startEnv(t)
+	return cfg, c
+}
+
+// startEnv is startAPIServer with the environment, whose control plane
+// adds users.
+func startEnv(t *testing.T) (*envtest.Environment, *rest.Config, client.Client) {
+	t.Helper()
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		t.Fatal("KUBEBUILDER_ASSETS is not set: run make tools, then make test (it points it at .tools/kubebuilder/bin)")
 	}
@@ -76,7 +84,7 @@ func startAPIServer(t *testing.T) (*rest.Config, client.Client) {
 		t.Fatal(err)
 	}
 	applyAdmissionPolicy(t, c)
-	return cfg, c
+	return env, cfg, c
 }
 
 func applyAdmissionPolicy(t *testing.T, c client.Client) {

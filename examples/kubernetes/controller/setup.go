@@ -6,13 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"filippo.io/age"
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -25,9 +28,14 @@ import (
 	"github.com/etcdbackup/etcdbackup/schedule"
 )
 
-// Options configures Setup. The zero value works: the library's defaults,
-// metrics on controller-runtime's registry, restores refused.
+// Options configures Setup. Namespace is required; every other zero value
+// works: the library's defaults, metrics on controller-runtime's registry,
+// restores refused.
 type Options struct {
+	// Namespace is the controller's own namespace, the only one it reads
+	// credentials Secrets from. Give the manager CacheOptions(Namespace)
+	// so that its cache holds those Secrets and no other.
+	Namespace string
 	// Destinations configures the registry (check and poll intervals,
 	// timeouts, part sizes). Its Secrets and Observer are Setup's own.
 	Destinations destination.Options
@@ -74,18 +82,35 @@ func AddToScheme(s *runtime.Scheme) error {
 	return errors.Join(clientgoscheme.AddToScheme(s), v1alpha1.AddToScheme(s))
 }
 
-// The RBAC the controllers need, generated into config/rbac by make generate.
+// The RBAC the controllers need, generated into config/rbac by make
+// generate: a ClusterRole that reads the resources and writes their
+// status, and updates EtcdClusters only (their finalizer); a Role in the
+// controller's namespace (etcdbackup-system: change it with the
+// deployment's) for the credentials Secrets and the leader's Lease.
 //
-// +kubebuilder:rbac:groups=backup.etcdbackup.io,resources=backupdestinations;etcdclusters;etcdbackupconfigs;etcdbackups;etcdrestores,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=backup.etcdbackup.io,resources=backupdestinations/status;etcdclusters/status;etcdbackupconfigs/status;etcdbackups/status;etcdrestores/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=backup.etcdbackup.io,resources=backupdestinations;etcdclusters;etcdbackupconfigs;etcdbackups;etcdrestores,verbs=get;list;watch
+// +kubebuilder:rbac:groups=backup.etcdbackup.io,resources=etcdclusters,verbs=update
+// +kubebuilder:rbac:groups=backup.etcdbackup.io,resources=backupdestinations/status;etcdclusters/status;etcdbackupconfigs/status;etcdbackups/status;etcdrestores/status,verbs=update
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups="",namespace=etcdbackup-system,resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=etcdbackup-system,resources=leases,verbs=get;list;watch;create;update;patch
+
+// CacheOptions are the manager's cache options for a controller in
+// namespace: Secrets are cached from that namespace only, so that neither
+// the cache nor the RBAC it needs reach any other namespace's Secrets.
+func CacheOptions(namespace string) cache.Options {
+	return cache.Options{ByObject: map[client.Object]cache.ByObject{
+		&corev1.Secret{}: {Namespaces: map[string]cache.Config{namespace: {}}},
+	}}
+}
 
 // Setup creates the registry and the scheduler and adds the controllers,
 // the scheduler and the registry's checks to mgr. Everything runs on the
 // elected leader only. The manager's scheme must hold AddToScheme's types.
 func Setup(mgr manager.Manager, o Options) (*Controllers, error) {
+	if o.Namespace == "" {
+		return nil, errors.New("setup: Options.Namespace is required: the namespace credentials Secrets are read from")
+	}
 	c := mgr.GetClient()
 	rec := mgr.GetEventRecorder("etcdbackup")
 	now := o.Now
@@ -93,10 +118,11 @@ func Setup(mgr manager.Manager, o Options) (*Controllers, error) {
 		now = time.Now
 	}
 	pins := &retention.PinSet{}
+	loaded := newGate()
 	do := o.Destinations
 	dests := &destinations{client: c, events: rec, changed: make(chan event.GenericEvent, 1),
-		resync: cmp.Or(do.PollInterval, destination.DefaultPollInterval)}
-	do.Secrets = &secretResolver{client: c}
+		resync: cmp.Or(do.PollInterval, destination.DefaultPollInterval), namespace: o.Namespace, loaded: loaded}
+	do.Secrets = &secretResolver{client: c, namespace: o.Namespace}
 	do.Observer = destination.ObserverFunc(dests.observe)
 	do.Logger = o.Logger
 	registry, err := destination.NewRegistry(do)
@@ -106,9 +132,9 @@ func Setup(mgr manager.Manager, o Options) (*Controllers, error) {
 	dests.registry = registry
 
 	metrics := backup.NewMetrics()
-	configs := &configs{client: c, events: rec, registry: registry, metrics: metrics, ran: make(chan event.GenericEvent, 64)}
+	configs := &configs{client: c, events: rec, registry: registry, metrics: metrics, ran: make(chan event.GenericEvent, 64), loaded: loaded}
 	dests.configs = configs
-	clusters := &clusters{client: c, events: rec, registry: registry, pins: pins, configs: configs}
+	clusters := &clusters{client: c, events: rec, registry: registry, pins: pins, configs: configs, loaded: loaded, now: now}
 	configs.clusters = clusters
 	run := &runner{
 		base: schedule.PipelineRunner{
@@ -146,11 +172,11 @@ func Setup(mgr manager.Manager, o Options) (*Controllers, error) {
 		}
 	}
 
-	oneShots := &oneShots{client: c, events: rec, registry: registry, clusters: clusters, metrics: metrics, now: now, log: o.Logger}
+	oneShots := &oneShots{client: c, events: rec, registry: registry, clusters: clusters, metrics: metrics, now: now, log: o.Logger, loaded: loaded}
 	restores := &restores{client: c, events: rec, registry: registry, pins: pins, dir: o.RestoreDir,
-		identities: o.Identities, now: now, log: o.Logger}
+		identities: o.Identities, now: now, log: o.Logger, loaded: loaded}
 	err = errors.Join(
-		indexFields(context.Background(), mgr.GetFieldIndexer()),
+		indexFields(context.Background(), mgr.GetFieldIndexer(), o.Namespace),
 		dests.setup(mgr),
 		configs.setup(mgr),
 		clusters.setup(mgr),
@@ -175,7 +201,7 @@ const (
 	indexSecret      = "spec.credentialsSecretRef"
 )
 
-func indexFields(ctx context.Context, fi client.FieldIndexer) error {
+func indexFields(ctx context.Context, fi client.FieldIndexer, namespace string) error {
 	return errors.Join(
 		fi.IndexField(ctx, &v1alpha1.EtcdBackupConfig{}, indexCluster, func(o client.Object) []string {
 			return []string{o.(*v1alpha1.EtcdBackupConfig).Spec.Cluster}
@@ -185,7 +211,7 @@ func indexFields(ctx context.Context, fi client.FieldIndexer) error {
 		}),
 		fi.IndexField(ctx, &v1alpha1.BackupDestination{}, indexSecret, func(o client.Object) []string {
 			if ref := o.(*v1alpha1.BackupDestination).Spec.CredentialsSecretRef; ref != nil {
-				return []string{ref.Namespace + "/" + ref.Name}
+				return []string{cmp.Or(ref.Namespace, namespace) + "/" + ref.Name}
 			}
 			return nil
 		}),
@@ -209,3 +235,30 @@ func byName[T any](r *destination.Registry) func(context.Context, string) (T, er
 // recorder is the part of the manager's event recorder the controllers
 // use.
 type recorder = events.EventRecorder
+
+// errNotLoaded is why a backup, a restore or a teardown waits: the
+// destinations controller has not applied the BackupDestinations to the
+// registry yet since the manager started (after a restart or a leader
+// change), so an empty or partial registry says nothing.
+var errNotLoaded = errors.New("the destinations are not loaded yet")
+
+// gate opens once, when the destinations controller first applied the
+// BackupDestinations. Nothing that reads the registry acts before.
+type gate struct {
+	once sync.Once
+	ch   chan struct{}
+}
+
+func newGate() *gate { return &gate{ch: make(chan struct{})} }
+
+func (g *gate) open() { g.once.Do(func() { close(g.ch) }) }
+
+// isOpen reports whether the gate opened.
+func (g *gate) isOpen() bool {
+	select {
+	case <-g.ch:
+		return true
+	default:
+		return false
+	}
+}

@@ -64,8 +64,10 @@ type EtcdBackupConfigStatus struct {
 }
 
 // EtcdBackupConfig backs up a cluster's etcd to a destination on a
-// schedule, and keeps the newest backups. Its name is the backup name,
-// part of every backup's ID.
+// schedule, and keeps the newest backups. Its backup name, part of every
+// backup's ID and the scope of its retention, is
+// "<namespace>-<name>-<hash>", the hash of its namespace and name: configs
+// of the same name in two namespaces never prune each other's backups.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
@@ -115,11 +117,25 @@ type EtcdBackupSpec struct {
 	Encoding    `json:",inline"`
 }
 
+// ConditionSucceeded is the outcome of an EtcdBackup or an EtcdRestore:
+// Unknown while Pending or Running, True once Completed, False once
+// Failed. `kubectl wait --for=condition=Succeeded` waits for a good
+// outcome.
+const ConditionSucceeded = "Succeeded"
+
 // EtcdBackupStatus is the outcome of a one-shot backup.
 type EtcdBackupStatus struct {
 	// Phase is Pending, Running, Completed or Failed.
 	// +optional
 	Phase Phase `json:"phase,omitempty"`
+	// Conditions has Succeeded.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// ObservedGeneration is the generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 	// BackupID is the ID of the backup written.
 	// +optional
 	BackupID string `json:"backupID,omitempty"`
@@ -136,8 +152,10 @@ type EtcdBackupStatus struct {
 	StoredBytes int64 `json:"storedBytes,omitempty"`
 }
 
-// EtcdBackup takes one backup of a cluster now. Its name is the backup
-// name; the backup's ID is "<cluster>-<name>".
+// EtcdBackup takes one backup of a cluster now. The backup's ID is
+// "<cluster>-<namespace>-<name>-<hash>", the hash of the object's
+// namespace, name and UID: another namespace, or the object deleted and
+// created again, names another backup.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status

@@ -14,7 +14,38 @@ type EtcdClusterSpec struct {
 	// connections, or the system's roots for https endpoints.
 	// +optional
 	TLS *EtcdTLS `json:"tls,omitempty"`
+	// DeletionPolicy says what deleting the EtcdCluster does to its
+	// backups. Retain (the default) leaves them on every destination, to
+	// be restored or deleted by hand. Delete deletes them from every
+	// writable destination once DeletionGracePeriod has passed, except
+	// those an object lock or a restore in progress protects.
+	// +kubebuilder:validation:Enum=Retain;Delete
+	// +kubebuilder:default=Retain
+	// +optional
+	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
+	// DeletionGracePeriod is how long after the deletion a Delete policy
+	// waits before deleting anything: setting deletionPolicy back to
+	// Retain in that time keeps every backup. Zero deletes at once.
+	// +optional
+	DeletionGracePeriod *metav1.Duration `json:"deletionGracePeriod,omitempty"`
+	// TeardownTimeout bounds a Delete policy's teardown: a destination
+	// whose backups could not be deleted that long after the grace period
+	// ended is skipped, its backups left in place, with a Warning Event
+	// (BackupsLeft), and the EtcdCluster goes. Zero means one hour.
+	// +optional
+	TeardownTimeout *metav1.Duration `json:"teardownTimeout,omitempty"`
 }
+
+// DeletionPolicy is what deleting an EtcdCluster does to its backups.
+type DeletionPolicy string
+
+// The deletion policies.
+const (
+	// DeletionRetain keeps the cluster's backups.
+	DeletionRetain DeletionPolicy = "Retain"
+	// DeletionDelete deletes them after the grace period.
+	DeletionDelete DeletionPolicy = "Delete"
+)
 
 // EtcdTLS names the files of an etcd client's TLS, as the controller's
 // pod mounts them. They are read at each backup, so rotated certificates
@@ -42,11 +73,15 @@ type EtcdClusterStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// ObservedGeneration is the generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 }
 
 // EtcdCluster is a cluster whose etcd is backed up: its name is the
-// cluster's name in every backup. Deleting it deletes its backups from
-// every writable destination (a finalizer), except those an object lock
+// cluster's name in every backup. Deleting it keeps its backups, unless
+// its deletionPolicy is Delete: then a finalizer deletes them from every
+// writable destination after a grace period, except those an object lock
 // still protects.
 //
 // +kubebuilder:object:root=true

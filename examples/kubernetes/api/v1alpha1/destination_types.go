@@ -28,8 +28,12 @@ const (
 // SecretReference names a Secret. The Secret holds the keys accessKeyID
 // and secretAccessKey, and optionally sessionToken.
 type SecretReference struct {
-	// +kubebuilder:validation:MinLength=1
-	Namespace string `json:"namespace"`
+	// Namespace is the controller's own namespace, the only one it reads
+	// credentials Secrets from: a destination naming another is refused,
+	// and its Secret is never read. Empty means the controller's
+	// namespace.
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
 	// +kubebuilder:validation:MinLength=1
 	Name string `json:"name"`
 }
@@ -42,8 +46,8 @@ type BackupDestinationSpec struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=2048
 	URL string `json:"url"`
-	// CredentialsSecretRef names the Secret with the destination's keys.
-	// Without it the store's default credentials chain is used.
+	// CredentialsSecretRef names the Secret with the destination's keys,
+	// in the controller's namespace. Without it the store's default credentials chain is used.
 	// +optional
 	CredentialsSecretRef *SecretReference `json:"credentialsSecretRef,omitempty"`
 	// PollInterval is the time between inventory syncs. Zero means the

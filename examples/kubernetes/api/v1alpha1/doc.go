@@ -4,7 +4,7 @@
 //
 //	BackupDestination  a named place backups go to (cluster-scoped)
 //	EtcdCluster        a cluster whose etcd is backed up (cluster-scoped);
-//	                   deleting it deletes its backups
+//	                   deleting it keeps its backups, unless deletionPolicy is Delete
 //	EtcdBackupConfig   a backup schedule (or one backup) of a cluster to a destination
 //	EtcdBackup         one backup, now
 //	EtcdRestore        one restore of a member's data directory

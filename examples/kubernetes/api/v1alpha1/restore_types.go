@@ -59,6 +59,14 @@ type EtcdRestoreStatus struct {
 	// Phase is Pending, Running, Completed or Failed.
 	// +optional
 	Phase Phase `json:"phase,omitempty"`
+	// Conditions has Succeeded.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// ObservedGeneration is the generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 	// BackupID and Destination say which backup was restored.
 	// +optional
 	BackupID string `json:"backupID,omitempty"`

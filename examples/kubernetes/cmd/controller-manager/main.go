@@ -6,16 +6,25 @@
 //
 //	kubectl apply -f config/crd -f config/admission
 //	go run ./cmd/controller-manager --restore-dir=/var/lib/etcd-restores
+//
+// Its namespace holds the credentials Secrets it reads (no other) and its
+// leader election Lease: --namespace, else $POD_NAMESPACE (set it from the
+// downward API), else the namespace of the kubeconfig's context, or of the
+// pod's service account in the cluster.
 package main
 
 import (
+	"cmp"
+	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"log/slog"
 	"os"
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -28,28 +37,60 @@ import (
 )
 
 func main() {
-	restoreDir := flag.String("restore-dir", "", "`directory` restores create data directories in (empty: restores refused)")
-	flag.Parse()
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	ctrl.SetLogger(logr.FromSlogHandler(log.Handler()))
+	if err := run(ctrl.SetupSignalHandler(), os.Args[1:], os.Getenv, log); err != nil {
+		log.Error("controller-manager", "err", err)
+		os.Exit(1)
+	}
+}
+
+// run parses args and runs the manager until ctx is done.
+func run(ctx context.Context, args []string, getenv func(string) string, log *slog.Logger) error {
+	fs := flag.NewFlagSet("controller-manager", flag.ContinueOnError)
+	restoreDir := fs.String("restore-dir", "", "`directory` restores create data directories in (empty: restores refused)")
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig `file` outside the cluster (default: $KUBECONFIG, ~/.kube/config)")
+	namespace := fs.String("namespace", "", "the controller's `namespace`: its credentials Secrets and leader Lease (default: $POD_NAMESPACE, else the kubeconfig context's)")
+	metricsAddr := fs.String("metrics-bind-address", ":8080", "`address` of the metrics endpoint (plain HTTP: keep it behind a NetworkPolicy)")
+	probeAddr := fs.String("health-probe-bind-address", ":8081", "`address` of the health probes")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = *kubeconfig
+	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{})
+	cfg, err := loader.ClientConfig()
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	ns, err := namespaceOf(*namespace, getenv, loader)
+	if err != nil {
+		return err
+	}
+	log.Info("starting", "namespace", ns)
 
 	scheme := runtime.NewScheme()
 	if err := controller.AddToScheme(scheme); err != nil {
-		fail(log, "scheme", err)
+		return fmt.Errorf("scheme: %w", err)
 	}
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: ":8080"},
-		HealthProbeBindAddress: ":8081",
-		LeaderElection:         true,
-		LeaderElectionID:       "etcdbackup-controller-manager",
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme: scheme,
+		// Credentials Secrets are read from the controller's namespace
+		// only: the cache, and the RBAC it needs, stop there.
+		Cache:                   controller.CacheOptions(ns),
+		Metrics:                 metricsserver.Options{BindAddress: *metricsAddr},
+		HealthProbeBindAddress:  *probeAddr,
+		LeaderElection:          true,
+		LeaderElectionID:        "etcdbackup-controller-manager",
+		LeaderElectionNamespace: ns,
 		// The scheduler's backups in flight finish before the lease goes.
 		LeaderElectionReleaseOnCancel: true,
 	})
 	if err != nil {
-		fail(log, "manager", err)
+		return fmt.Errorf("manager: %w", err)
 	}
 	parts, err := controller.Setup(mgr, controller.Options{
+		Namespace:  ns,
 		RestoreDir: *restoreDir,
 		Logger:     log,
 		// The drivers of the clouds this manager writes to; each links
@@ -57,19 +98,29 @@ func main() {
 		Destinations: destination.Options{Drivers: []blob.Driver{gcs.Driver(), azure.Driver()}},
 	})
 	if err != nil {
-		fail(log, "setup", err)
+		return fmt.Errorf("setup: %w", err)
 	}
 	if err := errors.Join(mgr.AddHealthzCheck("ping", healthz.Ping), mgr.AddReadyzCheck("ping", healthz.Ping)); err != nil {
-		fail(log, "probes", err)
+		return fmt.Errorf("probes: %w", err)
 	}
-	err = mgr.Start(ctrl.SetupSignalHandler())
+	err = mgr.Start(ctx)
 	parts.Close()
 	if err != nil {
-		fail(log, "manager stopped", err)
+		return fmt.Errorf("manager stopped: %w", err)
 	}
+	return nil
 }
 
-func fail(log *slog.Logger, what string, err error) {
-	log.Error(what, "err", err)
-	os.Exit(1)
+// namespaceOf returns the controller's namespace: the flag's, else
+// $POD_NAMESPACE, else the kubeconfig context's (in a pod without a
+// kubeconfig, the service account's).
+func namespaceOf(flagValue string, getenv func(string) string, loader clientcmd.ClientConfig) (string, error) {
+	if ns := cmp.Or(flagValue, getenv("POD_NAMESPACE")); ns != "" {
+		return ns, nil
+	}
+	ns, _, err := loader.Namespace()
+	if err != nil {
+		return "", fmt.Errorf("namespace: %w", err)
+	}
+	return ns, nil
 }
