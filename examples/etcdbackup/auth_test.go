@@ -30,7 +30,6 @@ func TestEtcdAuth(t *testing.T) {
 	tr.fails(exitFailure, "save", endpoints, dest, "--cluster=prod", "--quiet")
 	// A user without a password and no terminal: a usage error.
 	tr.fails(exitUsage, "save", endpoints, dest, "--cluster=prod", "--quiet", "--user=root")
-	tr.fails(exitUsage, "save", endpoints, dest, "--cluster=prod", "--quiet", "--user=root:"+password, "--password-file="+pwFile)
 	tr.fails(exitUsage, "save", endpoints, dest, "--cluster=prod", "--quiet", "--password-file="+pwFile)
 	// A wrong password fails without repeating either.
 	tr.fails(exitFailure, "save", endpoints, dest, "--cluster=prod", "--quiet", "--user=root:wrong-"+canary)
@@ -38,11 +37,17 @@ func TestEtcdAuth(t *testing.T) {
 	tr.ok("save", endpoints, dest, "--cluster=prod", "--quiet", "--user=root:"+password)
 	tr.ok("save", endpoints, dest, "--cluster=prod", "--quiet", "--user=root", "--password-file="+pwFile)
 	tr.ok("save", endpoints, dest, "--cluster=prod", "--quiet", "--user=root", "--password="+password)
+	// The command line beats the environment: a password in --user wins
+	// over $ETCDCTL_PASSWORD, which is then the next source.
+	t.Setenv("ETCDCTL_PASSWORD", "wrong-"+canary)
+	tr.ok("save", endpoints, dest, "--cluster=prod", "--quiet", "--user=root:"+password)
+	tr.ok("save", endpoints, dest, "--cluster=prod", "--quiet", "--user=root", "--password-file="+pwFile)
 	t.Setenv("ETCDCTL_USER", "root")
 	t.Setenv("ETCDCTL_PASSWORD", password)
 	tr.ok("save", endpoints, dest, "--cluster=prod", "--quiet")
 	tr.ok("export", endpoints, dest, "--cluster=prod", "--quiet", "--prefix=/registry/")
 	tr.ok("import", endpoints, dest, "--cluster=prod", "--backup=latest", "--dry-run")
+	tr.ok("diff", endpoints, dest, "--cluster=prod", "--backup=latest")
 	tr.ok("restore", dest, "--cluster=prod", "--data-dir="+filepath.Join(dir, "restored"))
 	tr.requireNoSecret(canary)
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
@@ -67,17 +68,35 @@ func checkEndpoint(ep string) error {
 	return nil
 }
 
-// readPassword reads a password from a terminal without echoing it; tests
-// replace it.
-var readPassword = func(prompt string) (string, error) {
-	if !term.IsTerminal(int(os.Stdin.Fd())) {
+// readPassword reads a password from a terminal without echoing it.
+func readPassword(prompt string) (string, error) {
+	fd := int(os.Stdin.Fd())
+	if !term.IsTerminal(fd) {
 		return "", errors.New("no terminal to ask on")
 	}
+	state, err := term.GetState(fd)
+	if err != nil {
+		return "", err
+	}
+	// An interrupt while the prompt has echo off gives the terminal
+	// back before the process ends (see interruptible).
+	prompting.Store(&promptTerminal{fd: fd, state: state})
+	defer prompting.Store(nil)
 	fmt.Fprint(os.Stderr, prompt)
-	b, err := term.ReadPassword(int(os.Stdin.Fd()))
+	b, err := term.ReadPassword(fd)
 	fmt.Fprintln(os.Stderr)
 	return string(b), err
 }
+
+// promptTerminal is a terminal a password prompt turned echo off on, and
+// its state before.
+type promptTerminal struct {
+	fd    int
+	state *term.State
+}
+
+// prompting is the terminal of the password prompt under way, if any.
+var prompting atomic.Pointer[promptTerminal]
 
 // auth resolves --user, --password, --password-file and the prompt into
 // a user name and password. No message repeats any of them.
@@ -92,16 +111,11 @@ func (f *etcdFlags) auth() error {
 	if name == "" {
 		return usagef("--user: the user name is empty")
 	}
-	given := 0
-	for _, set := range []bool{inline, f.password != "", f.passwordFile != ""} {
-		if set {
-			given++
-		}
-	}
-	if given > 1 {
-		return usagef("give the password for --user once: in --user, --password or --password-file")
-	}
+	// The most explicit source wins, as the command line beats the
+	// environment: a password in --user, then --password-file, then
+	// --password (or $ETCDCTL_PASSWORD), then a prompt.
 	switch {
+	case inline:
 	case f.passwordFile != "":
 		b, err := os.ReadFile(f.passwordFile)
 		if err != nil {
@@ -111,7 +125,7 @@ func (f *etcdFlags) auth() error {
 		pw = strings.TrimSuffix(pw, "\r")
 	case f.password != "":
 		pw = f.password
-	case !inline:
+	default:
 		var err error
 		if pw, err = readPassword("etcd password for " + name + ": "); err != nil {
 			return usagef("--user needs a password (--password-file, --password, $ETCDCTL_PASSWORD or a terminal): %v", err)

@@ -312,6 +312,11 @@ func runDiff(ctx context.Context, s *streams, args []string) error {
 	if (against == "") == (len(etcd.endpoints) == 0) {
 		return usagef("give --endpoints (a live etcd) or --against (another backup), one of them")
 	}
+	if against == "" {
+		if err := etcd.validate(); err != nil {
+			return err
+		}
+	}
 	sel.quiet = true
 	r, err := sel.restorer(s, fs)
 	if err != nil {

@@ -68,6 +68,8 @@ import (
 	"strings"
 	"syscall"
 
+	"golang.org/x/term"
+
 	"github.com/etcdbackup/etcdbackup/backup"
 	"github.com/etcdbackup/etcdbackup/destination"
 	"github.com/etcdbackup/etcdbackup/restore"
@@ -98,6 +100,13 @@ func interruptible(w io.Writer) context.Context {
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	go func() {
 		sig := <-sigs
+		if p := prompting.Load(); p != nil {
+			// At a password prompt nothing has started: give the
+			// terminal its echo back and end.
+			_ = term.Restore(p.fd, p.state)
+			fmt.Fprintf(w, "\netcdbackup: %v: interrupted\n", sig)
+			os.Exit(exitInterrupted)
+		}
 		signal.Reset(os.Interrupt, syscall.SIGTERM)
 		fmt.Fprintf(w, "etcdbackup: %v: stopping; a second interrupt quits at once\n", sig)
 		cancel()

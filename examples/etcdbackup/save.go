@@ -82,7 +82,7 @@ func runSave(ctx context.Context, s *streams, args []string) error {
 	defer closeAll()
 	req.Targets = targets
 	if !quiet {
-		pipeline.Observer = display
+		pipeline.Observer = relabeled{display, labels}
 		defer display.close()
 	}
 	res, err := pipeline.Run(ctx, req)
@@ -134,9 +134,9 @@ func saveOutput(res *backup.Result) any {
 // how the results name them.
 func openTargets(ctx context.Context, dest destinationFlags, opts destination.Options) (targets []backup.Target, labels map[string]string, closeAll func(), err error) {
 	var (
-		regs []*destination.Registry
-		locs []destination.Location
-		down []error
+		regs   []*destination.Registry
+		locs   []destination.Location
+		checks []func() error
 	)
 	labels = map[string]string{}
 	closeAll = func() {
@@ -161,22 +161,85 @@ func openTargets(ctx context.Context, dest destinationFlags, opts destination.Op
 			return nil, nil, nil, usagef("--destination %s: the same location as another, or inside it", destination.RedactURL(url))
 		}
 		if strings.Contains(url, "://") && d.Name() == cmp.Or(one.name, destination.DefaultName) {
-			labels[d.Name()] = destination.RedactURL(url)
+			labels[d.Name()] = targetLabel(url)
 		}
 		locs = append(locs, d.Location())
 		targets = append(targets, d.Target())
-		if st, err := reg.Check(ctx, d.Name()); err == nil && !st.Available() {
-			down = append(down, fmt.Errorf("destination %s: unavailable (%s): %s", cmp.Or(labels[d.Name()], d.Name()), st.Reason, st.Message))
-		}
+		checks = append(checks, func() error { return precheck(ctx, reg, d.Name(), cmp.Or(labels[d.Name()], d.Name())) })
 	}
-	if len(down) == len(targets) {
+	if err := allFail(checks); err != nil {
 		// Nothing could store the snapshot: say so before reading it
 		// from etcd. With another destination up, save goes on and
 		// reports this one's failure with the others' outcomes.
 		closeAll()
-		return nil, nil, nil, errors.Join(down...)
+		return nil, nil, nil, err
 	}
 	return targets, labels, closeAll, nil
+}
+
+// targetLabel names a destination given by URL in results and progress:
+// the URL without credentials, query or fragment, and the endpoint or
+// account that tells two sites' buckets of one name apart.
+func targetLabel(raw string) string {
+	label := destination.RedactURL(raw)
+	loc, err := destination.ParseURL(raw)
+	switch {
+	case err != nil:
+	case loc.Endpoint != "":
+		label += " at " + loc.Endpoint
+	case loc.Account != "":
+		label += " in account " + loc.Account
+	}
+	return label
+}
+
+// relabeled names destinations in events by their labels (see
+// openTargets), as the results do.
+type relabeled struct {
+	backup.Observer
+	labels map[string]string
+}
+
+// Observe passes e on with its destination's label.
+func (r relabeled) Observe(e backup.Event) {
+	if l, ok := r.labels[e.Destination]; ok {
+		e.Destination = l
+	}
+	r.Observer.Observe(e)
+}
+
+// precheck checks a destination before a snapshot is read for it. It
+// fails only when the store surely cannot take the backup: its bucket or
+// directory is missing, it cannot be reached, it is full. A refused
+// listing passes: credentials that may write but not list are a common
+// hardening, and the upload gives the store's own answer.
+func precheck(ctx context.Context, reg *destination.Registry, name, label string) error {
+	st, err := reg.Check(ctx, name)
+	if err != nil || st.Available() {
+		return nil
+	}
+	switch st.Reason {
+	case destination.ReasonMissingBucket, destination.ReasonUnreachable, destination.ReasonNoSpace, destination.ReasonNotConfigured:
+		return fmt.Errorf("destination %s: unavailable (%s): %s", label, st.Reason, st.Message)
+	}
+	return nil
+}
+
+// allFail runs the checks at once and returns their errors joined when
+// every one failed, nil otherwise.
+func allFail(checks []func() error) error {
+	errs := make([]error, len(checks))
+	var wg sync.WaitGroup
+	for i, check := range checks {
+		wg.Go(func() { errs[i] = check() })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err == nil {
+			return nil
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // fanOutResult prints the outcome on each destination: one line each on
