@@ -3,7 +3,9 @@ package retention
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/etcdbackup/etcdbackup/backup"
@@ -13,12 +15,20 @@ import (
 // a chain is a full backup and the contiguous delta segments after it, and
 // every revision of the last Window stays restorable.
 //
-// Applied to a Plan made by MakePlan, it:
+// Applied to a Plan made by MakePlan, it works within the plan's scope: with
+// PlanOptions.Name set, the full backups of that backup config and the
+// segments of the chains they start, so that each continuous config keeps
+// its own window (segments of another config's chains are kept, out of
+// scope). It:
 //
 //   - keeps the base of the window: the newest full backup completed at or
-//     before now-Window (or the oldest full backup, when the window reaches
-//     back past every one), and every full backup a chain reaching into
-//     the window starts from, even when the plan would delete them;
+//     before now-Window (less the plan's clock skew), unless a full backup
+//     completed later records a lower revision (its date is not to be
+//     trusted); when the window reaches back past every full backup, the
+//     one with the lowest revision;
+//   - keeps every full backup a chain reaching into the window starts
+//     from, when it is newer than the base by revision, even when the plan
+//     would delete it;
 //   - keeps every delta segment that ends after the base's revision: the
 //     restore points from the base to now depend on them;
 //   - deletes the delta segments that end at or before the base's
@@ -65,39 +75,42 @@ func (c ChainPolicy) Apply(plan *Plan) (*Plan, error) {
 	out := *plan
 	out.Decisions = slices.Clone(plan.Decisions)
 	ds := out.Decisions
-	var fulls []int // full backups with a known revision, by completion
+	name := plan.Options.Name
+	configOf := map[string]string{} // full backup ID -> its config
+	var fulls []int                 // full backups of the scope with a known revision
 	for i, d := range ds {
 		e := d.Entry
-		if e.Cluster == plan.Cluster && e.Kind == backup.KindBackup && e.Manifest != nil && e.Manifest.Etcd.Revision.Low > 0 {
+		if e.Cluster != plan.Cluster || e.Kind != backup.KindBackup || e.Manifest == nil {
+			continue
+		}
+		configOf[e.ID] = e.Manifest.Name
+		if (name == "" || e.Manifest.Name == name) && e.Manifest.Etcd.Revision.Low > 0 {
 			fulls = append(fulls, i)
 		}
 	}
-	slices.SortStableFunc(fulls, func(a, b int) int { return completed(ds[a].Entry).Compare(completed(ds[b].Entry)) })
-
+	var segments []int // delta segments of the scope
 	for i := range ds {
-		if e := ds[i].Entry; e.Cluster == plan.Cluster && e.Kind == backup.KindDelta {
-			ds[i].Action, ds[i].Reason = Keep, ReasonNoFull
+		e := ds[i].Entry
+		if e.Cluster != plan.Cluster || e.Kind != backup.KindDelta || e.Manifest == nil {
+			continue
 		}
+		if cfg := chainConfig(plan.Cluster, e.Manifest.Chain, configOf); name != "" && cfg != name {
+			ds[i].Action, ds[i].Reason = Keep, fmt.Sprintf("delta segment of a chain of config %q: out of the scope of config %q", cfg, name)
+			continue
+		}
+		segments = append(segments, i)
+		ds[i].Action, ds[i].Reason = Keep, ReasonNoFull
 	}
 	if len(fulls) == 0 {
 		return &out, nil
 	}
-	start := plan.Now.Add(-c.Window)
-	base := fulls[0]
-	for _, i := range fulls {
-		if !completed(ds[i].Entry).After(start) {
-			base = i
-		}
-	}
+	base := c.base(plan, fulls)
 	baseRev := ds[base].Entry.Manifest.Etcd.Revision.Low
 	keep(&ds[base], ReasonWindowBase)
 
 	chainBases := map[string]bool{}
-	for i := range ds {
+	for _, i := range segments {
 		e := ds[i].Entry
-		if e.Cluster != plan.Cluster || e.Kind != backup.KindDelta {
-			continue
-		}
 		if e.Manifest.LastRevision <= baseRev {
 			ds[i].Action = Delete
 			ds[i].Reason = fmt.Sprintf("delta segment ends at revision %d, at or before the base of the %s point-in-time window (%s, revision %d)",
@@ -108,11 +121,101 @@ func (c ChainPolicy) Apply(plan *Plan) (*Plan, error) {
 		chainBases[e.Manifest.Chain] = true
 	}
 	for _, i := range fulls {
-		if chainBases[ds[i].Entry.ID] && completed(ds[i].Entry).After(completed(ds[base].Entry)) {
+		if chainBases[ds[i].Entry.ID] && ds[i].Entry.Manifest.Etcd.Revision.Low > baseRev {
 			keep(&ds[i], ReasonChainBase)
 		}
 	}
 	return &out, nil
+}
+
+// base returns the full backup (an index of plan's decisions) at the base
+// of the window. A full backup counts as before the window when it
+// completed at least the clock skew before the window's start and no full
+// backup completed after it records a lower revision: dates may lie,
+// revisions of one cluster only grow.
+func (c ChainPolicy) base(plan *Plan, fulls []int) int {
+	ds := plan.Decisions
+	skew := plan.Options.ClockSkew
+	if skew <= 0 {
+		skew = DefaultClockSkew
+	}
+	start := plan.Now.Add(-c.Window - skew)
+	low := func(i int) int64 { return ds[i].Entry.Manifest.Etcd.Revision.Low }
+	var after []int64 // revisions of the full backups completed after start
+	for _, i := range fulls {
+		if completed(ds[i].Entry).After(start) {
+			after = append(after, low(i))
+		}
+	}
+	lowestAfter := int64(math.MaxInt64)
+	if len(after) > 0 {
+		lowestAfter = slices.Min(after)
+	}
+	base, found := -1, false
+	for _, i := range fulls {
+		if completed(ds[i].Entry).After(start) || low(i) > lowestAfter {
+			continue
+		}
+		if !found || completed(ds[i].Entry).After(completed(ds[base].Entry)) ||
+			completed(ds[i].Entry).Equal(completed(ds[base].Entry)) && low(i) > low(base) {
+			base, found = i, true
+		}
+	}
+	if found {
+		return base
+	}
+	// The window reaches back past every full backup (or their dates
+	// cannot be trusted): the lowest revision keeps the most.
+	base = fulls[0]
+	for _, i := range fulls {
+		if low(i) < low(base) {
+			base = i
+		}
+	}
+	return base
+}
+
+// chainConfig returns the backup config of the chain that starts from the
+// full backup id: its manifest's name when the full backup is listed,
+// else the name its ID carries ("<cluster>-<name>-<timestamp>[-<run>]"),
+// "" when neither tells.
+func chainConfig(cluster, id string, configOf map[string]string) string {
+	if cfg, ok := configOf[id]; ok {
+		return cfg
+	}
+	rest, ok := strings.CutPrefix(id, cluster+"-")
+	if !ok {
+		return ""
+	}
+	if i := strings.LastIndexByte(rest, '-'); i >= 0 && isRun(rest[i+1:]) {
+		rest = rest[:i]
+	}
+	i := strings.LastIndexByte(rest, '-')
+	if i <= 0 || !isTimestamp(rest[i+1:]) {
+		return ""
+	}
+	return rest[:i]
+}
+
+func isRun(s string) bool {
+	if len(s) != backup.RunLen {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+func isTimestamp(s string) bool {
+	for _, layout := range []string{backup.TimestampLayoutMilli, backup.TimestampLayout} {
+		if t, err := time.Parse(layout, s); err == nil && t.Format(layout) == s {
+			return true
+		}
+	}
+	return false
 }
 
 // keep turns d into a keep, keeping the plan's own reason to keep.
