@@ -21,11 +21,12 @@ import (
 // its own window (segments of another config's chains are kept, out of
 // scope). It:
 //
-//   - keeps the base of the window: the newest full backup completed at or
-//     before now-Window (less the plan's clock skew), unless a full backup
-//     completed later records a lower revision (its date is not to be
-//     trusted); when the window reaches back past every full backup, the
-//     one with the lowest revision;
+//   - keeps the base of the window: the newest full backup completed, and
+//     stored (by the store's clock, when the plan has it), at or before
+//     now-Window less the plan's clock skew, unless a full backup after
+//     that records a lower revision (a date that is not to be trusted);
+//     when the window reaches back past every full backup, or no date can
+//     be trusted, the one with the lowest revision;
 //   - keeps every full backup a chain reaching into the window starts
 //     from, when it is newer than the base by revision, even when the plan
 //     would delete it;
@@ -130,9 +131,11 @@ func (c ChainPolicy) Apply(plan *Plan) (*Plan, error) {
 
 // base returns the full backup (an index of plan's decisions) at the base
 // of the window. A full backup counts as before the window when it
-// completed at least the clock skew before the window's start and no full
-// backup completed after it records a lower revision: dates may lie,
-// revisions of one cluster only grow.
+// completed at least the clock skew before the window's start, the store
+// wrote its manifest before then too (when the plan knows the store's
+// times), and no full backup after the start, or completed after it,
+// records a lower revision: dates may lie, the store's clock and the
+// revisions of one cluster do not.
 func (c ChainPolicy) base(plan *Plan, fulls []int) int {
 	ds := plan.Decisions
 	skew := plan.Options.ClockSkew
@@ -141,19 +144,30 @@ func (c ChainPolicy) base(plan *Plan, fulls []int) int {
 	}
 	start := plan.Now.Add(-c.Window - skew)
 	low := func(i int) int64 { return ds[i].Entry.Manifest.Etcd.Revision.Low }
-	var after []int64 // revisions of the full backups completed after start
-	for _, i := range fulls {
-		if completed(ds[i].Entry).After(start) {
-			after = append(after, low(i))
-		}
+	before := func(i int) bool {
+		e := ds[i].Entry
+		mod, ok := plan.Options.ModTimes[e.ManifestKey]
+		return !completed(e).After(start) && (!ok || !mod.After(start))
 	}
 	lowestAfter := int64(math.MaxInt64)
-	if len(after) > 0 {
-		lowestAfter = slices.Min(after)
+	for _, i := range fulls {
+		if !before(i) {
+			lowestAfter = min(lowestAfter, low(i))
+		}
+	}
+	// consistent: no full backup completed after i records a lower
+	// revision. Where dates and revisions disagree, a date lies.
+	consistent := func(i int) bool {
+		for _, j := range fulls {
+			if completed(ds[j].Entry).After(completed(ds[i].Entry)) && low(j) < low(i) {
+				return false
+			}
+		}
+		return true
 	}
 	base, found := -1, false
 	for _, i := range fulls {
-		if completed(ds[i].Entry).After(start) || low(i) > lowestAfter {
+		if !before(i) || low(i) > lowestAfter || !consistent(i) {
 			continue
 		}
 		if !found || completed(ds[i].Entry).After(completed(ds[base].Entry)) ||
@@ -164,8 +178,9 @@ func (c ChainPolicy) base(plan *Plan, fulls []int) int {
 	if found {
 		return base
 	}
-	// The window reaches back past every full backup (or their dates
-	// cannot be trusted): the lowest revision keeps the most.
+	// The window reaches back past every full backup (or their times
+	// cannot be trusted: a copy between buckets restamps the store's): the
+	// lowest revision keeps the most.
 	base = fulls[0]
 	for _, i := range fulls {
 		if low(i) < low(base) {

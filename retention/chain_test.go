@@ -160,32 +160,35 @@ func (s revSnapshotter) Snapshot(ctx context.Context) (*backup.Snapshot, error) 
 }
 
 // TestPrunePointInTimeOnMinIO prunes full backups and segments on MinIO
-// with keep-last 1 and a 90-minute window: the oldest full backup and the
+// with keep-last 1 and a 90-minute window, by a pruner whose clock is two
+// hours ahead of the store's (so that every full backup was stored before
+// the window by both clocks): the full backups before the base and the
 // segment before the window's base are deleted, manifest and data; a
 // pinned segment before the base is skipped; the base and the segments
 // after it stay.
 func TestPrunePointInTimeOnMinIO(t *testing.T) {
 	srv := miniotest.Start(t)
 	b := newBucket(t, srv, false)
+	real := time.Now()
 	var fulls []*backup.Manifest
 	for i, rev := range []int64{10, 20, 30} {
-		created := now.Add(-time.Duration(3-i) * time.Hour)
+		created := real.Add(-time.Duration(3-i) * time.Hour)
 		p := &backup.Pipeline{Snapshotter: revSnapshotter{rev}, Now: func() time.Time { return created }}
 		res, err := p.Run(t.Context(), backup.Request{Cluster: "prod-a", Name: "full", Scheduled: true,
 			Targets: []backup.Target{{Destination: "minio", Uploader: &backup.BucketUploader{Bucket: b}}}})
 		require.NoError(t, err)
 		fulls = append(fulls, res.Outcomes[0].Manifest)
 	}
-	gone := putSegment(t, b, now.Add(-170*time.Minute), 11, 15, fulls[0].ID)
-	pinned := putSegment(t, b, now.Add(-130*time.Minute), 16, 20, fulls[0].ID)
-	after := putSegment(t, b, now.Add(-10*time.Minute), 21, 40, fulls[0].ID)
+	gone := putSegment(t, b, real.Add(-170*time.Minute), 11, 25, fulls[0].ID)
+	pinned := putSegment(t, b, real.Add(-130*time.Minute), 26, 30, fulls[0].ID)
+	after := putSegment(t, b, real.Add(-10*time.Minute), 31, 40, fulls[0].ID)
 
 	pins := &retention.PinSet{}
 	unpin := pins.Pin("prod-a", pinned.ID)
 	defer unpin()
 	chains := retention.PointInTime(90 * time.Minute)
 	p := &retention.Pruner{Store: b, Destination: "minio", Policy: retention.KeepLast(1), Chains: &chains, Pins: pins,
-		Now: func() time.Time { return now }}
+		Now: func() time.Time { return time.Now().Add(2 * time.Hour) }}
 	report, err := p.Prune(t.Context(), "prod-a")
 	require.NoError(t, err)
 	outcome := map[string]retention.Outcome{}
@@ -193,15 +196,15 @@ func TestPrunePointInTimeOnMinIO(t *testing.T) {
 		outcome[it.Entry.ID] = it.Outcome
 	}
 	require.Equal(t, map[string]retention.Outcome{
-		fulls[0].ID: retention.Deleted, fulls[1].ID: retention.Kept, fulls[2].ID: retention.Kept,
+		fulls[0].ID: retention.Deleted, fulls[1].ID: retention.Deleted, fulls[2].ID: retention.Kept,
 		gone.ID: retention.Deleted, pinned.ID: retention.Skipped, after.ID: retention.Kept,
 	}, outcome)
 	keys := keysUnder(t, b, "prod-a/")
-	for _, m := range []*backup.Manifest{fulls[0], gone} {
+	for _, m := range []*backup.Manifest{fulls[0], fulls[1], gone} {
 		require.NotContains(t, keys, "prod-a/"+m.DataKey)
 		require.NotContains(t, keys, "prod-a/"+backup.ManifestKey(m.DataKey))
 	}
-	for _, m := range []*backup.Manifest{fulls[1], fulls[2], pinned, after} {
+	for _, m := range []*backup.Manifest{fulls[2], pinned, after} {
 		require.Contains(t, keys, "prod-a/"+m.DataKey)
 		require.Contains(t, keys, "prod-a/"+backup.ManifestKey(m.DataKey))
 	}
