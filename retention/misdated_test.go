@@ -143,14 +143,15 @@ func TestPointInTimeBackdatedFull(t *testing.T) {
 	now := chainEpoch.Add(72 * time.Hour)
 	f1 := fullEntry(24*time.Hour, 1000)
 	g := fullEntry(60*time.Hour, 2000)   // honest, before the window
-	bad := fullEntry(50*time.Hour, 2900) // dated before g, written at 71 h
+	bad := fullEntry(64*time.Hour, 2900) // dated after g, written at 71 h
+	h := fullEntry(68*time.Hour, 2850)   // honest, inside the window
 	seg1 := segmentEntry(40*time.Hour, 1001, 2000, f1.ID)
 	seg2 := segmentEntry(65*time.Hour, 2001, 2800, f1.ID)
 	seg3 := segmentEntry(71*time.Hour, 2801, 3000, f1.ID)
 	window := retention.PointInTime(6 * time.Hour) // from 66 h: revision 2800 on
 
 	t.Run("revision order", func(t *testing.T) {
-		entries := []backup.Entry{f1, seg1, bad, g, seg2, seg3}
+		entries := []backup.Entry{f1, seg1, g, bad, seg2, h, seg3}
 		plan, err := retention.MakePlan("c", entries, retention.KeepLast(3), now, retention.PlanOptions{})
 		require.NoError(t, err)
 		pit, err := window.Apply(plan)
@@ -161,7 +162,6 @@ func TestPointInTimeBackdatedFull(t *testing.T) {
 	})
 	t.Run("store time", func(t *testing.T) {
 		entries := []backup.Entry{f1, seg1, g, bad, seg2, seg3}
-		entries[3].Manifest.Completed = chainEpoch.Add(66 * time.Hour) // after g by date, before the window
 		mods := map[string]time.Time{f1.ManifestKey: chainEpoch.Add(24 * time.Hour), g.ManifestKey: chainEpoch.Add(60 * time.Hour),
 			bad.ManifestKey: chainEpoch.Add(71 * time.Hour)}
 		plan, err := retention.MakePlan("c", entries, retention.KeepLast(3), now, retention.PlanOptions{ModTimes: mods})
