@@ -28,8 +28,7 @@ import (
 // a local directory.
 func onStores(t *testing.T, locking bool, f func(t *testing.T, b storage.Bucket)) {
 	t.Helper()
-	srv := miniotest.Start(t)
-	t.Run("minio", func(t *testing.T) { f(t, newBucket(t, srv, locking)) })
+	t.Run("minio", func(t *testing.T) { f(t, newBucket(t, miniotest.Start(t), locking)) })
 	t.Run("file", func(t *testing.T) { f(t, fileBucket(t)) })
 }
 
