@@ -147,10 +147,13 @@ func MakePlan(cluster string, entries []backup.Entry, policy Policy, now time.Ti
 		return nil, err
 	}
 	plan := &Plan{Cluster: cluster, Policy: policy, Now: now, Options: opts, Decisions: make([]Decision, len(entries))}
-	manifests := map[string]bool{} // keys of the manifests listed, readable or not
+	// Keys of the manifests that could not be read: the data objects they
+	// name, by the same stem, are theirs. A readable manifest claims its
+	// data object by name in the catalog already.
+	unreadable := map[string]bool{}
 	for _, e := range entries {
-		if e.ManifestKey != "" {
-			manifests[e.ManifestKey] = true
+		if e.Kind == backup.KindInvalid && e.ManifestKey != "" {
+			unreadable[e.ManifestKey] = true
 		}
 	}
 	storeNow := latest(opts.ModTimes)
@@ -179,7 +182,7 @@ func MakePlan(cluster string, entries []backup.Entry, policy Policy, now time.Ti
 			d.Action, d.Reason = Keep, ReasonDelta
 		case e.Kind == backup.KindLegacy:
 			d.Action, d.Reason = Keep, ReasonLegacy
-		case e.Kind == backup.KindOrphan && manifests[backup.ManifestKey(e.Key)]:
+		case e.Kind == backup.KindOrphan && unreadable[backup.ManifestKey(e.Key)]:
 			d.Action, d.Reason = Keep, ReasonClaimed
 		case e.Kind == backup.KindOrphan:
 			d.Action, d.Reason = orphanDecision(e, now, storeNow, opts.OrphanGrace)

@@ -156,7 +156,11 @@ var ErrNoStore = errors.New("pruner has no store")
 // skipped and reported; a backup's manifest is deleted before its data, so
 // a crash in between leaves an orphan (collected later), never a manifest
 // pointing at nothing. An error is returned when the folder cannot be
-// listed or a deletion fails; the report then holds what was done.
+// listed, or an entry to delete could not be checked or deleted (ErrSkipped:
+// an object lock status the store would not give, a deletion it refused);
+// the report then holds what was done. The plan is given the store's
+// modification times of the listing, so that dates and ages are checked
+// against the store's clock.
 func (p *Pruner) Prune(ctx context.Context, cluster string) (*Report, error) {
 	if p.Store == nil {
 		return nil, ErrNoStore
