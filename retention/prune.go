@@ -103,7 +103,7 @@ type Item struct {
 	Reason  string
 	// Skip says, for a Skipped item, why, in a word fit for a metric
 	// label: SkipLocked, SkipPinned, SkipLockUnreadable or
-	// SkipDeleteFailed.
+	// SkipDeleteFailed; empty when the context ended the run.
 	Skip string
 }
 
@@ -208,15 +208,17 @@ func (p *Pruner) Prune(ctx context.Context, cluster string) (*Report, error) {
 
 // skipErrors returns an error per item that was skipped because it could
 // not be checked or deleted, and the context's error when it ended the
-// run.
+// run before everything was done.
 func (r *Report) skipErrors(ctx context.Context) []error {
 	var errs []error
+	skipped := false
 	for _, it := range r.Items {
+		skipped = skipped || it.Outcome == Skipped
 		if it.Outcome == Skipped && (it.Skip == SkipLockUnreadable || it.Skip == SkipDeleteFailed) {
 			errs = append(errs, fmt.Errorf("%w: %s: %s", ErrSkipped, it.Entry.Key, it.Reason))
 		}
 	}
-	if err := ctx.Err(); err != nil && len(errs) > 0 {
+	if err := ctx.Err(); err != nil && skipped {
 		errs = append(errs, err)
 	}
 	return errs
@@ -260,6 +262,9 @@ func (p *Pruner) execute(ctx context.Context, d Decision, now time.Time) Item {
 			case errors.Is(err, storage.ErrUnsupported), errors.Is(err, storage.ErrNotFound):
 			case err != nil:
 				item.Reason, item.Skip = fmt.Sprintf("object lock of %s could not be read: %v", key, err), SkipLockUnreadable
+				if ctx.Err() != nil {
+					item.Skip = "" // cancelled, not refused: Prune returns the context's error
+				}
 				return item
 			case r.Active(now) || r.Active(time.Now()):
 				// The store enforces locks by its own clock, not by the
@@ -284,6 +289,9 @@ func (p *Pruner) execute(ctx context.Context, d Decision, now time.Time) Item {
 			return item
 		case err != nil:
 			item.Reason, item.Skip = fmt.Sprintf("delete failed on %s: %v", key, err), SkipDeleteFailed
+			if ctx.Err() != nil {
+				item.Skip = ""
+			}
 			return item
 		}
 	}
