@@ -17,9 +17,14 @@ import (
 //
 // Applied to a Plan made by MakePlan, it works within the plan's scope: with
 // PlanOptions.Name set, the full backups of that backup config and the
-// segments of the chains they start, so that each continuous config keeps
-// its own window (segments of another config's chains are kept, out of
-// scope). It:
+// segments its follower wrote, so that each continuous config keeps its
+// own window. A segment's manifest does not name the follower's config: a
+// segment belongs to the config of the full backup its chain starts from,
+// unless that config is not continuous (not listed in Others), in which
+// case the chain was adopted (a follower may resume after the newest full
+// backup of any config) and belongs to this config, so that no segment is
+// left without a window that deletes it. Segments of the chains of the
+// configs in Others are kept, out of scope. It:
 //
 //   - keeps the base of the window: the newest full backup completed, and
 //     stored (by the store's clock, when the plan has it), at or before
@@ -42,6 +47,11 @@ import (
 type ChainPolicy struct {
 	// Window is how far back every revision stays restorable.
 	Window time.Duration
+	// Others names the other continuous configs of the cluster on the
+	// destination: the segments of chains that start from their full
+	// backups are theirs. Segments of chains that start from a full backup
+	// of any other config are this config's.
+	Others []string
 }
 
 // PointInTime returns the ChainPolicy that keeps every revision of the last
@@ -95,7 +105,7 @@ func (c ChainPolicy) Apply(plan *Plan) (*Plan, error) {
 		if e.Cluster != plan.Cluster || e.Kind != backup.KindDelta || e.Manifest == nil {
 			continue
 		}
-		if cfg := chainConfig(plan.Cluster, e.Manifest.Chain, configOf); name != "" && cfg != name {
+		if cfg := chainConfig(plan.Cluster, e.Manifest.Chain, configOf); name != "" && cfg != name && slices.Contains(c.Others, cfg) {
 			ds[i].Action, ds[i].Reason = Keep, fmt.Sprintf("delta segment of a chain of config %q: out of the scope of config %q", cfg, name)
 			continue
 		}
@@ -121,8 +131,12 @@ func (c ChainPolicy) Apply(plan *Plan) (*Plan, error) {
 		ds[i].Action, ds[i].Reason = Keep, ReasonSegmentKept
 		chainBases[e.Manifest.Chain] = true
 	}
-	for _, i := range fulls {
-		if chainBases[ds[i].Entry.ID] && ds[i].Entry.Manifest.Etcd.Revision.Low > baseRev {
+	// A chain's first full backup is kept whatever its config: the
+	// segments kept need it.
+	for i, d := range ds {
+		e := d.Entry
+		if e.Cluster == plan.Cluster && e.Kind == backup.KindBackup && e.Manifest != nil &&
+			chainBases[e.ID] && e.Manifest.Etcd.Revision.Low > baseRev {
 			keep(&ds[i], ReasonChainBase)
 		}
 	}

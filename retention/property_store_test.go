@@ -136,7 +136,7 @@ func TestPrunePropertiesOnStore(t *testing.T) {
 		for _, cfg := range h.configs {
 			p := &retention.Pruner{Store: s, Destination: "store", Policy: cfg.policy, Name: cfg.name, Now: func() time.Time { return now }}
 			if cfg.window > 0 {
-				chains := retention.PointInTime(cfg.window)
+				chains := retention.ChainPolicy{Window: cfg.window, Others: h.continuousBut(cfg.name)}
 				p.Chains = &chains
 			}
 			_, err := p.Prune(t.Context(), "c")

@@ -148,6 +148,17 @@ func genHistory(rng *rand.Rand) *propHistory {
 	return h
 }
 
+// continuousBut returns the names of the continuous configs other than name.
+func (h *propHistory) continuousBut(name string) []string {
+	var names []string
+	for _, c := range h.configs {
+		if c.window > 0 && c.name != name {
+			names = append(names, c.name)
+		}
+	}
+	return names
+}
+
 // configEntries returns the full backups of cfg and the segments of the
 // chains they start.
 func configEntries(entries []backup.Entry, cfg string) []backup.Entry {
@@ -182,7 +193,7 @@ func TestPruneProperties(t *testing.T) {
 			plan, err := retention.MakePlan("c", left, cfg.policy, now, retention.PlanOptions{Name: cfg.name, ModTimes: h.mods})
 			require.NoError(t, err)
 			if cfg.window > 0 {
-				plan, err = retention.PointInTime(cfg.window).Apply(plan)
+				plan, err = retention.ChainPolicy{Window: cfg.window, Others: h.continuousBut(cfg.name)}.Apply(plan)
 				require.NoError(t, err)
 			}
 			deleted := map[string]bool{}

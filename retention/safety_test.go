@@ -178,8 +178,9 @@ func TestPrunePointInTimePerConfig(t *testing.T) {
 		bOld := putSegment(t, b, at(210*time.Minute), 51, 240, b1.ID)
 		bNew := putSegment(t, b, at(5*time.Minute), 241, 400, b1.ID)
 
-		chains := retention.PointInTime(90 * time.Minute)
 		prune := func(name string) map[string]retention.Outcome {
+			other := map[string]string{"cont-a": "cont-b", "cont-b": "cont-a"}[name]
+			chains := retention.ChainPolicy{Window: 90 * time.Minute, Others: []string{other}}
 			p := &retention.Pruner{Store: b, Destination: "store", Policy: retention.KeepLast(1), Name: name, Chains: &chains,
 				Now: func() time.Time { return time.Now().Add(2 * time.Hour) }}
 			report, err := p.Prune(t.Context(), "prod-a")

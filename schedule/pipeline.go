@@ -182,6 +182,7 @@ func (r *PipelineRunner) Prune(ctx context.Context, job Job) error {
 			Kind: job.backupKind(), Pins: r.Pins, Metrics: r.RetentionMetrics, Now: r.Now, Logger: r.Logger}
 		if c := job.Continuous; c != nil {
 			chains := retention.PointInTime(c.Window)
+			chains.Others = job.continuousPeers
 			p.Chains = &chains
 		}
 		if _, err := p.Prune(ctx, job.Cluster); err != nil {

@@ -1,0 +1,127 @@
+package retention_test
+
+import (
+	"context"
+	"fmt"
+	"github.com/etcdbackup/etcdbackup/storage"
+	"iter"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/etcdbackup/etcdbackup/backup"
+	"github.com/etcdbackup/etcdbackup/retention"
+)
+
+var rvNow = time.Date(2026, 4, 1, 12, 0, 0, 0, time.UTC)
+
+func rvFull(cfg string, at time.Time, rev int64) backup.Entry {
+	id := backup.BackupID("c", cfg, at, true)
+	key := "c/" + backup.DataKey(id, at, backup.Zstd, false)
+	return backup.Entry{Kind: backup.KindBackup, Cluster: "c", ID: id, Created: at, Key: key, ManifestKey: backup.ManifestKey(key),
+		Manifest: &backup.Manifest{ID: id, Cluster: "c", Name: cfg, Created: at, Completed: at.Add(time.Minute),
+			Etcd: backup.EtcdInfo{Revision: backup.RevisionInfo{Low: rev, High: rev}}}}
+}
+
+func rvSeg(at time.Time, first, last int64, chain string) backup.Entry {
+	id := backup.BackupID("c", fmt.Sprintf("delta-%d", first), at, true)
+	key := "c/" + backup.DataKey(id, at, backup.Zstd, false)
+	return backup.Entry{Kind: backup.KindDelta, Cluster: "c", ID: id, Created: at, Key: key, ManifestKey: backup.ManifestKey(key),
+		Manifest: &backup.Manifest{ID: id, Cluster: "c", Name: fmt.Sprintf("delta-%d", first), Created: at, Kind: backup.ManifestKindDelta,
+			FirstRevision: first, LastRevision: last, Chain: chain}}
+}
+
+// The follower of config "cont" resumed after the newest full backup of
+// any config, so its chain starts from an "hourly" full. Pruning "cont"
+// with a 7-day window owns that chain (hourly is not continuous): the
+// segments before the window's base are deleted, the rest kept, and the
+// chain's first full backup stays for the kept segments.
+func TestReviewFollowerChainFromOtherConfigNeverPruned(t *testing.T) {
+	var entries []backup.Entry
+	h0 := rvFull("hourly", rvNow.AddDate(0, 0, -30), 1)
+	entries = append(entries, h0)
+	for d := 29; d >= 1; d-- {
+		at := rvNow.AddDate(0, 0, -d)
+		rev := int64(30-d) * 1000
+		entries = append(entries, rvSeg(at.Add(-time.Minute), rev-999, rev, h0.ID)) // chain of h0
+		entries = append(entries, rvFull("hourly", at, rev+1))
+	}
+	// a cont full taken 20 days ago: the base of cont's window
+	f := rvFull("cont", rvNow.AddDate(0, 0, -20), 10001)
+	entries = append(entries, f)
+	mods := map[string]time.Time{}
+	for _, e := range entries {
+		mods[e.ManifestKey] = e.Created.Add(2 * time.Minute)
+	}
+	plan, err := retention.MakePlan("c", entries, retention.KeepLast(3), rvNow, retention.PlanOptions{Name: "cont", ModTimes: mods})
+	require.NoError(t, err)
+	out, err := retention.PointInTime(7 * 24 * time.Hour).Apply(plan)
+	require.NoError(t, err)
+	var kept []backup.Entry
+	deleted := 0
+	for _, d := range out.Decisions {
+		if d.Action == retention.Keep {
+			kept = append(kept, d.Entry)
+		}
+		if d.Entry.Kind != backup.KindDelta {
+			continue
+		}
+		if d.Entry.Manifest.LastRevision <= 10001 {
+			require.Equal(t, retention.Delete, d.Action, "%s: %s", d.Entry.ID, d.Reason)
+			deleted++
+		} else {
+			require.Equal(t, retention.Keep, d.Action, "%s: %s", d.Entry.ID, d.Reason)
+		}
+	}
+	require.Equal(t, 10, deleted)
+	require.True(t, restorable(kept, 10500))
+	require.True(t, restorable(kept, 29000))
+	require.Empty(t, out.Misdated())
+
+	// Listed as another continuous config, hourly keeps its chain.
+	out, err = retention.ChainPolicy{Window: 7 * 24 * time.Hour, Others: []string{"hourly"}}.Apply(plan)
+	require.NoError(t, err)
+	for _, d := range out.Decisions {
+		if d.Entry.Kind == backup.KindDelta {
+			require.Equal(t, retention.Keep, d.Action, d.Entry.ID)
+		}
+	}
+}
+
+type rvUploads struct {
+	storage.Bucket
+	ups     []storage.Upload
+	aborted []storage.Upload
+}
+
+func (s *rvUploads) IncompleteUploads(_ context.Context, prefix string) iter.Seq2[storage.Upload, error] {
+	return func(yield func(storage.Upload, error) bool) {
+		for _, u := range s.ups {
+			if strings.HasPrefix(u.Key, prefix) && !yield(u, nil) {
+				return
+			}
+		}
+	}
+}
+func (s *rvUploads) AbortUpload(_ context.Context, u storage.Upload) error {
+	s.aborted = append(s.aborted, u)
+	return nil
+}
+
+type mtimeShift struct {
+	storage.Bucket
+	d time.Duration
+}
+
+func (m mtimeShift) List(ctx context.Context, prefix string) iter.Seq2[storage.ObjectInfo, error] {
+	return func(yield func(storage.ObjectInfo, error) bool) {
+		for info, err := range m.Bucket.List(ctx, prefix) {
+			info.ModTime = info.ModTime.Add(m.d)
+			if !yield(info, err) {
+				return
+			}
+		}
+	}
+}
