@@ -85,10 +85,13 @@ type PlanOptions struct {
 
 	// ClockSkew is how far a manifest's creation time may run ahead of now,
 	// or ahead of the store's modification time of the manifest (see
-	// ModTimes), before the plan stops trusting it. A backup dated beyond
-	// it is kept and counted by no rule, so that a writer whose clock runs
-	// fast never pushes correctly dated backups out; the plan reports it
-	// (Plan.Misdated). Zero means DefaultClockSkew.
+	// ModTimes), before the plan stops trusting it; a backup completed
+	// more than OrphanGrace (the longest upload) and ClockSkew before the
+	// store wrote its manifest is not trusted either. A backup dated
+	// beyond them is kept and counted by no rule, so that a writer whose
+	// clock runs fast never pushes correctly dated backups out, and one
+	// whose clock runs slow never has its backups deleted as old; the plan
+	// reports it (Plan.Misdated). Zero means DefaultClockSkew.
 	ClockSkew time.Duration
 
 	// ModTimes holds the store's modification times of the folder's
@@ -119,6 +122,12 @@ const (
 	// slow). Such a backup is counted by no keep rule.
 	ReasonFuture     = reasonMisdatedPrefix + "created after now beyond the clock skew: kept, counted by no rule"
 	ReasonAfterStore = reasonMisdatedPrefix + "created after the store wrote its manifest, beyond the clock skew: kept, counted by no rule"
+	// ReasonBeforeStore keeps a backup whose manifest is dated further
+	// before the store wrote it than an upload takes (the orphan grace)
+	// and the clock skew: the writer's clock ran slow, or the bucket was
+	// copied and the store's times are the copy's. Its age cannot be told,
+	// so no age rule deletes it.
+	ReasonBeforeStore = reasonMisdatedPrefix + "completed long before the store wrote its manifest: kept, counted by no rule"
 	// ReasonNewestRevision keeps the backup with the highest revision,
 	// whatever its manifest's date says.
 	ReasonNewestRevision = "newest backup by revision: always kept"
@@ -276,8 +285,15 @@ func (o PlanOptions) misdated(e backup.Entry, now time.Time) string {
 	if created.After(now.Add(o.ClockSkew)) {
 		return ReasonFuture
 	}
-	if mod, ok := o.ModTimes[e.ManifestKey]; ok && !mod.IsZero() && created.After(mod.Add(o.ClockSkew)) {
+	mod, ok := o.ModTimes[e.ManifestKey]
+	if !ok || mod.IsZero() {
+		return ""
+	}
+	if created.After(mod.Add(o.ClockSkew)) {
 		return ReasonAfterStore
+	}
+	if mod.After(completed(e).Add(o.OrphanGrace + o.ClockSkew)) {
+		return ReasonBeforeStore
 	}
 	return ""
 }

@@ -125,3 +125,32 @@ func (m mtimeShift) List(ctx context.Context, prefix string) iter.Seq2[storage.O
 		}
 	}
 }
+
+// A writer whose clock jumped back (RTC reset, NTP step) dates its backups
+// in the past. The store saw them now (ModTimes), but only future-dating is
+// distrusted too: the plan keeps them, reported misdated.
+func TestReviewBackdatedByWriterDeletedByMaxAge(t *testing.T) {
+	good1 := rvFull("hourly", rvNow.Add(-3*time.Hour), 100)
+	good2 := rvFull("hourly", rvNow.Add(-2*time.Hour), 200)
+	// clock reset: dated 30 days ago, really taken 1h and 10m ago
+	bad1 := rvFull("hourly", rvNow.AddDate(0, 0, -30), 300)
+	bad2 := rvFull("hourly", rvNow.AddDate(0, 0, -30).Add(50*time.Minute), 400)
+	entries := []backup.Entry{bad1, bad2, good1, good2}
+	mods := map[string]time.Time{
+		good1.ManifestKey: good1.Created.Add(time.Minute), good2.ManifestKey: good2.Created.Add(time.Minute),
+		bad1.ManifestKey: rvNow.Add(-time.Hour), bad2.ManifestKey: rvNow.Add(-10 * time.Minute),
+	}
+	plan, err := retention.MakePlan("c", entries, retention.Policy{KeepLast: 5, MaxAge: 7 * 24 * time.Hour}, rvNow,
+		retention.PlanOptions{Name: "hourly", ModTimes: mods})
+	require.NoError(t, err)
+	got := decisionsByID(plan)
+	for _, e := range entries {
+		t.Logf("%s rev %d: %s (%s)", e.ID, e.Manifest.Etcd.Revision.Low, got[e.ID].Action, got[e.ID].Reason)
+	}
+	for _, e := range []backup.Entry{bad1, bad2} {
+		require.Equal(t, retention.Keep, got[e.ID].Action)
+		require.Equal(t, retention.ReasonBeforeStore, got[e.ID].Reason)
+	}
+	require.Len(t, plan.Misdated(), 2)
+}
+
