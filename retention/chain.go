@@ -156,7 +156,7 @@ func (c ChainPolicy) base(plan *Plan, fulls []int) int {
 	if skew <= 0 {
 		skew = DefaultClockSkew
 	}
-	start := plan.Now.Add(-c.Window - skew)
+	start := plan.ageNow().Add(-c.Window - skew)
 	low := func(i int) int64 { return ds[i].Entry.Manifest.Etcd.Revision.Low }
 	before := func(i int) bool {
 		e := ds[i].Entry

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"io"
+	"iter"
 	"strings"
 	"testing"
 	"time"
@@ -132,6 +133,40 @@ func deletedKinds(p *retention.Plan, kind backup.Kind) []string {
 	return out
 }
 
+// storeTimes is a store whose listing gives the modification times of at
+// where it has them: a store that wrote those objects then.
+type storeTimes struct {
+	storage.Bucket
+	at map[string]time.Time
+}
+
+func (s storeTimes) List(ctx context.Context, prefix string) iter.Seq2[storage.ObjectInfo, error] {
+	return func(yield func(storage.ObjectInfo, error) bool) {
+		for info, err := range s.Bucket.List(ctx, prefix) {
+			if t, ok := s.at[info.Key]; ok {
+				info.ModTime = t
+			}
+			if !yield(info, err) {
+				return
+			}
+		}
+	}
+}
+
+// storedAt returns b as a store that wrote the objects of each of ms a
+// minute after they were created, and those of newest later by later: its
+// newest objects.
+func storedAt(b storage.Bucket, later time.Duration, newest *backup.Manifest, ms ...*backup.Manifest) storeTimes {
+	s := storeTimes{Bucket: b, at: map[string]time.Time{}}
+	for _, m := range ms {
+		s.at[m.Cluster+"/"+m.DataKey] = m.Created.Add(time.Minute)
+		s.at[m.Cluster+"/"+backup.ManifestKey(m.DataKey)] = m.Created.Add(time.Minute)
+	}
+	s.at[newest.Cluster+"/"+newest.DataKey] = newest.Created.Add(later)
+	s.at[newest.Cluster+"/"+backup.ManifestKey(newest.DataKey)] = newest.Created.Add(later)
+	return s
+}
+
 // putSegment stores a delta segment's data and manifest as a follower
 // does, through the uploader.
 func putSegment(t *testing.T, b storage.Bucket, created time.Time, first, last int64, chain string) *backup.Manifest {
@@ -187,7 +222,10 @@ func TestPrunePointInTimeOnMinIO(t *testing.T) {
 	unpin := pins.Pin("prod-a", pinned.ID)
 	defer unpin()
 	chains := retention.PointInTime(90 * time.Minute)
-	p := &retention.Pruner{Store: b, Destination: "minio", Policy: retention.KeepLast(1), Chains: &chains, Pins: pins,
+	// Two hours later by the pruner's clock and the store's (its newest
+	// object is the last segment, stored then): every full backup is
+	// before the window by both.
+	p := &retention.Pruner{Store: storedAt(b, 2*time.Hour, after, fulls[0], fulls[1], fulls[2], gone, pinned), Destination: "minio", Policy: retention.KeepLast(1), Chains: &chains, Pins: pins,
 		Now: func() time.Time { return time.Now().Add(2 * time.Hour) }}
 	report, err := p.Prune(t.Context(), "prod-a")
 	require.NoError(t, err)

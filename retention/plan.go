@@ -227,6 +227,17 @@ func MakePlan(cluster string, entries []backup.Entry, policy Policy, now time.Ti
 	return plan, nil
 }
 
+// ageNow is the now that ages backups (max-age, keep-within and the
+// point-in-time window): the plan's now, or the newest modification time
+// the store gave when that is earlier. A pruner whose clock runs fast
+// then never ages backups by its clock alone.
+func (p *Plan) ageNow() time.Time {
+	if s := latest(p.Options.ModTimes); !s.IsZero() && s.Before(p.Now) {
+		return s
+	}
+	return p.Now
+}
+
 // checkPlan validates the arguments of MakePlan and fills in the defaults
 // of opts.
 func checkPlan(cluster string, policy Policy, opts PlanOptions) (PlanOptions, error) {
@@ -259,7 +270,7 @@ func checkPlan(cluster string, policy Policy, opts PlanOptions) (PlanOptions, er
 // decideBackups decides the backups whose dates are trusted, ordered
 // newest first.
 func decideBackups(plan *Plan, entries []backup.Entry, backups []int, policy Policy, now time.Time) {
-	keep := selectKept(entries, backups, policy, now)
+	keep := selectKept(entries, backups, policy, now, plan.ageNow())
 	noRule := "selected by no keep rule of " + policy.String()
 	maxAge := fmt.Sprintf("older than max-age %s", policy.MaxAge)
 	for rank, i := range backups {
@@ -268,7 +279,7 @@ func decideBackups(plan *Plan, entries []backup.Entry, backups []int, policy Pol
 		switch {
 		case rank == 0:
 			d.Action, d.Reason = Keep, ReasonNewest
-		case policy.MaxAge > 0 && now.Sub(created) > policy.MaxAge:
+		case policy.MaxAge > 0 && plan.ageNow().Sub(created) > policy.MaxAge:
 			d.Action, d.Reason = Delete, maxAge
 		case keep[i] != "":
 			d.Action, d.Reason = Keep, keep[i]
@@ -348,7 +359,7 @@ func latest(times map[string]time.Time) time.Time {
 
 // selectKept returns, per entry index, the first keep rule that selects it
 // ("" for none). backups is ordered newest first.
-func selectKept(entries []backup.Entry, backups []int, p Policy, now time.Time) []string {
+func selectKept(entries []backup.Entry, backups []int, p Policy, now, ageNow time.Time) []string {
 	keep := make([]string, len(entries))
 	mark := func(i int, reason string) {
 		if keep[i] == "" {
@@ -366,7 +377,7 @@ func selectKept(entries []backup.Entry, backups []int, p Policy, now time.Time) 
 		if rank < p.KeepLast {
 			mark(i, fmt.Sprintf("keep-last %d: number %d", p.KeepLast, rank+1))
 		}
-		if p.KeepWithin > 0 && now.Sub(entries[i].Manifest.Created) < p.KeepWithin {
+		if p.KeepWithin > 0 && ageNow.Sub(entries[i].Manifest.Created) < p.KeepWithin {
 			mark(i, within)
 		}
 	}

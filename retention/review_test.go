@@ -154,3 +154,52 @@ func TestReviewBackdatedByWriterDeletedByMaxAge(t *testing.T) {
 	require.Len(t, plan.Misdated(), 2)
 }
 
+// A pruner whose clock runs 2 days fast: the window's start is bounded by
+// the store's clock, so a 7-day window keeps 7 real days.
+func TestReviewFastPrunerShrinksWindow(t *testing.T) {
+	var entries []backup.Entry
+	var prev string
+	revAtDay := func(d int) int64 { return int64(15+d) * 1000 } // d = -14..0
+	for d := -14; d <= -1; d++ {
+		at := rvNow.AddDate(0, 0, d)
+		f := rvFull("cont", at, revAtDay(d))
+		if prev != "" {
+			entries = append(entries, rvSeg(at.Add(-time.Minute), revAtDay(d-1)+1, revAtDay(d), prev))
+		}
+		entries = append(entries, f)
+		prev = f.ID
+	}
+	entries = append(entries, rvSeg(rvNow.Add(-time.Minute), revAtDay(-1)+1, revAtDay(0), prev))
+	mods := map[string]time.Time{}
+	for _, e := range entries {
+		mods[e.ManifestKey] = e.Created.Add(2 * time.Minute) // the store's clock is right
+	}
+	pruner := rvNow.Add(48 * time.Hour)
+	plan, err := retention.MakePlan("c", entries, retention.KeepLast(1), pruner, retention.PlanOptions{Name: "cont", ModTimes: mods})
+	require.NoError(t, err)
+	out, err := retention.PointInTime(7 * 24 * time.Hour).Apply(plan)
+	require.NoError(t, err)
+	var kept []backup.Entry
+	for _, d := range out.Decisions {
+		if d.Action == retention.Keep {
+			kept = append(kept, d.Entry)
+		}
+		if d.Reason == retention.ReasonWindowBase {
+			t.Logf("base: %s", d.Entry.ID)
+		}
+	}
+	point := revAtDay(-6) - 500 // 6.5 real days ago: inside the 7-day window
+	t.Logf("revision %d (6.5 days ago) restorable: %v", point, restorable(kept, point))
+	require.True(t, restorable(kept, point))
+
+	// keep-within and max-age age by the store's clock too.
+	for _, policy := range []retention.Policy{{KeepWithin: 7 * 24 * time.Hour}, {KeepLast: 20, MaxAge: 7 * 24 * time.Hour}} {
+		plan, err = retention.MakePlan("c", entries, policy, pruner, retention.PlanOptions{Name: "cont", ModTimes: mods})
+		require.NoError(t, err)
+		for _, d := range plan.Decisions {
+			if d.Entry.Kind == backup.KindBackup && d.Entry.Created.After(rvNow.AddDate(0, 0, -6).Add(-time.Hour)) {
+				require.Equal(t, retention.Keep, d.Action, "%s: %s", d.Entry.ID, d.Reason)
+			}
+		}
+	}
+}

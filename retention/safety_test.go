@@ -162,9 +162,9 @@ func TestPruneReportsStoreClockBehind(t *testing.T) {
 // TestPrunePointInTimePerConfig: two continuous configs on one cluster,
 // each with its own full backups and chains. Pruning one config with a
 // 90-minute window deletes only its own segments, from its own window's
-// base; the other config's chain is left whole. The pruner's clock is two
-// hours ahead, so that every full backup was stored before the window by
-// the store's clock too.
+// base; the other config's chain is left whole. Pruning runs two hours
+// later by the pruner's clock and the store's (its newest object, bNew,
+// stored then), so that every full backup is before the window by both.
 func TestPrunePointInTimePerConfig(t *testing.T) {
 	onStores(t, false, func(t *testing.T, b storage.Bucket) {
 		real := time.Now()
@@ -181,7 +181,7 @@ func TestPrunePointInTimePerConfig(t *testing.T) {
 		prune := func(name string) map[string]retention.Outcome {
 			other := map[string]string{"cont-a": "cont-b", "cont-b": "cont-a"}[name]
 			chains := retention.ChainPolicy{Window: 90 * time.Minute, Others: []string{other}}
-			p := &retention.Pruner{Store: b, Destination: "store", Policy: retention.KeepLast(1), Name: name, Chains: &chains,
+			p := &retention.Pruner{Store: storedAt(b, 2*time.Hour, bNew, a1, a2, b1, b2, aOld, aNew, bOld), Destination: "store", Policy: retention.KeepLast(1), Name: name, Chains: &chains,
 				Now: func() time.Time { return time.Now().Add(2 * time.Hour) }}
 			report, err := p.Prune(t.Context(), "prod-a")
 			require.NoError(t, err)
