@@ -165,7 +165,6 @@ func MakePlan(cluster string, entries []backup.Entry, policy Policy, now time.Ti
 			unreadable[e.ManifestKey] = true
 		}
 	}
-	storeNow := latest(opts.ModTimes)
 
 	// Backups whose dates are trusted, and every backup of the scope.
 	var backups, scoped []int
@@ -194,7 +193,7 @@ func MakePlan(cluster string, entries []backup.Entry, policy Policy, now time.Ti
 		case e.Kind == backup.KindOrphan && unreadable[backup.ManifestKey(e.Key)]:
 			d.Action, d.Reason = Keep, ReasonClaimed
 		case e.Kind == backup.KindOrphan:
-			d.Action, d.Reason = orphanDecision(e, now, storeNow, opts.OrphanGrace)
+			d.Action, d.Reason = orphanDecision(e, now, latestExcept(opts.ModTimes, e.Key), opts.OrphanGrace)
 		case e.Kind == backup.KindInvalid:
 			d.Action, d.Reason = Keep, ReasonInvalid
 		default:
@@ -310,13 +309,12 @@ func (o PlanOptions) misdated(e backup.Entry, now time.Time) string {
 }
 
 // orphanDecision ages an orphan by the plan's now and by storeNow, the
-// newest modification time the store gave (zero when unknown): a pruner
-// whose clock runs fast must not take an upload in flight for an old one.
+// newest modification time the store gave to another object (zero when
+// unknown), when that is after the orphan (see age): a pruner whose clock
+// runs fast must not take an upload in flight for an old one, and the
+// newest object of a quiet folder is still collected.
 func orphanDecision(e backup.Entry, now, storeNow time.Time, grace time.Duration) (Action, string) {
-	age := now.Sub(e.Created)
-	if !storeNow.IsZero() {
-		age = min(age, storeNow.Sub(e.Created))
-	}
+	age := age(e.Created, now, storeNow)
 	if age >= grace {
 		return Delete, fmt.Sprintf("orphan data object %s old, past the %s grace period", age.Round(time.Second), grace)
 	}
@@ -351,6 +349,17 @@ func latest(times map[string]time.Time) time.Time {
 	var out time.Time
 	for _, t := range times {
 		if t.After(out) {
+			out = t
+		}
+	}
+	return out
+}
+
+// latestExcept returns the newest of times but that of key.
+func latestExcept(times map[string]time.Time, key string) time.Time {
+	var out time.Time
+	for k, t := range times {
+		if k != key && t.After(out) {
 			out = t
 		}
 	}

@@ -321,9 +321,11 @@ func objectKeys(e backup.Entry) []string {
 }
 
 // collectUploads aborts this library's incomplete uploads in the cluster's
-// folder that are older than the upload grace, by now and by the store's
-// clock: storeNow (the newest modification time listed, zero when unknown)
-// and the start of the newest upload are times the store has reached.
+// folder that are older than the upload grace by now, and by the store's
+// clock where the store confirms it: storeNow (the newest modification
+// time listed, zero when unknown) and the starts of the other uploads are
+// times the store has reached; when one is after an upload's start, the
+// upload is aged by it too (see age).
 func (p *Pruner) collectUploads(ctx context.Context, cluster string, now, storeNow time.Time, report *Report) error {
 	uc, ok := p.Store.(storage.UploadCleaner)
 	if !ok {
@@ -347,13 +349,16 @@ func (p *Pruner) collectUploads(ctx context.Context, cluster string, now, storeN
 			continue // not ours
 		}
 		ours = append(ours, u)
-		if u.Initiated.After(storeNow) {
-			storeNow = u.Initiated
-		}
 	}
 	var stale []storage.Upload
-	for _, u := range ours {
-		if now.Sub(u.Initiated) >= grace && storeNow.Sub(u.Initiated) >= grace {
+	for i, u := range ours {
+		store := storeNow
+		for j, o := range ours {
+			if j != i && o.Initiated.After(store) {
+				store = o.Initiated
+			}
+		}
+		if age(u.Initiated, now, store) >= grace {
 			stale = append(stale, u)
 		}
 	}
@@ -366,6 +371,18 @@ func (p *Pruner) collectUploads(ctx context.Context, cluster string, now, storeN
 		report.AbortedUploads = append(report.AbortedUploads, u)
 	}
 	return nil
+}
+
+// age is how old an object stored at is: by now, the pruner's clock, and by
+// storeNow, a time the store reached by other objects, when that is after
+// at. Only a store time after the object confirms the store's clock: the
+// newest object of a quiet folder is aged by the pruner's clock alone.
+func age(at, now, storeNow time.Time) time.Duration {
+	a := now.Sub(at)
+	if storeNow.After(at) {
+		a = min(a, storeNow.Sub(at))
+	}
+	return a
 }
 
 func (p *Pruner) now() time.Time {

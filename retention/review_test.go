@@ -203,3 +203,39 @@ func TestReviewFastPrunerShrinksWindow(t *testing.T) {
 		}
 	}
 }
+
+// An orphan (or an abandoned multipart upload) that is the newest object
+// of a quiet folder is aged by the pruner's clock: no newer object
+// confirms the store's.
+func TestReviewNewestOrphanNeverCollected(t *testing.T) {
+	f := rvFull("hourly", rvNow.AddDate(0, 0, -10), 100)
+	orphanAt := rvNow.AddDate(0, 0, -3)
+	oid := backup.BackupID("c", "hourly", orphanAt, true)
+	okey := "c/" + backup.DataKey(oid, orphanAt, backup.Zstd, false)
+	orphan := backup.Entry{Kind: backup.KindOrphan, Cluster: "c", ID: backup.DataKey(oid, orphanAt, backup.Zstd, false), Key: okey, Created: orphanAt}
+	mods := map[string]time.Time{f.ManifestKey: f.Created, f.Key: f.Created, okey: orphanAt}
+	plan, err := retention.MakePlan("c", []backup.Entry{f, orphan}, retention.KeepLast(1), rvNow, retention.PlanOptions{ModTimes: mods})
+	require.NoError(t, err)
+	d := decisionsByID(plan)[orphan.ID]
+	t.Logf("%s: %s", d.Action, d.Reason)
+	require.Equal(t, retention.Delete, d.Action, "3-day-old orphan, grace 24h")
+}
+
+// Teardown of a cluster whose last backup died mid-upload 3 days ago: the
+// upload is the newest thing the store has seen: it is aged by the
+// pruner's clock and aborted.
+func TestReviewTeardownLeavesLastStaleUpload(t *testing.T) {
+	b := fileBucket(t)
+	fullAt(t, b, "hourly", time.Now().Add(-10*24*time.Hour), 1) // file mtime: now
+	s := &rvUploads{Bucket: b}
+	at := time.Now().Add(-3 * 24 * time.Hour)
+	key := "prod-a/" + backup.DataKey(backup.BackupID("prod-a", "hourly", at, true), at, backup.Zstd, false)
+	s.ups = []storage.Upload{{Key: key, ID: "u1", Initiated: at}}
+	// the store's newest object predates the upload (backdate the listing's mtimes)
+	s.Bucket = mtimeShift{b, -5 * 24 * time.Hour}
+	report, err := (&retention.Teardown{Store: s, Destination: "store"}).Run(t.Context(), "prod-a")
+	require.NoError(t, err)
+	t.Logf("aborted: %v, report aborted: %v", s.aborted, report.AbortedUploads)
+	require.Len(t, s.aborted, 1)
+	require.Len(t, report.AbortedUploads, 1)
+}

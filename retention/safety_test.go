@@ -284,12 +284,14 @@ func TestTeardownDeletesSizeMismatched(t *testing.T) {
 
 // TestPruneOrphanAgeByStoreClock: a pruner whose clock runs two days fast
 // does not take an upload in flight (a data object whose manifest is not
-// written yet) for an old orphan: its age is the store's too.
+// written yet) for an old orphan: its age is the store's too, when an
+// object stored since confirms the store's clock.
 func TestPruneOrphanAgeByStoreClock(t *testing.T) {
 	onStores(t, false, func(t *testing.T, b storage.Bucket) {
 		fullAt(t, b, "hourly", time.Now().Add(-time.Hour), 1)
 		inFlight := "prod-a/" + backup.DataKey(backup.BackupID("prod-a", "hourly", time.Now(), true), time.Now(), backup.Zstd, false)
 		require.NoError(t, b.Put(t.Context(), inFlight, strings.NewReader("half a snapshot"), nil))
+		fullAt(t, b, "daily", time.Now(), 2) // stored since: confirms the store's clock
 		p := &retention.Pruner{Store: b, Destination: "store", Policy: retention.KeepLast(1),
 			Now: func() time.Time { return time.Now().Add(48 * time.Hour) }}
 		_, err := p.Prune(t.Context(), "prod-a")
@@ -310,6 +312,9 @@ func TestFastPrunerLeavesUploadInFlight(t *testing.T) {
 	core := &minio.Core{Client: srv.Client(t)}
 	_, err = core.NewMultipartUpload(t.Context(), bucket, key, minio.PutObjectOptions{})
 	require.NoError(t, err)
+	// A backup stored since: the store's clock is confirmed past the
+	// upload's start.
+	fullAt(t, b, "daily", time.Now(), 2)
 	p := &retention.Pruner{Store: b, Destination: "store", Policy: retention.KeepLast(1),
 		Now: func() time.Time { return time.Now().Add(48 * time.Hour) }}
 	report, err := p.Prune(t.Context(), "prod-a")
