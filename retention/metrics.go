@@ -5,12 +5,13 @@ import "github.com/prometheus/client_golang/prometheus"
 // Metrics turns prune reports into Prometheus series, so that retention
 // that stops doing its work is seen: a Pruner with Metrics set records
 // every report. Register it on the host's registry. Series are labelled by
-// cluster and destination name only.
+// cluster and destination name, and the misdated gauge by the backup config
+// and kind a prune counts too (each config prunes with its own scope).
 //
 // The series:
 //
 //	etcdbackup_retention_prune_skipped_total{cluster,destination,reason}  counter
-//	etcdbackup_retention_misdated_backups{cluster,destination}            gauge, last prune
+//	etcdbackup_retention_misdated_backups{cluster,destination,backup_name,kind}  gauge, last prune
 //
 // reason is one of the Skip values of Item: "locked" and "pinned" are
 // retention keeping its promises; "lock-unreadable" (the store's role may
@@ -40,8 +41,8 @@ func NewMetrics() *Metrics {
 		}, []string{"cluster", "destination", "reason"}),
 		misdated: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: MetricMisdated,
-			Help: "Backups the last prune kept because their manifests are dated beyond the clock skew (after now, or after the store wrote them).",
-		}, []string{"cluster", "destination"}),
+			Help: "Backups the last prune of a backup config kept because the store contradicts their manifests' dates beyond the clock skew (after now, after the store wrote them, or long before).",
+		}, []string{"cluster", "destination", "backup_name", "kind"}),
 	}
 }
 
@@ -58,7 +59,8 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 }
 
 // Record counts the skipped items of a report and sets the number of
-// misdated backups of its plan. Every reason's counter exists from the
+// misdated backups of its plan, for the plan's backup config (backup_name,
+// empty for a prune of every config) and kind. Every reason's counter exists from the
 // first report on, so that an alert on its increase sees the first skip.
 func (m *Metrics) Record(r *Report) {
 	if r == nil {
@@ -73,6 +75,7 @@ func (m *Metrics) Record(r *Report) {
 		}
 	}
 	if r.Plan != nil {
-		m.misdated.WithLabelValues(r.Cluster, r.Destination).Set(float64(len(r.Plan.Misdated())))
+		o := r.Plan.Options
+		m.misdated.WithLabelValues(r.Cluster, r.Destination, o.Name, string(o.Kind)).Set(float64(len(r.Plan.Misdated())))
 	}
 }

@@ -239,3 +239,18 @@ func TestReviewTeardownLeavesLastStaleUpload(t *testing.T) {
 	require.Len(t, s.aborted, 1)
 	require.Len(t, report.AbortedUploads, 1)
 }
+
+// The misdated gauge is labelled by config and kind as well: each config
+// prunes with its own scope, and another's prune does not hide it.
+func TestReviewMisdatedGaugeOverwrittenByOtherConfig(t *testing.T) {
+	future := rvFull("hourly", rvNow.AddDate(0, 0, 2), 500) // writer 2 days fast
+	entries := []backup.Entry{rvFull("hourly", rvNow.Add(-time.Hour), 100), rvFull("daily", rvNow.Add(-2*time.Hour), 90), future}
+	m := retention.NewMetrics()
+	for _, cfg := range []string{"hourly", "daily"} {
+		plan, err := retention.MakePlan("c", entries, retention.KeepLast(1), rvNow, retention.PlanOptions{Name: cfg})
+		require.NoError(t, err)
+		m.Record(&retention.Report{Cluster: "c", Destination: "s3", Plan: plan})
+	}
+	require.Equal(t, 1.0, metricValue(t, m, retention.MetricMisdated, "backup_name", "hourly"), "hourly's misdated backup")
+	require.Equal(t, 0.0, metricValue(t, m, retention.MetricMisdated, "backup_name", "daily"))
+}
