@@ -133,7 +133,8 @@ const (
 	ReasonNewestRevision = "newest backup by revision: always kept"
 	// ReasonClaimed keeps a data object without a readable manifest whose
 	// manifest exists: it may be a backup this version cannot read (a
-	// newer manifest format), never an orphan.
+	// newer manifest format), never an orphan. It keeps the data object an
+	// inconsistent manifest names too.
 	ReasonClaimed = "data object of a manifest that exists but cannot be read: kept with it"
 )
 
@@ -160,9 +161,15 @@ func MakePlan(cluster string, entries []backup.Entry, policy Policy, now time.Ti
 	// name, by the same stem, are theirs. A readable manifest claims its
 	// data object by name in the catalog already.
 	unreadable := map[string]bool{}
+	// Data objects named by a manifest read but inconsistent (it names a
+	// data object which is not its own): kept with it.
+	named := map[string]bool{}
 	for _, e := range entries {
 		if e.Kind == backup.KindInvalid && e.ManifestKey != "" {
 			unreadable[e.ManifestKey] = true
+		}
+		if e.Kind == backup.KindInvalid && e.Manifest != nil && e.Manifest.DataKey != "" {
+			named[backup.ClusterPrefix(e.Cluster)+e.Manifest.DataKey] = true
 		}
 	}
 
@@ -190,7 +197,7 @@ func MakePlan(cluster string, entries []backup.Entry, policy Policy, now time.Ti
 			d.Action, d.Reason = Keep, ReasonDelta
 		case e.Kind == backup.KindLegacy:
 			d.Action, d.Reason = Keep, ReasonLegacy
-		case e.Kind == backup.KindOrphan && unreadable[backup.ManifestKey(e.Key)]:
+		case e.Kind == backup.KindOrphan && (unreadable[backup.ManifestKey(e.Key)] || named[e.Key]):
 			d.Action, d.Reason = Keep, ReasonClaimed
 		case e.Kind == backup.KindOrphan:
 			d.Action, d.Reason = orphanDecision(e, now, latestExcept(opts.ModTimes, e.Key), opts.OrphanGrace)

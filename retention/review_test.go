@@ -1,9 +1,12 @@
 package retention_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"github.com/etcdbackup/etcdbackup/storage"
+	"io"
 	"iter"
 	"strings"
 	"testing"
@@ -253,4 +256,40 @@ func TestReviewMisdatedGaugeOverwrittenByOtherConfig(t *testing.T) {
 	}
 	require.Equal(t, 1.0, metricValue(t, m, retention.MetricMisdated, "backup_name", "hourly"), "hourly's misdated backup")
 	require.Equal(t, 0.0, metricValue(t, m, retention.MetricMisdated, "backup_name", "daily"))
+}
+
+// A manifest that is read but names a data object which is not its own
+// (copied or renamed) is kept for inspection, and so is the data object it
+// names: never an orphan while that manifest exists.
+func TestReviewDataOfInconsistentManifestClaimed(t *testing.T) {
+	b := fileBucket(t)
+	m := fullAt(t, b, "hourly", time.Now().Add(-time.Hour), 5)
+	at := time.Now().Add(-72 * time.Hour)
+	named := backup.DataKey(backup.BackupID("prod-a", "hourly", at, true), at, backup.Zstd, false)
+	rc, err := b.Get(t.Context(), "prod-a/"+backup.ManifestKey(m.DataKey))
+	require.NoError(t, err)
+	raw, err := io.ReadAll(rc)
+	require.NoError(t, rc.Close())
+	require.NoError(t, err)
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal(raw, &doc))
+	doc["dataKey"] = named
+	raw, err = json.Marshal(doc)
+	require.NoError(t, err)
+	other := time.Now().Add(-2 * time.Hour)
+	otherKey := "prod-a/" + backup.ManifestKey(backup.DataKey(backup.BackupID("prod-a", "hourly", other, true), other, backup.Zstd, false))
+	require.NoError(t, b.Put(t.Context(), otherKey, bytes.NewReader(raw), nil))
+	// The named data object is the store's newest: aged by the pruner.
+	require.NoError(t, b.Put(t.Context(), "prod-a/"+named, strings.NewReader("a snapshot"), nil))
+
+	// The store wrote everything two days ago: the named data object is
+	// past the orphan grace by every clock.
+	p := &retention.Pruner{Store: mtimeShift{b, -48 * time.Hour}, Destination: "store", Policy: retention.KeepLast(1)}
+	report, err := p.Prune(t.Context(), "prod-a")
+	require.NoError(t, err)
+	for _, it := range report.Items {
+		t.Logf("%s %s: %s (%s)", it.Entry.Kind, it.Entry.Key, it.Outcome, it.Reason)
+	}
+	require.Contains(t, keysUnder(t, b, "prod-a/"), "prod-a/"+named)
+	require.Contains(t, keysUnder(t, b, "prod-a/"), otherKey)
 }
