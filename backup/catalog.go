@@ -240,7 +240,11 @@ func claimEntry(cluster string, info storage.ObjectInfo, r manifestRead, data ma
 	case m.Cluster != cluster:
 		return invalid(fmt.Errorf("%w: manifest names cluster %q, found in the folder of %q", ErrInvalidManifest, m.Cluster, cluster))
 	case ManifestKey(m.DataKey) != name:
-		return invalid(fmt.Errorf("%w: manifest %s names data object %q, which is not its own", ErrInvalidManifest, name, m.DataKey))
+		// The manifest is kept, so that retention keeps the data object
+		// it names too.
+		e := invalid(fmt.Errorf("%w: manifest %s names data object %q, which is not its own", ErrInvalidManifest, name, m.DataKey))
+		e.Manifest = m
+		return e
 	}
 	obj, ok := data[m.DataKey]
 	if !ok {

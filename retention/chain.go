@@ -3,7 +3,9 @@ package retention
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/etcdbackup/etcdbackup/backup"
@@ -13,12 +15,26 @@ import (
 // a chain is a full backup and the contiguous delta segments after it, and
 // every revision of the last Window stays restorable.
 //
-// Applied to a Plan made by MakePlan, it:
+// Applied to a Plan made by MakePlan, it works within the plan's scope: with
+// PlanOptions.Name set, the full backups of that backup config and the
+// segments its follower wrote, so that each continuous config keeps its
+// own window. A segment's manifest does not name the follower's config: a
+// segment belongs to the config of the full backup its chain starts from,
+// unless that config is not continuous (not listed in Others), in which
+// case the chain was adopted (a follower may resume after the newest full
+// backup of any config) and belongs to this config, so that no segment is
+// left without a window that deletes it. Segments of the chains of the
+// configs in Others are kept, out of scope. It:
 //
-//   - keeps the base of the window: the newest full backup completed at or
-//     before now-Window (or the oldest full backup, when the window reaches
-//     back past every one), and every full backup a chain reaching into
-//     the window starts from, even when the plan would delete them;
+//   - keeps the base of the window: the newest full backup completed, and
+//     stored (by the store's clock, when the plan has it), at or before
+//     now-Window less the plan's clock skew, unless a full backup after
+//     that records a lower revision (a date that is not to be trusted);
+//     when the window reaches back past every full backup, or no date can
+//     be trusted, the one with the lowest revision;
+//   - keeps every full backup a chain reaching into the window starts
+//     from, when it is newer than the base by revision, even when the plan
+//     would delete it;
 //   - keeps every delta segment that ends after the base's revision: the
 //     restore points from the base to now depend on them;
 //   - deletes the delta segments that end at or before the base's
@@ -31,6 +47,11 @@ import (
 type ChainPolicy struct {
 	// Window is how far back every revision stays restorable.
 	Window time.Duration
+	// Others names the other continuous configs of the cluster on the
+	// destination: the segments of chains that start from their full
+	// backups are theirs. Segments of chains that start from a full backup
+	// of any other config are this config's.
+	Others []string
 }
 
 // PointInTime returns the ChainPolicy that keeps every revision of the last
@@ -65,39 +86,42 @@ func (c ChainPolicy) Apply(plan *Plan) (*Plan, error) {
 	out := *plan
 	out.Decisions = slices.Clone(plan.Decisions)
 	ds := out.Decisions
-	var fulls []int // full backups that may base a chain, by completion
+	name := plan.Options.Name
+	configOf := map[string]string{} // full backup ID -> its config
+	var fulls []int                 // full backups of the scope that may base a chain
 	for i, d := range ds {
 		e := d.Entry
-		if e.Cluster == plan.Cluster && e.ChainBase() {
+		if e.Cluster != plan.Cluster || e.Kind != backup.KindBackup || e.Manifest == nil {
+			continue
+		}
+		configOf[e.ID] = e.Manifest.Name
+		if (name == "" || e.Manifest.Name == name) && e.ChainBase() {
 			fulls = append(fulls, i)
 		}
 	}
-	slices.SortStableFunc(fulls, func(a, b int) int { return completed(ds[a].Entry).Compare(completed(ds[b].Entry)) })
-
+	var segments []int // delta segments of the scope
 	for i := range ds {
-		if e := ds[i].Entry; e.Cluster == plan.Cluster && e.Kind == backup.KindDelta {
-			ds[i].Action, ds[i].Reason = Keep, ReasonNoFull
+		e := ds[i].Entry
+		if e.Cluster != plan.Cluster || e.Kind != backup.KindDelta || e.Manifest == nil {
+			continue
 		}
+		if cfg := chainConfig(plan.Cluster, e.Manifest.Chain, configOf); name != "" && cfg != name && slices.Contains(c.Others, cfg) {
+			ds[i].Action, ds[i].Reason = Keep, fmt.Sprintf("delta segment of a chain of config %q: out of the scope of config %q", cfg, name)
+			continue
+		}
+		segments = append(segments, i)
+		ds[i].Action, ds[i].Reason = Keep, ReasonNoFull
 	}
 	if len(fulls) == 0 {
 		return &out, nil
 	}
-	start := plan.Now.Add(-c.Window)
-	base := fulls[0]
-	for _, i := range fulls {
-		if !completed(ds[i].Entry).After(start) {
-			base = i
-		}
-	}
+	base := c.base(plan, fulls)
 	baseRev := ds[base].Entry.Manifest.Etcd.Revision.Low
 	keep(&ds[base], ReasonWindowBase)
 
 	chainBases := map[string]bool{}
-	for i := range ds {
+	for _, i := range segments {
 		e := ds[i].Entry
-		if e.Cluster != plan.Cluster || e.Kind != backup.KindDelta {
-			continue
-		}
 		if e.Manifest.LastRevision <= baseRev {
 			ds[i].Action = Delete
 			ds[i].Reason = fmt.Sprintf("delta segment ends at revision %d, at or before the base of the %s point-in-time window (%s, revision %d)",
@@ -107,8 +131,12 @@ func (c ChainPolicy) Apply(plan *Plan) (*Plan, error) {
 		ds[i].Action, ds[i].Reason = Keep, ReasonSegmentKept
 		chainBases[e.Manifest.Chain] = true
 	}
-	for _, i := range fulls {
-		if chainBases[ds[i].Entry.ID] && completed(ds[i].Entry).After(completed(ds[base].Entry)) {
+	// A chain's first full backup is kept whatever its config: the
+	// segments kept need it.
+	for i, d := range ds {
+		e := d.Entry
+		if e.Cluster == plan.Cluster && e.Kind == backup.KindBackup && e.Manifest != nil &&
+			chainBases[e.ID] && e.Manifest.Etcd.Revision.Low > baseRev {
 			keep(&ds[i], ReasonChainBase)
 		}
 	}
@@ -136,6 +164,110 @@ func keepChainBases(plan *Plan) *Plan {
 		}
 	}
 	return &out
+}
+
+// base returns the full backup (an index of plan's decisions) at the base
+// of the window. A full backup counts as before the window when it
+// completed at least the clock skew before the window's start, the store
+// wrote its manifest before then too (when the plan knows the store's
+// times), and no full backup after the start, or completed after it,
+// records a lower revision: dates may lie, the store's clock and the
+// revisions of one cluster do not.
+func (c ChainPolicy) base(plan *Plan, fulls []int) int {
+	ds := plan.Decisions
+	skew := plan.Options.ClockSkew
+	if skew <= 0 {
+		skew = DefaultClockSkew
+	}
+	start := plan.ageNow().Add(-c.Window - skew)
+	low := func(i int) int64 { return ds[i].Entry.Manifest.Etcd.Revision.Low }
+	before := func(i int) bool {
+		e := ds[i].Entry
+		mod, ok := plan.Options.ModTimes[e.ManifestKey]
+		return !completed(e).After(start) && (!ok || !mod.After(start))
+	}
+	lowestAfter := int64(math.MaxInt64)
+	for _, i := range fulls {
+		if !before(i) {
+			lowestAfter = min(lowestAfter, low(i))
+		}
+	}
+	// consistent: no full backup completed after i records a lower
+	// revision. Where dates and revisions disagree, a date lies.
+	consistent := func(i int) bool {
+		for _, j := range fulls {
+			if completed(ds[j].Entry).After(completed(ds[i].Entry)) && low(j) < low(i) {
+				return false
+			}
+		}
+		return true
+	}
+	base, found := -1, false
+	for _, i := range fulls {
+		if !before(i) || low(i) > lowestAfter || !consistent(i) {
+			continue
+		}
+		if !found || completed(ds[i].Entry).After(completed(ds[base].Entry)) ||
+			completed(ds[i].Entry).Equal(completed(ds[base].Entry)) && low(i) > low(base) {
+			base, found = i, true
+		}
+	}
+	if found {
+		return base
+	}
+	// The window reaches back past every full backup (or their times
+	// cannot be trusted: a copy between buckets restamps the store's): the
+	// lowest revision keeps the most.
+	base = fulls[0]
+	for _, i := range fulls {
+		if low(i) < low(base) {
+			base = i
+		}
+	}
+	return base
+}
+
+// chainConfig returns the backup config of the chain that starts from the
+// full backup id: its manifest's name when the full backup is listed,
+// else the name its ID carries ("<cluster>-<name>-<timestamp>[-<run>]"),
+// "" when neither tells.
+func chainConfig(cluster, id string, configOf map[string]string) string {
+	if cfg, ok := configOf[id]; ok {
+		return cfg
+	}
+	rest, ok := strings.CutPrefix(id, cluster+"-")
+	if !ok {
+		return ""
+	}
+	if i := strings.LastIndexByte(rest, '-'); i >= 0 && isRun(rest[i+1:]) {
+		rest = rest[:i]
+	}
+	i := strings.LastIndexByte(rest, '-')
+	if i <= 0 || !isTimestamp(rest[i+1:]) {
+		return ""
+	}
+	return rest[:i]
+}
+
+func isRun(s string) bool {
+	if len(s) != backup.RunLen {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+func isTimestamp(s string) bool {
+	for _, layout := range []string{backup.TimestampLayoutMilli, backup.TimestampLayout} {
+		if t, err := time.Parse(layout, s); err == nil && t.Format(layout) == s {
+			return true
+		}
+	}
+	return false
 }
 
 // keep turns d into a keep, keeping the plan's own reason to keep.

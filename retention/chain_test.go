@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"io"
+	"iter"
 	"strings"
 	"testing"
 	"time"
@@ -132,6 +133,40 @@ func deletedKinds(p *retention.Plan, kind backup.Kind) []string {
 	return out
 }
 
+// storeTimes is a store whose listing gives the modification times of at
+// where it has them: a store that wrote those objects then.
+type storeTimes struct {
+	storage.Bucket
+	at map[string]time.Time
+}
+
+func (s storeTimes) List(ctx context.Context, prefix string) iter.Seq2[storage.ObjectInfo, error] {
+	return func(yield func(storage.ObjectInfo, error) bool) {
+		for info, err := range s.Bucket.List(ctx, prefix) {
+			if t, ok := s.at[info.Key]; ok {
+				info.ModTime = t
+			}
+			if !yield(info, err) {
+				return
+			}
+		}
+	}
+}
+
+// storedAt returns b as a store that wrote the objects of each of ms a
+// minute after they were created, and those of newest later by later: its
+// newest objects.
+func storedAt(b storage.Bucket, later time.Duration, newest *backup.Manifest, ms ...*backup.Manifest) storeTimes {
+	s := storeTimes{Bucket: b, at: map[string]time.Time{}}
+	for _, m := range ms {
+		s.at[m.Cluster+"/"+m.DataKey] = m.Created.Add(time.Minute)
+		s.at[m.Cluster+"/"+backup.ManifestKey(m.DataKey)] = m.Created.Add(time.Minute)
+	}
+	s.at[newest.Cluster+"/"+newest.DataKey] = newest.Created.Add(later)
+	s.at[newest.Cluster+"/"+backup.ManifestKey(newest.DataKey)] = newest.Created.Add(later)
+	return s
+}
+
 // putSegment stores a delta segment's data and manifest as a follower
 // does, through the uploader.
 func putSegment(t *testing.T, b storage.Bucket, created time.Time, first, last int64, chain string) *backup.Manifest {
@@ -160,32 +195,38 @@ func (s revSnapshotter) Snapshot(ctx context.Context) (*backup.Snapshot, error) 
 }
 
 // TestPrunePointInTimeOnMinIO prunes full backups and segments on MinIO
-// with keep-last 1 and a 90-minute window: the oldest full backup and the
+// with keep-last 1 and a 90-minute window, by a pruner whose clock is two
+// hours ahead of the store's (so that every full backup was stored before
+// the window by both clocks): the full backups before the base and the
 // segment before the window's base are deleted, manifest and data; a
 // pinned segment before the base is skipped; the base and the segments
 // after it stay.
 func TestPrunePointInTimeOnMinIO(t *testing.T) {
 	srv := miniotest.Start(t)
 	b := newBucket(t, srv, false)
+	real := time.Now()
 	var fulls []*backup.Manifest
 	for i, rev := range []int64{10, 20, 30} {
-		created := now.Add(-time.Duration(3-i) * time.Hour)
+		created := real.Add(-time.Duration(3-i) * time.Hour)
 		p := &backup.Pipeline{Snapshotter: revSnapshotter{rev}, Now: func() time.Time { return created }}
 		res, err := p.Run(t.Context(), backup.Request{Cluster: "prod-a", Name: "full", Scheduled: true,
 			Targets: []backup.Target{{Destination: "minio", Uploader: &backup.BucketUploader{Bucket: b}}}})
 		require.NoError(t, err)
 		fulls = append(fulls, res.Outcomes[0].Manifest)
 	}
-	gone := putSegment(t, b, now.Add(-170*time.Minute), 11, 15, fulls[0].ID)
-	pinned := putSegment(t, b, now.Add(-130*time.Minute), 16, 20, fulls[0].ID)
-	after := putSegment(t, b, now.Add(-10*time.Minute), 21, 40, fulls[0].ID)
+	gone := putSegment(t, b, real.Add(-170*time.Minute), 11, 25, fulls[0].ID)
+	pinned := putSegment(t, b, real.Add(-130*time.Minute), 26, 30, fulls[0].ID)
+	after := putSegment(t, b, real.Add(-10*time.Minute), 31, 40, fulls[0].ID)
 
 	pins := &retention.PinSet{}
 	unpin := pins.Pin("prod-a", pinned.ID)
 	defer unpin()
 	chains := retention.PointInTime(90 * time.Minute)
-	p := &retention.Pruner{Store: b, Destination: "minio", Policy: retention.KeepLast(1), Chains: &chains, Pins: pins,
-		Now: func() time.Time { return now }}
+	// Two hours later by the pruner's clock and the store's (its newest
+	// object is the last segment, stored then): every full backup is
+	// before the window by both.
+	p := &retention.Pruner{Store: storedAt(b, 2*time.Hour, after, fulls[0], fulls[1], fulls[2], gone, pinned), Destination: "minio", Policy: retention.KeepLast(1), Chains: &chains, Pins: pins,
+		Now: func() time.Time { return time.Now().Add(2 * time.Hour) }}
 	report, err := p.Prune(t.Context(), "prod-a")
 	require.NoError(t, err)
 	outcome := map[string]retention.Outcome{}
@@ -193,15 +234,15 @@ func TestPrunePointInTimeOnMinIO(t *testing.T) {
 		outcome[it.Entry.ID] = it.Outcome
 	}
 	require.Equal(t, map[string]retention.Outcome{
-		fulls[0].ID: retention.Deleted, fulls[1].ID: retention.Kept, fulls[2].ID: retention.Kept,
+		fulls[0].ID: retention.Deleted, fulls[1].ID: retention.Deleted, fulls[2].ID: retention.Kept,
 		gone.ID: retention.Deleted, pinned.ID: retention.Skipped, after.ID: retention.Kept,
 	}, outcome)
 	keys := keysUnder(t, b, "prod-a/")
-	for _, m := range []*backup.Manifest{fulls[0], gone} {
+	for _, m := range []*backup.Manifest{fulls[0], fulls[1], gone} {
 		require.NotContains(t, keys, "prod-a/"+m.DataKey)
 		require.NotContains(t, keys, "prod-a/"+backup.ManifestKey(m.DataKey))
 	}
-	for _, m := range []*backup.Manifest{fulls[1], fulls[2], pinned, after} {
+	for _, m := range []*backup.Manifest{fulls[2], pinned, after} {
 		require.Contains(t, keys, "prod-a/"+m.DataKey)
 		require.Contains(t, keys, "prod-a/"+backup.ManifestKey(m.DataKey))
 	}

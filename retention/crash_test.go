@@ -119,8 +119,17 @@ func TestKilledBackupLeavesNothingVisible(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, report.AbortedUploads)
 
-	// Past it, the next run collects it.
+	// An object written after the kill shows how far the store's clock
+	// has gone: a pruner whose clock runs past the grace period does not
+	// collect the upload on its clock alone.
+	require.NoError(t, b.Put(t.Context(), "prod-a/written-after-the-kill", bytes.NewReader([]byte("x")), nil))
 	p.Now = func() time.Time { return time.Now().Add(retention.DefaultUploadGrace + time.Minute) }
+	report, err = p.Prune(t.Context(), "prod-a")
+	require.NoError(t, err)
+	require.Empty(t, report.AbortedUploads)
+
+	// Past a grace period by both clocks, the next run collects it.
+	p.Now, p.UploadGrace = nil, 300*time.Millisecond
 	report, err = p.Prune(t.Context(), "prod-a")
 	require.NoError(t, err)
 	require.Len(t, report.AbortedUploads, len(uploads))

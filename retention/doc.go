@@ -13,20 +13,33 @@
 // Effect is separate: a Pruner (the Retainer of a destination) lists,
 // plans and deletes only what the plan says. Whatever the policy:
 //
-//   - the newest valid backup of a cluster is never deleted;
-//   - legacy, foreign and unreadable objects are never deleted;
+//   - the newest valid backup of a cluster (of a config, with a name) is
+//     never deleted, by creation time or by revision;
+//   - legacy, foreign and unreadable objects are never deleted, nor the
+//     data object a manifest names, readable or not;
 //   - only the cluster's folder "<cluster>/" is seen, so "prod-a" never
 //     touches "prod-ab";
-//   - objects under an unexpired object lock, and backups pinned by a
-//     restore in progress, are skipped and reported;
+//   - objects under an unexpired object lock, and entries of every kind
+//     pinned by a restore or fetch in progress, are skipped and reported;
+//     entries that could not be checked (an object lock status the role
+//     may not read) or deleted make Prune fail with ErrSkipped, and
+//     Metrics counts them;
 //   - read-only destinations are refused (storage.ErrReadOnly);
 //   - a backup's manifest is deleted before its data, so a crash in between
 //     leaves an orphan, never a manifest pointing at nothing;
 //   - orphans older than a grace period, and stale incomplete multipart
-//     uploads of this library's keys, are collected.
+//     uploads of this library's keys, are collected; their age is taken by
+//     the pruner's clock and by the store's (the newest modification time
+//     listed), so a pruner whose clock runs fast never takes an upload in
+//     flight for a stale one.
 //
 // Backups are ordered by the creation time in their manifests, never by the
-// store's modification times. A dry run reports the plan and deletes
+// store's modification times; but a backup dated more than the clock skew
+// after now, or after the store wrote its manifest, is kept and counted by
+// no rule (Plan.Misdated), so that a writer whose clock runs fast never
+// pushes correctly dated backups out. A ChainPolicy keeps each config's
+// point-in-time window restorable, from a base whose date the store's time
+// and the revisions confirm. A dry run reports the plan and deletes
 // nothing. Teardown deletes every backup of one cluster, for a host whose
 // cluster is gone; it refuses an empty or pattern-like name.
 package retention

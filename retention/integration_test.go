@@ -44,12 +44,13 @@ func newBucket(t *testing.T, srv *miniotest.Server, locking bool) *s3.Bucket {
 }
 
 // backups writes n scheduled backups of cluster, an hour apart, ending an
-// hour before now.
+// hour before the time of day (the store dates them now: older dates would
+// be dates the store contradicts).
 func backups(t *testing.T, b storage.Bucket, cluster string, n int) []*backup.Manifest {
 	t.Helper()
 	var out []*backup.Manifest
 	for i := range n {
-		created := now.Add(-time.Duration(n-i) * time.Hour)
+		created := time.Now().Add(-time.Duration(n-i) * time.Hour)
 		p := &backup.Pipeline{Snapshotter: &streamSnapshotter{seed: uint64(i) + uint64(len(cluster))*100}, Now: func() time.Time { return created }}
 		res, err := p.Run(t.Context(), backup.Request{Cluster: cluster, Name: "hourly", Scheduled: true,
 			Targets: []backup.Target{{Destination: "minio", Uploader: &backup.BucketUploader{Bucket: b}}}})
@@ -79,13 +80,13 @@ func TestPruneOnMinIO(t *testing.T) {
 	require.Len(t, prodAB, 8)
 
 	// A dry run plans and deletes nothing.
-	dry := &retention.Pruner{Store: b, Destination: "minio", Policy: retention.KeepLast(2), DryRun: true, Now: func() time.Time { return now }}
+	dry := &retention.Pruner{Store: b, Destination: "minio", Policy: retention.KeepLast(2), DryRun: true, Now: time.Now}
 	report, err := dry.Prune(t.Context(), "prod-a")
 	require.NoError(t, err)
 	require.Equal(t, 3, report.Count(retention.WouldDelete))
 	require.Len(t, keysUnder(t, b, "prod-a/"), 11)
 
-	p := &retention.Pruner{Store: b, Destination: "minio", Policy: retention.KeepLast(2), Now: func() time.Time { return now }}
+	p := &retention.Pruner{Store: b, Destination: "minio", Policy: retention.KeepLast(2), Now: time.Now}
 	report, err = p.Prune(t.Context(), "prod-a")
 	require.NoError(t, err)
 	require.Equal(t, 3, report.Count(retention.Deleted))
@@ -118,7 +119,7 @@ func TestPruneSkipsObjectLocked(t *testing.T) {
 	for _, key := range []string{ms[0].DataKey, backup.ManifestKey(ms[0].DataKey)} {
 		require.NoError(t, b.SetRetention(t.Context(), "prod-a/"+key, storage.Retention{Mode: storage.Governance, Until: until}))
 	}
-	p := &retention.Pruner{Store: b, Destination: "locked", Policy: retention.KeepLast(1), Now: func() time.Time { return now }}
+	p := &retention.Pruner{Store: b, Destination: "locked", Policy: retention.KeepLast(1), Now: time.Now}
 	report, err := p.Prune(t.Context(), "prod-a")
 	require.NoError(t, err)
 	require.Equal(t, 1, report.Count(retention.Deleted))

@@ -52,7 +52,7 @@ func TestPruneSkipsPinned(t *testing.T) {
 	ms := backups(t, b, "prod-a", 3)
 	var pins retention.PinSet
 	unpin := pins.Pin("prod-a", ms[0].ID)
-	p := &retention.Pruner{Store: b, Destination: "mem", Policy: retention.KeepLast(1), Pins: &pins, Now: func() time.Time { return now }}
+	p := &retention.Pruner{Store: b, Destination: "mem", Policy: retention.KeepLast(1), Pins: &pins, Now: time.Now}
 
 	report, err := p.Prune(t.Context(), "prod-a")
 	require.NoError(t, err)

@@ -1,8 +1,10 @@
 package retention
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/etcdbackup/etcdbackup/backup"
@@ -28,10 +30,25 @@ type Decision struct {
 // Plan is the outcome of planning: one decision per entry, in the order of
 // the entries given (oldest first, as backup.ListBackups returns them).
 type Plan struct {
-	Cluster   string
-	Policy    Policy
-	Now       time.Time
+	Cluster string
+	Policy  Policy
+	Now     time.Time
+	// Options are the options the plan was made with, defaults filled in:
+	// a ChainPolicy applied to the plan keeps to the same scope and clocks.
+	Options   PlanOptions
 	Decisions []Decision
+}
+
+// Misdated returns the decisions of backups whose creation time the plan
+// did not trust (see PlanOptions.ClockSkew): kept, and counted by no rule.
+func (p *Plan) Misdated() []Decision {
+	var out []Decision
+	for _, d := range p.Decisions {
+		if strings.HasPrefix(d.Reason, reasonMisdatedPrefix) {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // Deletes returns the decisions to delete.
@@ -65,7 +82,28 @@ type PlanOptions struct {
 	// backups). Kinds are never counted together: the other kinds are kept
 	// by the plan, out of its scope.
 	Kind backup.Kind
+
+	// ClockSkew is how far a manifest's creation time may run ahead of now,
+	// or ahead of the store's modification time of the manifest (see
+	// ModTimes), before the plan stops trusting it; a backup completed
+	// more than OrphanGrace (the longest upload) and ClockSkew before the
+	// store wrote its manifest is not trusted either. A backup dated
+	// beyond them is kept and counted by no rule, so that a writer whose
+	// clock runs fast never pushes correctly dated backups out, and one
+	// whose clock runs slow never has its backups deleted as old; the plan
+	// reports it (Plan.Misdated). Zero means DefaultClockSkew.
+	ClockSkew time.Duration
+
+	// ModTimes holds the store's modification times of the folder's
+	// objects, by key, as the listing gave them: the store's clock, which
+	// no writer's clock moves. They cross-check the manifests' creation
+	// times and age orphans: an orphan is old only by both the plan's now
+	// and the newest modification time seen. Nil trusts now alone.
+	ModTimes map[string]time.Time
 }
+
+// DefaultClockSkew is the default PlanOptions.ClockSkew.
+const DefaultClockSkew = 15 * time.Minute
 
 // DefaultOrphanGrace is the default PlanOptions.OrphanGrace: longer than
 // any upload runs.
@@ -77,45 +115,66 @@ const (
 	ReasonLegacy  = "legacy object: never deleted by retention"
 	ReasonForeign = "not written by etcdbackup: never deleted by retention"
 	ReasonInvalid = "unreadable or inconsistent manifest: kept for inspection"
-	ReasonFuture  = "created after now (clock skew): kept"
 	ReasonDelta   = "delta segment: kept unless a point-in-time policy applies"
+	// ReasonFuture and ReasonAfterStore keep a backup whose manifest is
+	// dated beyond the clock skew: after now, or after the store wrote
+	// the manifest (the writer's clock ran fast, or the store's runs
+	// slow). Such a backup is counted by no keep rule.
+	ReasonFuture     = reasonMisdatedPrefix + "created after now beyond the clock skew: kept, counted by no rule"
+	ReasonAfterStore = reasonMisdatedPrefix + "created after the store wrote its manifest, beyond the clock skew: kept, counted by no rule"
+	// ReasonBeforeStore keeps a backup whose manifest is dated further
+	// before the store wrote it than an upload takes (the orphan grace)
+	// and the clock skew: the writer's clock ran slow, or the bucket was
+	// copied and the store's times are the copy's. Its age cannot be told,
+	// so no age rule deletes it.
+	ReasonBeforeStore = reasonMisdatedPrefix + "completed long before the store wrote its manifest: kept, counted by no rule"
+	// ReasonNewestRevision keeps the backup with the highest revision,
+	// whatever its manifest's date says.
+	ReasonNewestRevision = "newest backup by revision: always kept"
+	// ReasonClaimed keeps a data object without a readable manifest whose
+	// manifest exists: it may be a backup this version cannot read (a
+	// newer manifest format), never an orphan. It keeps the data object an
+	// inconsistent manifest names too.
+	ReasonClaimed = "data object of a manifest that exists but cannot be read: kept with it"
 )
+
+// reasonMisdatedPrefix starts the reason of a backup the plan did not
+// trust the date of.
+const reasonMisdatedPrefix = "misdated: "
 
 // MakePlan decides, for the entries of one cluster's folder, what policy
 // keeps and what it deletes at now. It is a pure function: it reads no
 // store and no clock. Whatever the policy, the plan keeps the newest valid
-// backup and every legacy, foreign and invalid entry, and deletes nothing
-// of another cluster; orphans (data objects without a manifest) older than
-// the grace period are deleted. Entries are ordered by their manifests'
-// creation time, never by modification time, except orphans which have no
-// manifest.
+// backup (by creation time, and by revision), every legacy, foreign and
+// invalid entry and the data object of every manifest that exists, and
+// deletes nothing of another cluster; orphans (data objects without a
+// manifest) older than the grace period are deleted. Backups are ordered
+// by their manifests' creation time, never by modification time; one
+// dated beyond the clock skew is kept and counted by no rule.
 func MakePlan(cluster string, entries []backup.Entry, policy Policy, now time.Time, opts PlanOptions) (*Plan, error) {
-	if err := policy.Validate(); err != nil {
+	opts, err := checkPlan(cluster, policy, opts)
+	if err != nil {
 		return nil, err
 	}
-	if err := backup.ValidateName("cluster", cluster); err != nil {
-		return nil, err
-	}
-	grace := opts.OrphanGrace
-	if grace <= 0 {
-		grace = DefaultOrphanGrace
-	}
-	kind := opts.Kind
-	if kind == "" {
-		kind = backup.KindBackup
-	}
-	if kind != backup.KindBackup && kind != backup.KindKeysJSON {
-		return nil, fmt.Errorf("%w: retention counts snapshots or keys-json backups, not %s", ErrInvalidPolicy, kind)
-	}
-	if opts.Name != "" {
-		if err := backup.ValidateName("backup", opts.Name); err != nil {
-			return nil, err
+	plan := &Plan{Cluster: cluster, Policy: policy, Now: now, Options: opts, Decisions: make([]Decision, len(entries))}
+	// Keys of the manifests that could not be read: the data objects they
+	// name, by the same stem, are theirs. A readable manifest claims its
+	// data object by name in the catalog already.
+	unreadable := map[string]bool{}
+	// Data objects named by a manifest read but inconsistent (it names a
+	// data object which is not its own): kept with it.
+	named := map[string]bool{}
+	for _, e := range entries {
+		if e.Kind == backup.KindInvalid && e.ManifestKey != "" {
+			unreadable[e.ManifestKey] = true
+		}
+		if e.Kind == backup.KindInvalid && e.Manifest != nil && e.Manifest.DataKey != "" {
+			named[backup.ClusterPrefix(e.Cluster)+e.Manifest.DataKey] = true
 		}
 	}
-	plan := &Plan{Cluster: cluster, Policy: policy, Now: now, Decisions: make([]Decision, len(entries))}
 
-	// Backups, newest first, by index into entries.
-	var backups []int
+	// Backups whose dates are trusted, and every backup of the scope.
+	var backups, scoped []int
 	for i, e := range entries {
 		d := &plan.Decisions[i]
 		d.Entry = e
@@ -123,22 +182,25 @@ func MakePlan(cluster string, entries []backup.Entry, policy Policy, now time.Ti
 		switch {
 		case e.Cluster != cluster:
 			d.Action, d.Reason = Keep, fmt.Sprintf("belongs to cluster %q: out of scope", e.Cluster)
-		case counted && e.Manifest != nil && e.Kind != kind:
-			d.Action, d.Reason = Keep, fmt.Sprintf("a %s backup: counted apart from %s backups", e.Kind, kind)
+		case counted && e.Manifest != nil && e.Kind != opts.Kind:
+			d.Action, d.Reason = Keep, fmt.Sprintf("a %s backup: counted apart from %s backups", e.Kind, opts.Kind)
 		case counted && e.Manifest != nil && opts.Name != "" && e.Manifest.Name != opts.Name:
 			d.Action, d.Reason = Keep, fmt.Sprintf("backup of config %q: out of the scope of config %q", e.Manifest.Name, opts.Name)
 		case counted && e.Manifest != nil:
+			scoped = append(scoped, i)
+			if reason := opts.misdated(e, now); reason != "" {
+				d.Action, d.Reason = Keep, reason
+				continue
+			}
 			backups = append(backups, i)
 		case e.Kind == backup.KindDelta:
 			d.Action, d.Reason = Keep, ReasonDelta
 		case e.Kind == backup.KindLegacy:
 			d.Action, d.Reason = Keep, ReasonLegacy
+		case e.Kind == backup.KindOrphan && (unreadable[backup.ManifestKey(e.Key)] || named[e.Key]):
+			d.Action, d.Reason = Keep, ReasonClaimed
 		case e.Kind == backup.KindOrphan:
-			if age := now.Sub(e.Created); age >= grace {
-				d.Action, d.Reason = Delete, fmt.Sprintf("orphan data object %s old, past the %s grace period", age.Round(time.Second), grace)
-			} else {
-				d.Action, d.Reason = Keep, fmt.Sprintf("orphan data object within the %s grace period (an upload may be running)", grace)
-			}
+			d.Action, d.Reason = orphanDecision(e, now, latestExcept(opts.ModTimes, e.Key), opts.OrphanGrace)
 		case e.Kind == backup.KindInvalid:
 			d.Action, d.Reason = Keep, ReasonInvalid
 		default:
@@ -150,13 +212,71 @@ func MakePlan(cluster string, entries []backup.Entry, policy Policy, now time.Ti
 		if c := eb.Manifest.Created.Compare(ea.Manifest.Created); c != 0 {
 			return c
 		}
+		if c := cmp.Compare(revision(eb), revision(ea)); c != 0 {
+			return c
+		}
 		return compareStrings(eb.Key, ea.Key)
 	})
-	if len(backups) == 0 {
-		return plan, nil
+	if len(backups) > 0 {
+		decideBackups(plan, entries, backups, policy, now)
 	}
+	// Trusted backups first, newest first: they win ties.
+	var misdated []int
+	for _, i := range scoped {
+		if strings.HasPrefix(plan.Decisions[i].Reason, reasonMisdatedPrefix) {
+			misdated = append(misdated, i)
+		}
+	}
+	if i, ok := newestByRevision(entries, append(slices.Clone(backups), misdated...)); ok {
+		keep(&plan.Decisions[i], ReasonNewestRevision)
+	}
+	return plan, nil
+}
 
-	keep := selectKept(entries, backups, policy, now)
+// ageNow is the now that ages backups (max-age, keep-within and the
+// point-in-time window): the plan's now, or the newest modification time
+// the store gave when that is earlier. A pruner whose clock runs fast
+// then never ages backups by its clock alone.
+func (p *Plan) ageNow() time.Time {
+	if s := latest(p.Options.ModTimes); !s.IsZero() && s.Before(p.Now) {
+		return s
+	}
+	return p.Now
+}
+
+// checkPlan validates the arguments of MakePlan and fills in the defaults
+// of opts.
+func checkPlan(cluster string, policy Policy, opts PlanOptions) (PlanOptions, error) {
+	if err := policy.Validate(); err != nil {
+		return opts, err
+	}
+	if err := backup.ValidateName("cluster", cluster); err != nil {
+		return opts, err
+	}
+	if opts.OrphanGrace <= 0 {
+		opts.OrphanGrace = DefaultOrphanGrace
+	}
+	if opts.ClockSkew <= 0 {
+		opts.ClockSkew = DefaultClockSkew
+	}
+	if opts.Kind == "" {
+		opts.Kind = backup.KindBackup
+	}
+	if opts.Kind != backup.KindBackup && opts.Kind != backup.KindKeysJSON {
+		return opts, fmt.Errorf("%w: retention counts snapshots or keys-json backups, not %s", ErrInvalidPolicy, opts.Kind)
+	}
+	if opts.Name != "" {
+		if err := backup.ValidateName("backup", opts.Name); err != nil {
+			return opts, err
+		}
+	}
+	return opts, nil
+}
+
+// decideBackups decides the backups whose dates are trusted, ordered
+// newest first.
+func decideBackups(plan *Plan, entries []backup.Entry, backups []int, policy Policy, now time.Time) {
+	keep := selectKept(entries, backups, policy, now, plan.ageNow())
 	noRule := "selected by no keep rule of " + policy.String()
 	maxAge := fmt.Sprintf("older than max-age %s", policy.MaxAge)
 	for rank, i := range backups {
@@ -165,9 +285,7 @@ func MakePlan(cluster string, entries []backup.Entry, policy Policy, now time.Ti
 		switch {
 		case rank == 0:
 			d.Action, d.Reason = Keep, ReasonNewest
-		case created.After(now):
-			d.Action, d.Reason = Keep, ReasonFuture
-		case policy.MaxAge > 0 && now.Sub(created) > policy.MaxAge:
+		case policy.MaxAge > 0 && plan.ageNow().Sub(created) > policy.MaxAge:
 			d.Action, d.Reason = Delete, maxAge
 		case keep[i] != "":
 			d.Action, d.Reason = Keep, keep[i]
@@ -175,12 +293,89 @@ func MakePlan(cluster string, entries []backup.Entry, policy Policy, now time.Ti
 			d.Action, d.Reason = Delete, noRule
 		}
 	}
-	return plan, nil
+}
+
+// misdated returns the reason not to trust the creation time of e's
+// manifest, or "" when it is trusted.
+func (o PlanOptions) misdated(e backup.Entry, now time.Time) string {
+	created := e.Manifest.Created
+	if created.After(now.Add(o.ClockSkew)) {
+		return ReasonFuture
+	}
+	mod, ok := o.ModTimes[e.ManifestKey]
+	if !ok || mod.IsZero() {
+		return ""
+	}
+	if created.After(mod.Add(o.ClockSkew)) {
+		return ReasonAfterStore
+	}
+	if mod.After(completed(e).Add(o.OrphanGrace + o.ClockSkew)) {
+		return ReasonBeforeStore
+	}
+	return ""
+}
+
+// orphanDecision ages an orphan by the plan's now and by storeNow, the
+// newest modification time the store gave to another object (zero when
+// unknown), when that is after the orphan (see age): a pruner whose clock
+// runs fast must not take an upload in flight for an old one, and the
+// newest object of a quiet folder is still collected.
+func orphanDecision(e backup.Entry, now, storeNow time.Time, grace time.Duration) (Action, string) {
+	age := age(e.Created, now, storeNow)
+	if age >= grace {
+		return Delete, fmt.Sprintf("orphan data object %s old, past the %s grace period", age.Round(time.Second), grace)
+	}
+	return Keep, fmt.Sprintf("orphan data object within the %s grace period by the clocks of the pruner and the store (an upload may be running)", grace)
+}
+
+// newestByRevision returns the backup of scoped with the highest known
+// revision: the newest state, whatever the dates say. Of equal revisions
+// the first wins.
+func newestByRevision(entries []backup.Entry, scoped []int) (int, bool) {
+	best, found := 0, false
+	for _, i := range scoped {
+		if r := revision(entries[i]); r > 0 && (!found || r > revision(entries[best])) {
+			best, found = i, true
+		}
+	}
+	return best, found
+}
+
+// revision is the highest revision a backup's state may be at: what its
+// manifest records (the upper bound when known), 0 when unknown.
+func revision(e backup.Entry) int64 {
+	if e.Manifest == nil {
+		return 0
+	}
+	r := e.Manifest.Etcd.Revision
+	return max(r.Low, r.High)
+}
+
+// latest returns the latest of the times, zero when there is none.
+func latest(times map[string]time.Time) time.Time {
+	var out time.Time
+	for _, t := range times {
+		if t.After(out) {
+			out = t
+		}
+	}
+	return out
+}
+
+// latestExcept returns the newest of times but that of key.
+func latestExcept(times map[string]time.Time, key string) time.Time {
+	var out time.Time
+	for k, t := range times {
+		if k != key && t.After(out) {
+			out = t
+		}
+	}
+	return out
 }
 
 // selectKept returns, per entry index, the first keep rule that selects it
 // ("" for none). backups is ordered newest first.
-func selectKept(entries []backup.Entry, backups []int, p Policy, now time.Time) []string {
+func selectKept(entries []backup.Entry, backups []int, p Policy, now, ageNow time.Time) []string {
 	keep := make([]string, len(entries))
 	mark := func(i int, reason string) {
 		if keep[i] == "" {
@@ -198,7 +393,7 @@ func selectKept(entries []backup.Entry, backups []int, p Policy, now time.Time) 
 		if rank < p.KeepLast {
 			mark(i, fmt.Sprintf("keep-last %d: number %d", p.KeepLast, rank+1))
 		}
-		if p.KeepWithin > 0 && now.Sub(entries[i].Manifest.Created) < p.KeepWithin {
+		if p.KeepWithin > 0 && ageNow.Sub(entries[i].Manifest.Created) < p.KeepWithin {
 			mark(i, within)
 		}
 	}

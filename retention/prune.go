@@ -7,6 +7,7 @@ import (
 	"io"
 	"iter"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -63,11 +64,15 @@ type Pruner struct {
 	// library's keys must be before it is aborted. Zero means
 	// DefaultUploadGrace.
 	UploadGrace time.Duration
+	// ClockSkew: see PlanOptions.
+	ClockSkew time.Duration
 	// Pins, when set, protects backups a restore is reading.
 	Pins Pins
 	// DryRun plans and reports without deleting anything. It makes every
 	// check a real run makes (a read-only destination fails both).
 	DryRun bool
+	// Metrics, when set, records each report (see Metrics).
+	Metrics *Metrics
 	// Now returns the current time; nil means time.Now.
 	Now func() time.Time
 	// Logger logs each deletion; nil means silent.
@@ -98,7 +103,27 @@ type Item struct {
 	Entry   backup.Entry
 	Outcome Outcome
 	Reason  string
+	// Skip says, for a Skipped item, why, in a word fit for a metric
+	// label: SkipLocked, SkipPinned, SkipLockUnreadable or
+	// SkipDeleteFailed; empty when the context ended the run.
+	Skip string
 }
+
+// The reasons of Item.Skip. SkipLocked and SkipPinned are retention
+// working as it should; SkipLockUnreadable and SkipDeleteFailed mean
+// retention could not do its work, and make Prune fail.
+const (
+	SkipLocked         = "locked"
+	SkipPinned         = "pinned"
+	SkipLockUnreadable = "lock-unreadable"
+	SkipDeleteFailed   = "delete-failed"
+)
+
+// ErrSkipped matches the error of a Prune, Teardown or Delete that left
+// entries it was to delete because it could not check or delete them (an
+// object lock status it may not read, a deletion the store refused): left
+// alone, retention would stop deleting while the bucket grows.
+var ErrSkipped = errors.New("retention skipped entries it could not check or delete")
 
 // Report is the result of one Prune: every entry with its outcome and
 // reason, and the incomplete uploads aborted.
@@ -133,7 +158,11 @@ var ErrNoStore = errors.New("pruner has no store")
 // skipped and reported; a backup's manifest is deleted before its data, so
 // a crash in between leaves an orphan (collected later), never a manifest
 // pointing at nothing. An error is returned when the folder cannot be
-// listed or a deletion fails; the report then holds what was done.
+// listed, or an entry to delete could not be checked or deleted (ErrSkipped:
+// an object lock status the store would not give, a deletion it refused);
+// the report then holds what was done. The plan is given the store's
+// modification times of the listing, so that dates and ages are checked
+// against the store's clock.
 func (p *Pruner) Prune(ctx context.Context, cluster string) (*Report, error) {
 	if p.Store == nil {
 		return nil, ErrNoStore
@@ -145,12 +174,14 @@ func (p *Pruner) Prune(ctx context.Context, cluster string) (*Report, error) {
 	if ro, ok := p.Store.(interface{ ReadOnly() bool }); ok && ro.ReadOnly() {
 		return nil, fmt.Errorf("prune %s on %s: %w", cluster, p.Destination, storage.ErrReadOnly)
 	}
-	entries, err := backup.ListBackups(ctx, p.Store, cluster)
+	listing := &recordingCatalog{Catalog: p.Store, mod: map[string]time.Time{}}
+	entries, err := backup.ListBackups(ctx, listing, cluster)
 	if err != nil {
 		return nil, err
 	}
 	now := p.now()
-	plan, err := MakePlan(cluster, entries, p.Policy, now, PlanOptions{OrphanGrace: p.OrphanGrace, Name: p.Name, Kind: p.Kind})
+	plan, err := MakePlan(cluster, entries, p.Policy, now,
+		PlanOptions{OrphanGrace: p.OrphanGrace, Name: p.Name, Kind: p.Kind, ClockSkew: p.ClockSkew, ModTimes: listing.mod})
 	if err != nil {
 		return nil, err
 	}
@@ -162,52 +193,88 @@ func (p *Pruner) Prune(ctx context.Context, cluster string) (*Report, error) {
 		plan = keepChainBases(plan)
 	}
 	report := &Report{Cluster: cluster, Destination: p.Destination, DryRun: p.DryRun, Plan: plan}
-	var errs []error
 	for _, d := range plan.Decisions {
 		item := Item{Entry: d.Entry, Outcome: Kept, Reason: d.Reason}
 		if d.Action == Delete {
 			item = p.execute(ctx, d, now)
-			if item.Outcome == Skipped && ctx.Err() != nil {
-				errs = append(errs, ctx.Err())
-			}
 		}
 		report.Items = append(report.Items, item)
 	}
-	if err := p.collectUploads(ctx, cluster, now, report); err != nil {
+	var errs []error
+	if err := p.collectUploads(ctx, cluster, now, latest(listing.mod), report); err != nil {
 		errs = append(errs, err)
 	}
-	for _, it := range report.Items {
-		if it.Outcome == Skipped && strings.HasPrefix(it.Reason, "delete failed") {
-			errs = append(errs, fmt.Errorf("%s: %s", it.Entry.Key, it.Reason))
-		}
+	errs = append(errs, report.skipErrors(ctx)...)
+	if p.Metrics != nil {
+		p.Metrics.Record(report)
 	}
 	return report, errors.Join(errs...)
+}
+
+// skipErrors returns an error per item that was skipped because it could
+// not be checked or deleted, and the context's error when it ended the
+// run before everything was done.
+func (r *Report) skipErrors(ctx context.Context) []error {
+	var errs []error
+	skipped := false
+	for _, it := range r.Items {
+		skipped = skipped || it.Outcome == Skipped
+		if it.Outcome == Skipped && (it.Skip == SkipLockUnreadable || it.Skip == SkipDeleteFailed) {
+			errs = append(errs, fmt.Errorf("%w: %s: %s", ErrSkipped, it.Entry.Key, it.Reason))
+		}
+	}
+	if err := ctx.Err(); err != nil && skipped {
+		errs = append(errs, err)
+	}
+	return errs
+}
+
+// recordingCatalog lists through a store and keeps the modification time
+// of every object listed: the store's clock, for the plan.
+type recordingCatalog struct {
+	backup.Catalog
+	mod map[string]time.Time
+}
+
+func (c *recordingCatalog) List(ctx context.Context, prefix string) iter.Seq2[storage.ObjectInfo, error] {
+	return func(yield func(storage.ObjectInfo, error) bool) {
+		for info, err := range c.Catalog.List(ctx, prefix) {
+			if err == nil && !info.ModTime.IsZero() {
+				c.mod[info.Key] = info.ModTime
+			}
+			if !yield(info, err) {
+				return
+			}
+		}
+	}
 }
 
 // execute carries out one delete decision.
 func (p *Pruner) execute(ctx context.Context, d Decision, now time.Time) Item {
 	e := d.Entry
 	item := Item{Entry: e, Outcome: Skipped}
-	if p.Pins != nil && (e.Kind == backup.KindBackup || e.Kind == backup.KindDelta) && p.Pins.Pinned(e.Cluster, e.ID) {
-		item.Reason = "pinned by a restore in progress"
+	// Every kind: a fetch pins a keys-json backup as a restore pins a
+	// snapshot, and an orphan's name is its ID.
+	if p.Pins != nil && p.Pins.Pinned(e.Cluster, e.ID) {
+		item.Reason, item.Skip = "pinned by a restore or fetch in progress", SkipPinned
 		return item
 	}
-	keys := []string{e.Key}
-	if e.ManifestKey != "" {
-		keys = []string{e.ManifestKey, e.Key} // manifest first: the backup vanishes before its data
-	}
+	keys := objectKeys(e)
 	if locker, ok := p.Store.(storage.Locker); ok {
 		for _, key := range keys {
 			r, err := locker.Retention(ctx, key)
 			switch {
 			case errors.Is(err, storage.ErrUnsupported), errors.Is(err, storage.ErrNotFound):
 			case err != nil:
-				item.Reason = fmt.Sprintf("object lock of %s could not be read: %v", key, err)
+				item.Reason, item.Skip = fmt.Sprintf("object lock of %s could not be read: %v", key, err), SkipLockUnreadable
+				if ctx.Err() != nil {
+					item.Skip = "" // cancelled, not refused: Prune returns the context's error
+				}
 				return item
 			case r.Active(now) || r.Active(time.Now()):
 				// The store enforces locks by its own clock, not by the
 				// injected one: skip if either says the lock holds.
-				item.Reason = fmt.Sprintf("object lock (%s) until %s", r.Mode, r.Until.UTC().Format(time.RFC3339))
+				item.Reason, item.Skip = fmt.Sprintf("object lock (%s) until %s", r.Mode, r.Until.UTC().Format(time.RFC3339)), SkipLocked
 				return item
 			}
 		}
@@ -220,13 +287,16 @@ func (p *Pruner) execute(ctx context.Context, d Decision, now time.Time) Item {
 		err := p.Store.Delete(ctx, key)
 		switch {
 		case errors.Is(err, storage.ErrLocked):
-			item.Reason = fmt.Sprintf("object lock refused the deletion of %s", key)
+			item.Reason, item.Skip = fmt.Sprintf("object lock refused the deletion of %s", key), SkipLocked
 			if n > 0 {
 				item.Reason += " (its manifest is gone: the data object is an orphan until the lock expires)"
 			}
 			return item
 		case err != nil:
-			item.Reason = fmt.Sprintf("delete failed on %s: %v", key, err)
+			item.Reason, item.Skip = fmt.Sprintf("delete failed on %s: %v", key, err), SkipDeleteFailed
+			if ctx.Err() != nil {
+				item.Skip = ""
+			}
 			return item
 		}
 	}
@@ -235,9 +305,33 @@ func (p *Pruner) execute(ctx context.Context, d Decision, now time.Time) Item {
 	return item
 }
 
+// objectKeys returns the keys of an entry's objects, manifest first, so
+// that a backup vanishes before its data. An invalid entry whose manifest
+// was read (its data object is missing, or not the size the manifest
+// says) has its data object too: the catalog lists the pair as one entry.
+func objectKeys(e backup.Entry) []string {
+	if e.ManifestKey == "" {
+		return []string{e.Key}
+	}
+	keys := []string{e.ManifestKey}
+	if e.Key != e.ManifestKey {
+		keys = append(keys, e.Key)
+	}
+	if e.Kind == backup.KindInvalid && e.Manifest != nil && e.Manifest.DataKey != "" {
+		if data := backup.ClusterPrefix(e.Cluster) + e.Manifest.DataKey; !slices.Contains(keys, data) && backup.ManifestKey(data) == e.ManifestKey {
+			keys = append(keys, data)
+		}
+	}
+	return keys
+}
+
 // collectUploads aborts this library's incomplete uploads in the cluster's
-// folder that are older than the upload grace.
-func (p *Pruner) collectUploads(ctx context.Context, cluster string, now time.Time, report *Report) error {
+// folder that are older than the upload grace by now, and by the store's
+// clock where the store confirms it: storeNow (the newest modification
+// time listed, zero when unknown) and the starts of the other uploads are
+// times the store has reached; when one is after an upload's start, the
+// upload is aged by it too (see age).
+func (p *Pruner) collectUploads(ctx context.Context, cluster string, now, storeNow time.Time, report *Report) error {
 	uc, ok := p.Store.(storage.UploadCleaner)
 	if !ok {
 		return nil
@@ -247,7 +341,7 @@ func (p *Pruner) collectUploads(ctx context.Context, cluster string, now time.Ti
 		grace = DefaultUploadGrace
 	}
 	prefix := backup.ClusterPrefix(cluster)
-	var stale []storage.Upload
+	var ours []storage.Upload
 	for u, err := range uc.IncompleteUploads(ctx, prefix) {
 		if errors.Is(err, storage.ErrUnsupported) {
 			return nil
@@ -259,7 +353,17 @@ func (p *Pruner) collectUploads(ctx context.Context, cluster string, now time.Ti
 		if !ok || strings.Contains(name, "/") || !backup.IsDataName(name) && !strings.HasSuffix(name, backup.ManifestSuffix) {
 			continue // not ours
 		}
-		if now.Sub(u.Initiated) >= grace {
+		ours = append(ours, u)
+	}
+	var stale []storage.Upload
+	for i, u := range ours {
+		store := storeNow
+		for j, o := range ours {
+			if j != i && o.Initiated.After(store) {
+				store = o.Initiated
+			}
+		}
+		if age(u.Initiated, now, store) >= grace {
 			stale = append(stale, u)
 		}
 	}
@@ -272,6 +376,18 @@ func (p *Pruner) collectUploads(ctx context.Context, cluster string, now time.Ti
 		report.AbortedUploads = append(report.AbortedUploads, u)
 	}
 	return nil
+}
+
+// age is how old an object stored at is: by now, the pruner's clock, and by
+// storeNow, a time the store reached by other objects, when that is after
+// at. Only a store time after the object confirms the store's clock: the
+// newest object of a quiet folder is aged by the pruner's clock alone.
+func age(at, now, storeNow time.Time) time.Duration {
+	a := now.Sub(at)
+	if storeNow.After(at) {
+		a = min(a, storeNow.Sub(at))
+	}
+	return a
 }
 
 func (p *Pruner) now() time.Time {

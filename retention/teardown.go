@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/etcdbackup/etcdbackup/backup"
 	"github.com/etcdbackup/etcdbackup/storage"
@@ -44,7 +45,8 @@ func (t *Teardown) Run(ctx context.Context, cluster string) (*Report, error) {
 	if ro, ok := t.Store.(interface{ ReadOnly() bool }); ok && ro.ReadOnly() && !t.DryRun {
 		return nil, fmt.Errorf("teardown %s on %s: %w", cluster, t.Destination, storage.ErrReadOnly)
 	}
-	entries, err := backup.ListBackups(ctx, t.Store, cluster)
+	listing := &recordingCatalog{Catalog: t.Store, mod: map[string]time.Time{}}
+	entries, err := backup.ListBackups(ctx, listing, cluster)
 	if err != nil {
 		return nil, err
 	}
@@ -61,14 +63,11 @@ func (t *Teardown) Run(ctx context.Context, cluster string) (*Report, error) {
 			report.Items = append(report.Items, Item{Entry: e, Outcome: Kept, Reason: "legacy or foreign object: kept unless All is set"})
 			continue
 		}
-		item := p.execute(ctx, Decision{Entry: e, Action: Delete, Reason: "cluster teardown"}, now)
-		if item.Outcome == Skipped && strings.HasPrefix(item.Reason, "delete failed") {
-			errs = append(errs, errors.New(item.Reason))
-		}
-		report.Items = append(report.Items, item)
+		report.Items = append(report.Items, p.execute(ctx, Decision{Entry: e, Action: Delete, Reason: "cluster teardown"}, now))
 	}
-	if err := p.collectUploads(ctx, cluster, now, report); err != nil {
+	if err := p.collectUploads(ctx, cluster, now, latest(listing.mod), report); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, report.skipErrors(ctx)...)
 	return report, errors.Join(errs...)
 }

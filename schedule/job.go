@@ -69,6 +69,10 @@ type Job struct {
 	// is set and the scheduler runs (see Scheduler). The job's full
 	// backups start its chains.
 	Continuous *Continuous
+
+	// continuousPeers names the other continuous jobs of the cluster when
+	// the scheduler runs the job: their chains are not the job's to prune.
+	continuousPeers []string
 }
 
 // Continuous configures the continuous backup of a job.

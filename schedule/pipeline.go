@@ -55,6 +55,9 @@ type PipelineRunner struct {
 	// Pins protects the backups a restore is reading from retention; nil
 	// means none.
 	Pins retention.Pins
+	// RetentionMetrics records every prune's report (entries skipped,
+	// backups misdated); nil means none.
+	RetentionMetrics *retention.Metrics
 	// Now returns the current time for backups and retention; nil means
 	// time.Now.
 	Now func() time.Time
@@ -178,9 +181,10 @@ func (r *PipelineRunner) Prune(ctx context.Context, job Job) error {
 			continue
 		}
 		p := &retention.Pruner{Store: store, Destination: name, Policy: job.Retention, Name: job.Name,
-			Kind: job.backupKind(), Pins: r.Pins, Now: r.Now, Logger: r.Logger}
+			Kind: job.backupKind(), Pins: r.Pins, Metrics: r.RetentionMetrics, Now: r.Now, Logger: r.Logger}
 		if c := job.Continuous; c != nil {
 			chains := retention.PointInTime(c.Window)
+			chains.Others = job.continuousPeers
 			p.Chains = &chains
 		}
 		if _, err := p.Prune(ctx, job.Cluster); err != nil {

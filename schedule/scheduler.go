@@ -596,12 +596,27 @@ func (s *Scheduler) startRun(e *entry, now time.Time) {
 	}
 	e.run = r
 	job := e.job
+	job.continuousPeers = s.continuousPeers(job)
 	s.inFlight++
 	for _, dst := range job.Destinations {
 		s.perDest[dst]++
 	}
 	s.wg.Add(1)
 	go s.execute(ctx, e, r, job)
+}
+
+// continuousPeers returns the names of the other continuous jobs of job's
+// cluster: the chains of segments starting from their full backups are
+// theirs to prune. The caller holds s.mu.
+func (s *Scheduler) continuousPeers(job Job) []string {
+	var names []string
+	for _, o := range s.jobs {
+		if o.job.Continuous != nil && o.job.Cluster == job.Cluster && o.job.Name != job.Name && !slices.Contains(names, o.job.Name) {
+			names = append(names, o.job.Name)
+		}
+	}
+	slices.Sort(names)
+	return names
 }
 
 // outcome is what became of a run.

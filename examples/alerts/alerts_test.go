@@ -23,6 +23,7 @@ import (
 	"github.com/etcdbackup/etcdbackup/destination"
 	"github.com/etcdbackup/etcdbackup/internal/backuptest"
 	"github.com/etcdbackup/etcdbackup/restore"
+	"github.com/etcdbackup/etcdbackup/retention"
 	"github.com/etcdbackup/etcdbackup/schedule"
 )
 
@@ -327,6 +328,17 @@ func exportedMetrics(t *testing.T) map[string]family {
 		return true
 	}, 10*time.Second, 10*time.Millisecond)
 	require.NoError(t, reg.Register(s.Collector()))
+
+	// Retention: a report with a skip of every reason and a misdated
+	// backup.
+	rm := retention.NewMetrics()
+	require.NoError(t, reg.Register(rm))
+	report := &retention.Report{Cluster: "prod", Destination: "main", Plan: &retention.Plan{Cluster: "prod",
+		Decisions: []retention.Decision{{Action: retention.Keep, Reason: retention.ReasonFuture}}}}
+	for _, skip := range []string{retention.SkipLocked, retention.SkipPinned, retention.SkipLockUnreadable, retention.SkipDeleteFailed} {
+		report.Items = append(report.Items, retention.Item{Outcome: retention.Skipped, Skip: skip})
+	}
+	rm.Record(report)
 
 	// Drills: one passed, one failed.
 	dm := restore.NewDrillMetrics()

@@ -1,7 +1,8 @@
 // Package alerts holds Prometheus alerting rules for a host that embeds
 // etcdbackup, in etcdbackup.rules.yaml beside this file, written against
 // the library's own series: backup.Metrics, the destination registry's
-// Collector, the scheduler's Collector and restore.DrillMetrics.
+// Collector, the scheduler's Collector, retention.Metrics and
+// restore.DrillMetrics.
 //
 // The rules fire when
 //
@@ -10,7 +11,8 @@
 //     (EtcdBackupDestinationBehind);
 //   - backups fail repeatedly (EtcdBackupRepeatedFailures,
 //     EtcdBackupNeverSucceeded, EtcdBackupUploadsFailing), overlap their
-//     own schedule, or old ones are not deleted;
+//     own schedule, or old ones are not deleted (retention fails, skips
+//     backups whose lock status it may not read, or keeps misdated ones);
 //   - a destination is unavailable, no longer checked, its inventory stale,
 //     or it holds invalid manifests;
 //   - the last restore drill of a cluster failed, or none passed for a week.

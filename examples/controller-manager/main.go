@@ -129,18 +129,19 @@ func run(ctx context.Context, o options) error {
 	// The scheduler runs each job through the library's own pipeline and
 	// retention, on the registry's destinations; the inventory lets a
 	// restarted controller catch up on ticks it missed.
-	metrics, followMetrics := backup.NewMetrics(), backup.NewFollowerMetrics()
+	metrics, followMetrics, retentionMetrics := backup.NewMetrics(), backup.NewFollowerMetrics(), retention.NewMetrics()
 	c = newController(o.config, registry, st, log)
 	c.known = metrics.Known
 	c.scheduler, err = schedule.New(schedule.Config{
 		Runner: &schedule.PipelineRunner{
-			Snapshotter:    c.snapshotter,
-			Uploader:       byName[backup.Uploader](registry),
-			Store:          byName[retention.Store](registry),
-			Observer:       metrics,
-			FollowObserver: followMetrics,
-			Pins:           &c.pins,
-			Logger:         log,
+			Snapshotter:      c.snapshotter,
+			Uploader:         byName[backup.Uploader](registry),
+			Store:            byName[retention.Store](registry),
+			Observer:         metrics,
+			FollowObserver:   followMetrics,
+			RetentionMetrics: retentionMetrics,
+			Pins:             &c.pins,
+			Logger:           log,
 		},
 		Inventory: &schedule.CatalogInventory{Catalog: byName[backup.Catalog](registry)},
 		Logger:    log,
@@ -157,7 +158,7 @@ func run(ctx context.Context, o options) error {
 	// Metrics on the host's own Prometheus registry.
 	drillMetrics := restore.NewDrillMetrics()
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(metrics, followMetrics, registry.Collector(), c.scheduler.Collector(), drillMetrics,
+	reg.MustRegister(metrics, followMetrics, retentionMetrics, registry.Collector(), c.scheduler.Collector(), drillMetrics,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))

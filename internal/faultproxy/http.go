@@ -47,6 +47,9 @@ const (
 	// then resets the client's connection instead of relaying the answer:
 	// the write happened, the client cannot know it.
 	LoseAnswer
+	// AccessDenied answers 403 AccessDenied, as a store does to a role
+	// without the permission (s3:GetObjectRetention, say).
+	AccessDenied
 )
 
 // Rule is one fault.
@@ -246,6 +249,8 @@ func (p *HTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s3Error(w, http.StatusServiceUnavailable, "SlowDown", "Please reduce your request rate.")
 	case InternalError:
 		s3Error(w, http.StatusInternalServerError, "InternalError", "We encountered an internal error. Please try again.")
+	case AccessDenied:
+		s3Error(w, http.StatusForbidden, "AccessDenied", "Access Denied.")
 	case OKWithError:
 		_, _ = io.Copy(io.Discard, r.Body)
 		s3Error(w, http.StatusOK, "InternalError", "We encountered an internal error. Please try again.")
