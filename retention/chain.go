@@ -83,6 +83,11 @@ func (c ChainPolicy) Apply(plan *Plan) (*Plan, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
+	if k := plan.Options.Kind; k != "" && k != backup.KindBackup {
+		// Chains are of snapshots: a plan of another kind has no say
+		// over their segments.
+		return plan, nil
+	}
 	out := *plan
 	out.Decisions = slices.Clone(plan.Decisions)
 	ds := out.Decisions
