@@ -296,11 +296,13 @@ func runDiff(ctx context.Context, s *streams, args []string) error {
 		sel      selectFlags
 		against  string
 		prefixes fileList
+		exitZero bool
 	)
 	dest.register(fs)
 	etcd.register(fs)
 	sel.register(fs)
 	fs.StringVar(&against, "against", "", "compare with this other keys-json backup `ID` instead of a live etcd")
+	fs.BoolVar(&exitZero, "exit-zero", false, "exit 0 when keys differ (by default 1, as diff(1))")
 	fs.Var(&prefixes, "prefix", "compare only the keys under this `prefix`; repeatable (default: the backup's)")
 	maxRaw := registerMaxRawSize(fs)
 	if err := fs.parse(s, args); err != nil {
@@ -370,10 +372,19 @@ func runDiff(ctx context.Context, s *streams, args []string) error {
 		if changes == nil {
 			changes = []diffChange{}
 		}
-		return json.NewEncoder(s.stdout).Encode(map[string]any{"changes": changes, "count": n})
+		if err := json.NewEncoder(s.stdout).Encode(map[string]any{"changes": changes, "count": n}); err != nil {
+			return err
+		}
+	}
+	if n > 0 && !exitZero {
+		return errKeysDiffer
 	}
 	return nil
 }
+
+// errKeysDiffer ends a diff that found differences with exit code 1, as
+// diff(1) does, and no error line: the count was printed.
+var errKeysDiffer = errors.New("keys differ")
 
 // diffChange is a line of diff's JSON output.
 type diffChange struct {

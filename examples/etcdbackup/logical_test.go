@@ -59,9 +59,12 @@ func TestLogicalBackups(t *testing.T) {
 	// A bad deploy deletes a key; diff names it.
 	_, err := sc.Delete(ctx, "/registry/configmaps/ns-a/k07")
 	require.NoError(t, err)
-	r = tr.ok("diff", from, dest, "--cluster=prod", "--backup="+id)
+	// diff exits 1 when keys differ, as diff(1), or 0 with --exit-zero.
+	r = tr.run("", "diff", from, dest, "--cluster=prod", "--backup="+id)
+	require.Equal(t, exitFailure, r.code, r.String())
 	require.Equal(t, "removed \"/registry/configmaps/ns-a/k07\"\n", r.stdout)
-	r = tr.ok("diff", from, dest, "--cluster=prod", "--backup="+id, "--prefix=/registry/")
+	require.Equal(t, "1 keys differ\n", r.stderr, "no error line: the count says it")
+	r = tr.ok("diff", from, dest, "--cluster=prod", "--backup="+id, "--prefix=/registry/", "--exit-zero")
 	require.Equal(t, "removed \"/registry/configmaps/ns-a/k07\"\n", r.stdout, "keys the export never read are not added")
 	tr.fails(exitUsage, "diff", from, dest, "--cluster=prod", "--backup="+id, "--prefix=/registry/secrets/")
 
@@ -93,9 +96,9 @@ func TestLogicalBackups(t *testing.T) {
 	require.Regexp(t, `^prod-from-snapshot-`, r.lastLine())
 	_, err = sc.Put(ctx, "/registry/configmaps/ns-b/k03", "changed")
 	require.NoError(t, err)
-	r = tr.ok("diff", from, dest, "--cluster=prod", "--backup="+r.lastLine())
+	r = tr.ok("diff", from, dest, "--cluster=prod", "--backup="+r.lastLine(), "--exit-zero")
 	require.Equal(t, "changed \"/registry/configmaps/ns-b/k03\"\n", r.stdout)
-	r = tr.ok("diff", from, dest, "--cluster=prod", "--backup="+snapID, "--prefix=/registry/configmaps/")
+	r = tr.ok("diff", from, dest, "--cluster=prod", "--backup="+snapID, "--prefix=/registry/configmaps/", "--exit-zero")
 	require.Equal(t, "changed \"/registry/configmaps/ns-b/k03\"\n", r.stdout, "a snapshot compared offline, with the key deleted earlier missing from both")
 
 	// A snapshot through a pipe: save to stdout, restore from stdin.

@@ -194,6 +194,8 @@ func runStreams(ctx context.Context, args []string, s *streams) int {
 		switch {
 		case errors.Is(err, errHelpShown), err == nil:
 			return exitOK
+		case errors.Is(err, errKeysDiffer):
+			return exitFailure
 		case ctx.Err() != nil:
 			// Interrupted: what the command wrote is left invisible (no
 			// manifest), or removed.

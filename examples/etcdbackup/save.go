@@ -79,6 +79,11 @@ func runSave(ctx context.Context, s *streams, args []string) error {
 	if err != nil {
 		return err
 	}
+	if len(targets) == 1 {
+		// One destination keeps its name ("default", or the config's):
+		// labels tell several apart.
+		labels = nil
+	}
 	defer closeAll()
 	req.Targets = targets
 	if !quiet {
