@@ -1,7 +1,12 @@
 package backup
 
 import (
+	"context"
+	"errors"
+
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/etcdbackup/etcdbackup/storage"
 )
 
 // Metrics turns backup events into Prometheus series. It is an Observer and
@@ -17,6 +22,7 @@ import (
 //	etcdbackup_backup_raw_bytes{cluster}                                   gauge, last snapshot
 //	etcdbackup_backup_success_total{cluster,destination}                   counter
 //	etcdbackup_backup_failures_total{cluster,destination}                  counter
+//	etcdbackup_backup_failure_reasons_total{cluster,destination,reason}    counter (see FailureReason)
 //	etcdbackup_backups_in_flight{cluster}                                  gauge
 type Metrics struct {
 	lastSuccess *prometheus.GaugeVec
@@ -25,6 +31,7 @@ type Metrics struct {
 	rawBytes    *prometheus.GaugeVec
 	successes   *prometheus.CounterVec
 	failures    *prometheus.CounterVec
+	reasons     *prometheus.CounterVec
 	inFlight    *prometheus.GaugeVec
 }
 
@@ -41,6 +48,7 @@ const (
 	MetricRawBytes    = "etcdbackup_backup_raw_bytes"
 	MetricSuccesses   = "etcdbackup_backup_success_total"
 	MetricFailures    = "etcdbackup_backup_failures_total"
+	MetricReasons     = "etcdbackup_backup_failure_reasons_total"
 	MetricInFlight    = "etcdbackup_backups_in_flight"
 )
 
@@ -73,6 +81,10 @@ func NewMetrics() *Metrics {
 			Name: MetricFailures,
 			Help: "Backups that did not reach the destination.",
 		}, dest),
+		reasons: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricReasons,
+			Help: "Backups that did not reach the destination, by reason: no-space, permission, missing-bucket, stalled, timeout, canceled, integrity or other.",
+		}, []string{"cluster", "destination", "reason"}),
 		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: MetricInFlight,
 			Help: "Backups running now.",
@@ -81,7 +93,7 @@ func NewMetrics() *Metrics {
 }
 
 func (m *Metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.lastSuccess, m.duration, m.storedBytes, m.rawBytes, m.successes, m.failures, m.inFlight}
+	return []prometheus.Collector{m.lastSuccess, m.duration, m.storedBytes, m.rawBytes, m.successes, m.failures, m.reasons, m.inFlight}
 }
 
 // Describe implements prometheus.Collector.
@@ -127,8 +139,36 @@ func (m *Metrics) Observe(e Event) {
 	case Failed:
 		if e.Destination != "" {
 			m.failures.WithLabelValues(e.Cluster, e.Destination).Inc()
+			m.reasons.WithLabelValues(e.Cluster, e.Destination, FailureReason(e.Err)).Inc()
 			return
 		}
 		m.inFlight.WithLabelValues(e.Cluster).Dec()
 	}
+}
+
+// FailureReason names the class of a backup's failure on a destination, as
+// the failure-reasons metric labels it: "no-space" (a full file system,
+// quota or store), "permission", "missing-bucket", "stalled" (see
+// Pipeline.StallTimeout), "timeout", "canceled", "integrity" (etcd's
+// stream failed its checks) or "other".
+func FailureReason(err error) string {
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, storage.ErrNoSpace):
+		return "no-space"
+	case errors.Is(err, storage.ErrPermission):
+		return "permission"
+	case errors.Is(err, storage.ErrBucketNotFound):
+		return "missing-bucket"
+	case errors.Is(err, ErrDestinationStalled):
+		return "stalled"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	case errors.Is(err, ErrIntegrity):
+		return "integrity"
+	}
+	return "other"
 }

@@ -1,6 +1,9 @@
 package backup_test
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -11,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/etcdbackup/etcdbackup/backup"
+	"github.com/etcdbackup/etcdbackup/storage"
 )
 
 func TestMetricsFollowEvents(t *testing.T) {
@@ -49,6 +53,40 @@ etcdbackup_backups_in_flight{cluster="prod-a"} 0
 	last := testutil.ToFloat64(collectorFor(t, reg, backup.MetricLastSuccess))
 	require.InDelta(t, float64(time.Now().Unix()), last, 60)
 	require.Equal(t, 1, testutil.CollectAndCount(m, backup.MetricDuration))
+}
+
+// TestMetricsFailureReason: a destination that refuses a backup for lack of
+// space is counted under the reason "no-space", the other failure under
+// "other"; FailureReason names each class.
+func TestMetricsFailureReason(t *testing.T) {
+	m := backup.NewMetrics()
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(m))
+	full, broken := newMemUploader(), newMemUploader()
+	full.failAfter, full.failErr = 10, storage.Errorf("put", "c/x", storage.ErrNoSpace, errors.New("no space left on device"))
+	broken.failAfter = 10
+	p := &backup.Pipeline{Snapshotter: newSnapshotter(fakeSnapshot(t, 500, 7)), Observer: m}
+	_, err := p.Run(t.Context(), backup.Request{Cluster: "prod-a", Name: "n", Targets: []backup.Target{
+		{Destination: "full", Uploader: full}, {Destination: "broken", Uploader: broken}}})
+	require.Error(t, err)
+	want := `
+# HELP etcdbackup_backup_failure_reasons_total Backups that did not reach the destination, by reason: no-space, permission, missing-bucket, stalled, timeout, canceled, integrity or other.
+# TYPE etcdbackup_backup_failure_reasons_total counter
+etcdbackup_backup_failure_reasons_total{cluster="prod-a",destination="broken",reason="other"} 1
+etcdbackup_backup_failure_reasons_total{cluster="prod-a",destination="full",reason="no-space"} 1
+`
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want), backup.MetricReasons))
+
+	for err, want := range map[error]string{
+		storage.ErrPermission:                            "permission",
+		fmt.Errorf("put: %w", storage.ErrBucketNotFound): "missing-bucket",
+		backup.ErrDestinationStalled:                     "stalled",
+		context.DeadlineExceeded:                         "timeout",
+		context.Canceled:                                 "canceled",
+		backup.ErrIntegrity:                              "integrity",
+	} {
+		require.Equal(t, want, backup.FailureReason(err), "%v", err)
+	}
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -67,6 +67,8 @@ type memUploader struct {
 	data      map[string][]byte
 	manifests map[string]*backup.Manifest
 	failAfter int64
+	// failErr, when set, is the error of a failAfter failure.
+	failErr   error
 	commitErr error
 	// sawSnapshotClosed records whether the snapshot was closed when the
 	// upload read its first byte (spool mode).
@@ -97,6 +99,9 @@ func (u *memUploader) Upload(ctx context.Context, m *backup.Manifest, r io.Reade
 	if u.failAfter > 0 {
 		if _, err := io.CopyN(&buf, r, u.failAfter); err != nil {
 			return err
+		}
+		if u.failErr != nil {
+			return u.failErr
 		}
 		return errUploadBroke
 	}
