@@ -313,6 +313,8 @@ func (p *Pruner) lockOf(ctx context.Context, key string, now time.Time) (reason,
 	if locker, ok := p.Store.(storage.Locker); ok {
 		r, err := locker.Retention(ctx, key)
 		switch {
+		case errors.Is(err, storage.ErrUnsupported):
+			return "", "" // no object lock on the bucket: no legal hold either
 		case absent(err):
 		case err != nil:
 			return unreadable(err)
