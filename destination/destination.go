@@ -61,6 +61,7 @@ var (
 	_ storage.ExclusiveChecker = (*Destination)(nil)
 	_ backup.ExclusiveUploader = (*Destination)(nil)
 	_ storage.Locker           = (*Destination)(nil)
+	_ storage.LegalHolder      = (*Destination)(nil)
 	_ storage.UploadCleaner    = (*Destination)(nil)
 	_ backup.Uploader          = (*Destination)(nil)
 	_ backup.Catalog           = (*Destination)(nil)
@@ -254,6 +255,17 @@ func (d *Destination) Retention(ctx context.Context, key string) (storage.Retent
 	}
 	defer h.release()
 	return h.bucket.Retention(ctx, key)
+}
+
+// LegalHold implements storage.LegalHolder. The error matches
+// storage.ErrUnsupported when the destination's store has no legal holds.
+func (d *Destination) LegalHold(ctx context.Context, key string) (bool, error) {
+	h, err := d.current()
+	if err != nil {
+		return false, err
+	}
+	defer h.release()
+	return h.bucket.LegalHold(ctx, key)
 }
 
 // IncompleteUploads implements storage.UploadCleaner.

@@ -19,8 +19,10 @@
 //     data object a manifest names, readable or not;
 //   - only the cluster's folder "<cluster>/" is seen, so "prod-a" never
 //     touches "prod-ab";
-//   - objects under an unexpired object lock, and entries of every kind
-//     pinned by a restore or fetch in progress, are skipped and reported;
+//   - entries with an object under an unexpired object lock or a legal
+//     hold (every object of the entry is checked before any is deleted),
+//     and entries of every kind pinned by a restore or fetch in progress,
+//     are skipped and reported;
 //     entries that could not be checked (an object lock status the role
 //     may not read) or deleted make Prune fail with ErrSkipped, and
 //     Metrics counts them;

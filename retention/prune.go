@@ -23,7 +23,8 @@ type Retainer interface {
 
 // Store is what pruning needs from a destination: list and read (to find
 // the backups) and delete. A destination's bucket has it. When the store
-// also implements storage.Locker, object locks are honoured; when it
+// also implements storage.Locker, object locks are honoured, and legal
+// holds when it implements storage.LegalHolder; when it
 // implements storage.UploadCleaner, stale incomplete uploads are collected;
 // when it has a ReadOnly() bool method that returns true, pruning refuses
 // with storage.ErrReadOnly.
@@ -260,23 +261,12 @@ func (p *Pruner) execute(ctx context.Context, d Decision, now time.Time) Item {
 		return item
 	}
 	keys := objectKeys(e)
-	if locker, ok := p.Store.(storage.Locker); ok {
-		for _, key := range keys {
-			r, err := locker.Retention(ctx, key)
-			switch {
-			case errors.Is(err, storage.ErrUnsupported), errors.Is(err, storage.ErrNotFound):
-			case err != nil:
-				item.Reason, item.Skip = fmt.Sprintf("object lock of %s could not be read: %v", key, err), SkipLockUnreadable
-				if ctx.Err() != nil {
-					item.Skip = "" // cancelled, not refused: Prune returns the context's error
-				}
-				return item
-			case r.Active(now) || r.Active(time.Now()):
-				// The store enforces locks by its own clock, not by the
-				// injected one: skip if either says the lock holds.
-				item.Reason, item.Skip = fmt.Sprintf("object lock (%s) until %s", r.Mode, r.Until.UTC().Format(time.RFC3339)), SkipLocked
-				return item
-			}
+	// Every key is checked before any is deleted: a lock on the data
+	// object must not cost the backup its manifest.
+	for _, key := range keys {
+		if reason, skip := p.lockOf(ctx, key, now); skip != "" || reason != "" {
+			item.Reason, item.Skip = reason, skip
+			return item
 		}
 	}
 	if p.DryRun {
@@ -303,6 +293,46 @@ func (p *Pruner) execute(ctx context.Context, d Decision, now time.Time) Item {
 	p.logger().Info("deleted backup", "cluster", e.Cluster, "destination", p.Destination, "id", e.ID, "kind", e.Kind, "reason", d.Reason)
 	item.Outcome, item.Reason = Deleted, d.Reason
 	return item
+}
+
+// lockOf reports why key may not be deleted: an object lock in force (by
+// the injected clock or the store's, which is the one the store enforces)
+// or a legal hold, with SkipLocked; a lock that could not be read, with
+// SkipLockUnreadable (no Skip when the context ended). Empty when the
+// store has no locks or key has none.
+func (p *Pruner) lockOf(ctx context.Context, key string, now time.Time) (reason, skip string) {
+	unreadable := func(err error) (string, string) {
+		if ctx.Err() != nil {
+			return fmt.Sprintf("object lock of %s could not be read: %v", key, err), "" // cancelled, not refused: Prune returns the context's error
+		}
+		return fmt.Sprintf("object lock of %s could not be read: %v", key, err), SkipLockUnreadable
+	}
+	absent := func(err error) bool {
+		return errors.Is(err, storage.ErrUnsupported) || errors.Is(err, storage.ErrNotFound)
+	}
+	if locker, ok := p.Store.(storage.Locker); ok {
+		r, err := locker.Retention(ctx, key)
+		switch {
+		case errors.Is(err, storage.ErrUnsupported):
+			return "", "" // no object lock on the bucket: no legal hold either
+		case absent(err):
+		case err != nil:
+			return unreadable(err)
+		case r.Active(now) || r.Active(time.Now()):
+			return fmt.Sprintf("object lock (%s) until %s", r.Mode, r.Until.UTC().Format(time.RFC3339)), SkipLocked
+		}
+	}
+	if holder, ok := p.Store.(storage.LegalHolder); ok {
+		held, err := holder.LegalHold(ctx, key)
+		switch {
+		case absent(err):
+		case err != nil:
+			return unreadable(err)
+		case held:
+			return fmt.Sprintf("locked (legal hold on %s)", key), SkipLocked
+		}
+	}
+	return "", ""
 }
 
 // objectKeys returns the keys of an entry's objects, manifest first, so

@@ -19,7 +19,7 @@
 //     segments, no control characters.
 //
 // Abilities only some stores have are optional interfaces: ExclusivePutter
-// (create only if absent), Locker (S3 object lock) and UploadCleaner
+// (create only if absent), Locker and LegalHolder (S3 object lock) and UploadCleaner
 // (unfinished multipart uploads). Helper functions such as PutIfAbsent use
 // them when present and fall back where a fallback is sound.
 //

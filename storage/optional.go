@@ -118,6 +118,14 @@ type Locker interface {
 	Retention(ctx context.Context, key string) (Retention, error)
 }
 
+// LegalHolder is implemented by buckets whose objects can be under legal
+// hold (S3 object lock). A legal hold has no end date: the store refuses to
+// delete the object until someone lifts the hold, whatever its retention.
+type LegalHolder interface {
+	// LegalHold reports whether key's current version is under legal hold.
+	LegalHold(ctx context.Context, key string) (bool, error)
+}
+
 // Upload is an unfinished multipart upload.
 type Upload struct {
 	Key       string

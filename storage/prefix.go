@@ -23,6 +23,7 @@ var (
 	_ ExclusivePutter  = (*Prefixed)(nil)
 	_ ExclusiveChecker = (*Prefixed)(nil)
 	_ Locker           = (*Prefixed)(nil)
+	_ LegalHolder      = (*Prefixed)(nil)
 	_ UploadCleaner    = (*Prefixed)(nil)
 )
 
@@ -169,6 +170,20 @@ func (p *Prefixed) Retention(ctx context.Context, key string) (Retention, error)
 	}
 	r, err := l.Retention(ctx, full)
 	return r, p.rel(err)
+}
+
+// LegalHold implements LegalHolder.
+func (p *Prefixed) LegalHold(ctx context.Context, key string) (bool, error) {
+	full, err := p.full("legal hold", key)
+	if err != nil {
+		return false, err
+	}
+	l, ok := p.inner.(LegalHolder)
+	if !ok {
+		return false, Errorf("legal hold", key, ErrUnsupported, nil)
+	}
+	held, err := l.LegalHold(ctx, full)
+	return held, p.rel(err)
 }
 
 // IncompleteUploads implements UploadCleaner.

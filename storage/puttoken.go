@@ -14,9 +14,11 @@ import (
 // writer's: PutIfAbsent then reports success instead of ErrExist, so the
 // writer never treats its own finished object as a stranger's. Backends
 // leave the key out of Stat's Metadata.
-// Its underscores suit every store's metadata names, Azure's identifiers
-// included.
-const PutTokenKey = "etcdbackup_put_token"
+// It is hyphenated like the library's other metadata keys: proxies such as
+// nginx drop request headers whose names hold underscores by default, and
+// S3 then refuses the signed request. Azure's identifier rule is met by the
+// gocloud driver, which escapes the hyphens and unescapes them on reads.
+const PutTokenKey = "etcdbackup-put-token"
 
 // NewPutToken returns a random token for PutTokenKey.
 func NewPutToken() string {

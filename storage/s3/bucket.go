@@ -46,6 +46,7 @@ var (
 	_ storage.ExclusivePutter  = (*Bucket)(nil)
 	_ storage.ExclusiveChecker = (*Bucket)(nil)
 	_ storage.Locker           = (*Bucket)(nil)
+	_ storage.LegalHolder      = (*Bucket)(nil)
 	_ storage.UploadCleaner    = (*Bucket)(nil)
 )
 

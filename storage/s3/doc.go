@@ -47,9 +47,9 @@
 // # Optional abilities
 //
 // Bucket implements storage.ExclusivePutter (If-None-Match: *),
-// storage.Locker (object retention) and storage.UploadCleaner (listing and
-// aborting incomplete multipart uploads). Client returns the minio-go
-// client for anything else.
+// storage.Locker (object retention), storage.LegalHolder (legal hold) and
+// storage.UploadCleaner (listing and aborting incomplete multipart
+// uploads). Client returns the minio-go client for anything else.
 //
 // On a versioned or object-lock bucket a plain Delete only adds a delete
 // marker: the key reads as missing, the locked version stays. Set

@@ -56,6 +56,23 @@ func (b *Bucket) Retention(ctx context.Context, key string) (storage.Retention, 
 	return r, nil
 }
 
+// LegalHold implements storage.LegalHolder with GetObjectLegalHold on the
+// key's current version. On a bucket without object lock the error matches
+// storage.ErrUnsupported.
+func (b *Bucket) LegalHold(ctx context.Context, key string) (bool, error) {
+	if err := storage.ValidateKey(key); err != nil {
+		return false, storage.Errorf("legal hold", key, nil, err)
+	}
+	status, err := b.core.GetObjectLegalHold(ctx, b.name, key, minio.GetObjectLegalHoldOptions{})
+	switch {
+	case errCode(err) == "NoSuchObjectLockConfiguration":
+		return false, nil // Amazon S3: no hold was ever set
+	case err != nil:
+		return false, translate("legal hold", key, err)
+	}
+	return status != nil && *status == minio.LegalHoldEnabled, nil
+}
+
 // IncompleteUploads implements storage.UploadCleaner.
 //
 // Some stores (MinIO among them) match a ListMultipartUploads prefix only

@@ -526,6 +526,27 @@ func TestObjectLock(t *testing.T) {
 		require.ErrorIs(t, err, storage.ErrUnsupported)
 	})
 
+	t.Run("legal hold", func(t *testing.T) {
+		b, name := newBucket(t, srv, true, nil)
+		require.NoError(t, b.Put(ctx, "k", stream(1, 10), nil))
+		held, err := b.LegalHold(ctx, "k")
+		require.NoError(t, err)
+		assert.False(t, held, "no hold yet")
+		on := minio.LegalHoldEnabled
+		require.NoError(t, b.Client().PutObjectLegalHold(ctx, name, "k", minio.PutObjectLegalHoldOptions{Status: &on}))
+		held, err = b.LegalHold(ctx, "k")
+		require.NoError(t, err)
+		assert.True(t, held)
+		require.ErrorIs(t, b.Delete(ctx, "k"), storage.ErrLocked)
+		_, err = b.LegalHold(ctx, "missing")
+		require.ErrorIs(t, err, storage.ErrNotFound)
+
+		plain, _ := newBucket(t, srv, false, nil)
+		require.NoError(t, plain.Put(ctx, "k", stream(1, 10), nil))
+		_, err = plain.LegalHold(ctx, "k")
+		require.ErrorIs(t, err, storage.ErrUnsupported)
+	})
+
 	t.Run("multipart write to a locked bucket", func(t *testing.T) {
 		b, _ := newBucket(t, srv, true, func(o *s3.Options) { o.PartSize = 5 * mib })
 		require.NoError(t, b.Put(ctx, "big", stream(1, 11*mib), nil))
