@@ -805,7 +805,10 @@ func (s *Scheduler) checked(e *entry, last time.Time, ok bool, err error, now ti
 		log.Info("catch-up: never backed up")
 		s.makeDue(e, time.Time{}, runCatchUp, now)
 	default:
-		if missed := e.sched.next(last); !missed.IsZero() && !missed.After(now) {
+		// A tick is missed only once its jittered start has passed:
+		// until then plan's timeline holds it, and a catch-up would run
+		// it a second time.
+		if missed := e.sched.next(last); !missed.IsZero() && !missed.Add(e.jitter).After(now) {
 			log.Info("catch-up: a tick was missed", "lastBackup", last, "tick", missed)
 			s.makeDue(e, missed, runCatchUp, now)
 		}
