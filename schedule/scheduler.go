@@ -174,6 +174,7 @@ type entry struct {
 	due         *dueRun    // a run waiting in the queue
 	run         *run       // the run in flight
 	follow      *followRun // the continuous backup, while running
+	ending      *followRun // a replaced continuous backup that no follow waits for, until it ends
 	check       bool       // waiting for, or in, its Inventory check
 	oneShotDone bool
 	removed     bool
@@ -327,7 +328,11 @@ func (s *Scheduler) Remove(ctx context.Context, id string) error {
 	}
 	s.checks = slices.DeleteFunc(s.checks, func(q *entry) bool { return q == e })
 	r, f := e.run, e.follow
-	e.follow = nil
+	if f == nil {
+		// A Set that turned Continuous off left the old one ending.
+		f = e.ending
+	}
+	e.follow, e.ending = nil, nil
 	s.mu.Unlock()
 	s.signal()
 	s.log.Debug("job removed", "job", id)
