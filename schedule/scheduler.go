@@ -75,8 +75,9 @@ type Config struct {
 	// then is cancelled, with ErrRunTimeout as its error, and frees its
 	// slots and its lock, so that a stalled destination or etcd cannot
 	// hold them, and skip the job's later ticks as overlaps, for ever.
-	// Its tick is not completed: another replica may run it. Zero means
-	// no limit.
+	// Its tick is not completed: another replica may run it. A one-shot
+	// job so cancelled is not done: it is queued again at once (and, if
+	// the scheduler stops first, at its next Start). Zero means no limit.
 	RunTimeout time.Duration
 	// StopTimeout is how long Start waits, once its context ends, for the
 	// runs in flight to finish before it cancels them. Zero means
@@ -650,10 +651,16 @@ func (s *Scheduler) execute(ctx context.Context, e *entry, r *run, job Job) {
 		}
 	}
 	e.run = nil
-	if r.kind == runOneShot {
+	// A one-shot run cancelled at RunTimeout did not happen: it runs
+	// again at once (or at the next Start).
+	timedOut := out.err != nil && errors.Is(context.Cause(ctx), ErrRunTimeout)
+	if r.kind == runOneShot && !timedOut {
 		e.oneShotDone = true
 	}
 	s.record(e, r, job, out, end)
+	if r.kind == runOneShot && timedOut && !e.removed {
+		s.plan(e, end, false)
+	}
 	s.mu.Unlock()
 
 	r.cancel(nil)
