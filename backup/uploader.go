@@ -102,13 +102,15 @@ func (u *BucketUploader) Upload(ctx context.Context, m *Manifest, r io.Reader) e
 // run wrote, the backup is committed and Commit returns nil.
 //
 // Otherwise Commit removes the data object Upload wrote only when the store
-// refused the write (storage.ErrExist: another run's manifest;
+// refused the write (storage.ErrExist: another run's manifest, read back;
 // ErrPermission, ErrReadOnly, ErrLocked, ErrBucketNotFound, ErrInvalidKey),
 // and only when the object carries this run's token (Manifest.Run). After
 // an error that leaves the outcome in doubt (a timeout, a cancelled
-// context, a broken connection) it keeps the data object, since a manifest
-// written late would otherwise name deleted data: if no manifest ever
-// lands, the object is an orphan that retention collects.
+// context, a broken connection, or ErrExist with a read-back that finds no
+// manifest, from a replica or cache behind the write) it keeps the data
+// object, since a manifest written late would otherwise name deleted data:
+// if no manifest ever lands, the object is an orphan that retention
+// collects.
 func (u *BucketUploader) Commit(ctx context.Context, m *Manifest) error {
 	body, err := m.Marshal()
 	if err != nil {
@@ -126,14 +128,18 @@ func (u *BucketUploader) Commit(ctx context.Context, m *Manifest) error {
 	}
 	cleanupCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
-	landed, rerr := holds(cleanupCtx, u.Bucket, key, body)
+	landed, found, rerr := holds(cleanupCtx, u.Bucket, key, body)
 	if landed {
 		return nil
 	}
+	// ErrExist says something is at the key: a read-back that finds
+	// nothing right after (a replica or cache behind the write) leaves in
+	// doubt whether it is this run's manifest.
+	doubt := rerr != nil || !refused(err) || errors.Is(err, storage.ErrExist) && !found
 	if errors.Is(err, storage.ErrExist) {
 		err = fmt.Errorf("%w: %s: %w", ErrBackupExists, key, err)
 	}
-	if rerr != nil || !refused(err) {
+	if doubt {
 		return fmt.Errorf("write manifest: %w (the data object was kept, since the manifest may still land; retention collects it if not)", err)
 	}
 	if derr := RemoveOwnData(cleanupCtx, u.Bucket, m); derr != nil {
@@ -146,23 +152,23 @@ func (u *BucketUploader) Commit(ctx context.Context, m *Manifest) error {
 // write: a manifest is a few KiB.
 const maxManifestReadBack = 1 << 20
 
-// holds reports whether key holds exactly body. A missing key is (false,
-// nil); an error reading it is returned, since the key's content is then
-// unknown.
-func holds(ctx context.Context, b storage.Bucket, key string, body []byte) (bool, error) {
+// holds reports whether key holds exactly body, and whether it holds
+// anything. A missing key is (false, false, nil); an error reading it is
+// returned, since the key's content is then unknown.
+func holds(ctx context.Context, b storage.Bucket, key string, body []byte) (held, found bool, err error) {
 	rc, err := b.Get(ctx, key)
 	if errors.Is(err, storage.ErrNotFound) {
-		return false, nil
+		return false, false, nil
 	}
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	defer rc.Close()
 	got, err := io.ReadAll(io.LimitReader(rc, maxManifestReadBack))
 	if err != nil {
-		return false, err
+		return false, true, err
 	}
-	return bytes.Equal(got, body), nil
+	return bytes.Equal(got, body), true, nil
 }
 
 // refused reports whether err is a store's refusal of a write, after which

@@ -47,15 +47,22 @@ type followRun struct {
 }
 
 // startFollow starts e's continuous backup once the one it replaces, if
-// any, has ended; a job that is not continuous (any more) gets none. The
-// caller holds s.mu.
+// any, has ended; a job that is not continuous (any more) gets none, and
+// the one it replaces stays on e as ending until it has stored what it
+// holds, for Remove to wait for. The caller holds s.mu.
 func (s *Scheduler) startFollow(e *entry) {
 	prev := e.follow
 	e.follow = nil
 	if prev != nil {
 		prev.cancel()
+	} else {
+		prev = e.ending
 	}
+	e.ending = nil
 	if e.job.Continuous == nil || !s.running || s.stopping || e.removed {
+		if prev != nil && !s.stopping && !e.removed {
+			e.ending = prev
+		}
 		return
 	}
 	ctx, cancel := context.WithCancel(s.followCtx)
@@ -68,6 +75,13 @@ func (s *Scheduler) startFollow(e *entry) {
 // superviseFollow runs f until ctx ends, starting it again after each end.
 func (s *Scheduler) superviseFollow(ctx context.Context, e *entry, f *followRun, prev *followRun) {
 	defer s.wg.Done()
+	defer func() {
+		s.mu.Lock()
+		if e.ending == f {
+			e.ending = nil
+		}
+		s.mu.Unlock()
+	}()
 	defer close(f.done)
 	defer f.cancel()
 	if prev != nil {

@@ -75,8 +75,9 @@ type Config struct {
 	// then is cancelled, with ErrRunTimeout as its error, and frees its
 	// slots and its lock, so that a stalled destination or etcd cannot
 	// hold them, and skip the job's later ticks as overlaps, for ever.
-	// Its tick is not completed: another replica may run it. Zero means
-	// no limit.
+	// Its tick is not completed: another replica may run it. A one-shot
+	// job so cancelled is not done: it is queued again at once (and, if
+	// the scheduler stops first, at its next Start). Zero means no limit.
 	RunTimeout time.Duration
 	// StopTimeout is how long Start waits, once its context ends, for the
 	// runs in flight to finish before it cancels them. Zero means
@@ -174,6 +175,7 @@ type entry struct {
 	due         *dueRun    // a run waiting in the queue
 	run         *run       // the run in flight
 	follow      *followRun // the continuous backup, while running
+	ending      *followRun // a replaced continuous backup that no follow waits for, until it ends
 	check       bool       // waiting for, or in, its Inventory check
 	oneShotDone bool
 	removed     bool
@@ -327,7 +329,11 @@ func (s *Scheduler) Remove(ctx context.Context, id string) error {
 	}
 	s.checks = slices.DeleteFunc(s.checks, func(q *entry) bool { return q == e })
 	r, f := e.run, e.follow
-	e.follow = nil
+	if f == nil {
+		// A Set that turned Continuous off left the old one ending.
+		f = e.ending
+	}
+	e.follow, e.ending = nil, nil
 	s.mu.Unlock()
 	s.signal()
 	s.log.Debug("job removed", "job", id)
@@ -645,10 +651,16 @@ func (s *Scheduler) execute(ctx context.Context, e *entry, r *run, job Job) {
 		}
 	}
 	e.run = nil
-	if r.kind == runOneShot {
+	// A one-shot run cancelled at RunTimeout did not happen: it runs
+	// again at once (or at the next Start).
+	timedOut := out.err != nil && errors.Is(context.Cause(ctx), ErrRunTimeout)
+	if r.kind == runOneShot && !timedOut {
 		e.oneShotDone = true
 	}
 	s.record(e, r, job, out, end)
+	if r.kind == runOneShot && timedOut && !e.removed {
+		s.plan(e, end, false)
+	}
 	s.mu.Unlock()
 
 	r.cancel(nil)
@@ -805,7 +817,10 @@ func (s *Scheduler) checked(e *entry, last time.Time, ok bool, err error, now ti
 		log.Info("catch-up: never backed up")
 		s.makeDue(e, time.Time{}, runCatchUp, now)
 	default:
-		if missed := e.sched.next(last); !missed.IsZero() && !missed.After(now) {
+		// A tick is missed only once its jittered start has passed:
+		// until then plan's timeline holds it, and a catch-up would run
+		// it a second time.
+		if missed := e.sched.next(last); !missed.IsZero() && !missed.Add(e.jitter).After(now) {
 			log.Info("catch-up: a tick was missed", "lastBackup", last, "tick", missed)
 			s.makeDue(e, missed, runCatchUp, now)
 		}
