@@ -302,6 +302,7 @@ func (f *Follower) Run(ctx context.Context) error {
 		case errors.Is(err, ErrRewound):
 			f.event(FollowEvent{Kind: ChainRewound, Chain: st.chain, Revision: st.next, HeadRevision: st.head, Committed: st.committed, Err: err})
 			f.logger().Warn("etcd's history changed: starting a new chain", "cluster", f.Cluster, "error", err)
+			st.storeAbandoned(ctx)
 			next, chain, held, ferr := f.takeFull(ctx)
 			if ferr != nil {
 				if ctx.Err() != nil {
@@ -315,6 +316,7 @@ func (f *Follower) Run(ctx context.Context) error {
 		case errors.Is(err, rpctypes.ErrCompacted):
 			f.event(FollowEvent{Kind: ChainGap, Chain: st.chain, Revision: st.next, Err: err})
 			f.logger().Warn("follower fell behind compaction: starting a new chain", "cluster", f.Cluster, "revision", st.next)
+			st.storeAbandoned(ctx)
 			next, chain, held, ferr := f.newChain(ctx, st.compacted)
 			if ferr != nil {
 				if ctx.Err() != nil {
@@ -575,9 +577,31 @@ func (st *followState) drainHeld(ctx context.Context) error {
 	return nil
 }
 
-// restart makes st follow a new chain from next.
+// storeAbandoned stores the revisions held for a chain that ends (etcd's
+// history changed, or it compacted past the chain): they belong to that
+// chain's history, not the next one's. When they cannot be stored within
+// FinalCommitTimeout, they are dropped, with a SegmentFailed event.
+func (st *followState) storeAbandoned(ctx context.Context) {
+	if st.builder.empty() {
+		return
+	}
+	sum := st.builder.sum
+	fctx, cancel := context.WithTimeout(ctx, cmpOr(st.f.FinalCommitTimeout, DefaultFinalCommitTimeout))
+	defer cancel()
+	if _, err := st.flush(fctx); err != nil {
+		err = fmt.Errorf("revisions %d..%d of the ended chain dropped: %w", sum.FirstRevision, sum.LastRevision, err)
+		st.f.event(FollowEvent{Kind: SegmentFailed, Chain: st.chain, Revision: sum.FirstRevision, Committed: st.committed, Err: err})
+		st.f.logger().Warn("revisions held for a chain that ended could not be stored: dropped", "cluster", st.f.Cluster,
+			"chain", st.chain, "first_revision", sum.FirstRevision, "last_revision", sum.LastRevision, "error", err)
+	}
+	st.builder = newSegmentBuilder()
+}
+
+// restart makes st follow a new chain from next, with an empty segment:
+// what the ended chain held was stored or dropped (storeAbandoned).
 func (st *followState) restart(next int64, chain string) {
 	st.next, st.chain, st.committed, st.chainLength = next, chain, next-1, 0
+	st.builder = newSegmentBuilder()
 	st.head, st.clusterID = 0, 0
 	st.leases = map[int64]bool{}
 }
@@ -763,6 +787,7 @@ func (st *followState) flush(ctx context.Context) (retried bool, err error) {
 	raw := b.finish()
 	seg, err := st.codec.encode(raw, b.sum, st.chain, st.clusterID)
 	if err != nil {
+		b.reopen()
 		return false, err
 	}
 	f := st.f
@@ -795,7 +820,9 @@ func (st *followState) flush(ctx context.Context) (retried bool, err error) {
 	if err != nil {
 		// Not committed everywhere: the next run resumes before it (a
 		// target that has it then holds an overlapping segment, which
-		// restore tolerates).
+		// restore tolerates). The builder keeps its revisions and takes
+		// more: the next flush stores them all.
+		b.reopen()
 		return retried, err
 	}
 	st.committed = b.sum.LastRevision

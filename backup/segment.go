@@ -184,6 +184,7 @@ type segmentBuilder struct {
 	sum      SegmentSummary
 	scratch  []byte
 	finished bool
+	open     int // the length before the end record, once finished
 }
 
 // record appends one record.
@@ -244,12 +245,22 @@ func (b *segmentBuilder) finish() []byte {
 	if b.finished {
 		return b.buf.Bytes()
 	}
-	b.finished = true
+	b.finished, b.open = true, b.buf.Len()
 	p := binary.AppendUvarint(nil, uint64(b.sum.FirstRevision))
 	p = binary.AppendUvarint(p, uint64(b.sum.LastRevision))
 	p = binary.AppendUvarint(p, uint64(b.sum.Revisions))
 	b.record('Z', binary.AppendUvarint(p, uint64(b.sum.Events)))
 	return b.buf.Bytes()
+}
+
+// reopen removes the end record finish appended: the builder takes
+// revisions again (its segment was not stored). The bytes finish returned
+// must no longer be used.
+func (b *segmentBuilder) reopen() {
+	if b.finished {
+		b.buf.Truncate(b.open)
+		b.finished = false
+	}
 }
 
 // DecodeSegment reads a decoded (decompressed, decrypted) segment from r
