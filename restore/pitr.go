@@ -126,9 +126,12 @@ type PointPlan struct {
 // FindPoint finds, on every source, how to restore p: the newest full
 // backup at or before the point (that may base a chain, see
 // backup.Entry.ChainBase) from which contiguous delta segments of one
-// chain reach it. Fulls are tried newest created first, and from each, the
-// segments of its own chain first: after a cluster was restored to an
-// earlier revision, the history written since wins over the one abandoned.
+// chain reach it. Fulls are tried newest created first, and each only with
+// the segments of its own chain (those whose manifest's Chain is the
+// full's ID): a plan never mixes two histories, such as the one a cluster
+// restored to an earlier revision abandoned and the one written since. A
+// full backup that starts no chain (a scheduled one taken while a chain
+// ran) is restored alone, at its own revision.
 // Errors match ErrNoBackup when no full backup precedes the point, and
 // ErrNoChain (a *GapError) when none is followed by segments reaching it.
 func FindPoint(ctx context.Context, sources []Source, p Point) (*PointPlan, error) {
@@ -234,36 +237,15 @@ func groupChains(segments []Backup) chainSet {
 	return cs
 }
 
-// forFull returns the chains to try from full, in order: its own chain,
-// then the chains started before it, newest first (the chain running when
-// it was taken), then the others, newest first. No walk mixes chains:
-// two chains may hold the same revisions of two histories.
+// forFull returns the segments that may continue full: its own chain's
+// (those whose manifest names full as their chain), and no other. A chain
+// started from an older full may hold, past this full's revision, the same
+// revisions of another history (a cluster restored to an earlier revision
+// and followed again): replaying them on this full would restore a state
+// that never existed. Only a chain's own segments are proven to continue
+// the history its full holds.
 func (cs chainSet) forFull(full Backup) [][]Backup {
-	names := make([]string, 0, len(cs.segments))
-	for c := range cs.segments {
-		if c != full.ID {
-			names = append(names, c)
-		}
-	}
-	created := full.Manifest.Created
-	slices.SortFunc(names, func(a, b string) int {
-		ab, bb := !cs.started[a].After(created), !cs.started[b].After(created)
-		if ab != bb {
-			if ab {
-				return -1
-			}
-			return 1
-		}
-		if c := cs.started[b].Compare(cs.started[a]); c != 0 {
-			return c
-		}
-		return strings.Compare(a, b)
-	})
-	out := [][]Backup{cs.segments[full.ID]}
-	for _, c := range names {
-		out = append(out, cs.segments[c])
-	}
-	return out
+	return [][]Backup{cs.segments[full.ID]}
 }
 
 func cmpInt(a, b int64) int {
