@@ -273,9 +273,14 @@ func (f *Follower) Run(ctx context.Context) error {
 	}
 	st := &followState{f: f, codec: codec, leases: map[int64]bool{}}
 	st.builder = newSegmentBuilder()
-	next, chain, length, clusterID, err := f.resume(ctx)
+	next, chain, length, at, err := f.resume(ctx)
 	if err != nil {
 		return err
+	}
+	var clusterID uint64
+	if at != nil {
+		clusterID, _ = strconv.ParseUint(at.Etcd.ClusterID, 16, 64)
+		st.lastPut = at.LastPut
 	}
 	if next == 0 {
 		if next, chain, st.held, err = f.takeFull(ctx); err != nil {
@@ -474,21 +479,20 @@ func (p *prewatch) stop() []clientv3.WatchResponse {
 // resume returns where to start: after the last segment, or after the
 // newest full backup, on every catalog; zero when a catalog has neither.
 // length is the number of segments of the chain on the first catalog, and
-// clusterID the etcd cluster ID the resume point's manifest records (zero
-// when none does).
-func (f *Follower) resume(ctx context.Context) (next int64, chain string, length int64, clusterID uint64, err error) {
+// at the manifest of the resume point (its cluster ID and last put are
+// checked against etcd's).
+func (f *Follower) resume(ctx context.Context) (next int64, chain string, length int64, at *Manifest, err error) {
 	for i, c := range f.Catalogs {
 		entries, err := ListBackups(ctx, c, f.Cluster)
 		if err != nil {
-			return 0, "", 0, 0, fmt.Errorf("find where to resume: %w", err)
+			return 0, "", 0, nil, fmt.Errorf("find where to resume: %w", err)
 		}
 		n, ch, m := resumePoint(entries)
 		if n == 0 {
-			return 0, "", 0, 0, nil
+			return 0, "", 0, nil, nil
 		}
 		if next == 0 || n < next {
-			next, chain = n, ch
-			clusterID, _ = strconv.ParseUint(m.Etcd.ClusterID, 16, 64)
+			next, chain, at = n, ch, m
 		}
 		if i == 0 {
 			for _, e := range entries {
@@ -498,7 +502,7 @@ func (f *Follower) resume(ctx context.Context) (next int64, chain string, length
 			}
 		}
 	}
-	return next, chain, length, clusterID, nil
+	return next, chain, length, at, nil
 }
 
 // resumePoint is where a follower resumes on one catalog's entries: after
@@ -547,6 +551,9 @@ type followState struct {
 	chainLength     int64
 	compacted       int64  // etcd's compaction revision, when the watch met it
 	clusterID       uint64 // etcd's cluster ID, recorded in segments
+	// lastPut is the last put the chain committed (see Manifest.LastPut),
+	// nil when unknown.
+	lastPut *PutMark
 	// held is what a prewatch received while the chain's full backup was
 	// taken, to receive before watching.
 	held          []clientv3.WatchResponse
@@ -602,7 +609,7 @@ func (st *followState) storeAbandoned(ctx context.Context) {
 func (st *followState) restart(next int64, chain string) {
 	st.next, st.chain, st.committed, st.chainLength = next, chain, next-1, 0
 	st.builder = newSegmentBuilder()
-	st.head, st.clusterID = 0, 0
+	st.head, st.clusterID, st.lastPut = 0, 0, nil
 	st.leases = map[int64]bool{}
 }
 
@@ -615,7 +622,45 @@ func (st *followState) checkHistory(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("ask etcd its revision: %w", err)
 	}
-	return st.checkHeader(resp.Header)
+	if err := st.checkHeader(resp.Header); err != nil {
+		return err
+	}
+	return st.checkLastPut(ctx)
+}
+
+// checkLastPut asks etcd for the chain's last committed put at its
+// revision: a cluster restored to an earlier revision keeps its cluster ID
+// and may have written past the chain's end, which the revision alone does
+// not show. When etcd compacted that revision, the key as it is now is
+// compared: the same modification revision with other contents, or an
+// older one, is another history; a newer one or none proves nothing.
+func (st *followState) checkLastPut(ctx context.Context) error {
+	m := st.lastPut
+	if m == nil {
+		return nil
+	}
+	ctx = clientv3.WithRequireLeader(ctx)
+	resp, err := st.f.Client.Get(ctx, string(m.Key), clientv3.WithRev(m.ModRevision))
+	compacted := errors.Is(err, rpctypes.ErrCompacted)
+	if compacted {
+		resp, err = st.f.Client.Get(ctx, string(m.Key))
+	}
+	if err != nil {
+		return fmt.Errorf("ask etcd the chain's last put: %w", err)
+	}
+	var got *PutMark
+	if len(resp.Kvs) > 0 {
+		kv := resp.Kvs[0]
+		got = newPutMark(&SegmentEvent{Key: kv.Key, Value: kv.Value, ModRevision: kv.ModRevision, CreateRevision: kv.CreateRevision, Version: kv.Version})
+	}
+	switch {
+	case got != nil && got.same(m):
+	case compacted && (got == nil || got.ModRevision > m.ModRevision):
+		// Changed or deleted since: nothing to compare.
+	default:
+		return fmt.Errorf("%w: etcd does not hold the put of revision %d the chain committed last", ErrRewound, m.ModRevision)
+	}
+	return nil
 }
 
 // checkHeader compares a response header of etcd with the chain.
@@ -790,6 +835,7 @@ func (st *followState) flush(ctx context.Context) (retried bool, err error) {
 		b.reopen()
 		return false, err
 	}
+	seg.base.LastPut = b.lastPut
 	f := st.f
 	var failed, slowed atomic.Bool // set by the targets' goroutines, the timer
 	stopSlow := func() bool { return false }
@@ -826,6 +872,7 @@ func (st *followState) flush(ctx context.Context) (retried bool, err error) {
 		return retried, err
 	}
 	st.committed = b.sum.LastRevision
+	st.lastPut = cmp.Or(b.lastPut, st.lastPut)
 	st.chainLength++
 	lag := f.Pipeline.now().Sub(st.firstReceived)
 	f.event(FollowEvent{Kind: SegmentCommitted, Chain: st.chain, Revision: b.sum.FirstRevision, ChainLength: st.chainLength,

@@ -99,9 +99,26 @@ type Manifest struct {
 	// Chain is, for a delta segment, the ID of the full backup its chain
 	// started from.
 	Chain string `json:"chain,omitempty"`
+	// LastPut is, for a delta segment, the last put it holds: a follower
+	// resuming the chain asks etcd for that key at that revision, and a
+	// different answer means etcd's history is no longer the chain's (a
+	// cluster restored to an earlier revision that wrote past the chain's
+	// end). Nil for a segment of deletes only, and in older manifests.
+	LastPut *PutMark `json:"lastPut,omitempty"`
 	// Keys is, for a logical backup, the number of keys it holds. Its
 	// revision is exact: Etcd.Revision.Low and High are equal.
 	Keys int64 `json:"keys,omitempty"`
+}
+
+// PutMark identifies one put of etcd's history: the key as it was after
+// the put.
+type PutMark struct {
+	Key            []byte `json:"key"`
+	ModRevision    int64  `json:"modRevision"`
+	CreateRevision int64  `json:"createRevision"`
+	Version        int64  `json:"version"`
+	// ValueSHA256 is the hex SHA-256 of the value.
+	ValueSHA256 string `json:"valueSHA256"`
 }
 
 // IsKeysJSON reports whether m describes a logical backup in keys-json.

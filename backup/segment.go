@@ -3,7 +3,9 @@ package backup
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -185,6 +187,7 @@ type segmentBuilder struct {
 	scratch  []byte
 	finished bool
 	open     int // the length before the end record, once finished
+	lastPut  *PutMark
 }
 
 // record appends one record.
@@ -229,6 +232,11 @@ func (b *segmentBuilder) add(r SegmentRevision) error {
 		}
 		b.scratch = appendEvent(b.scratch[:0], &r.Events[i])
 		b.record('E', b.scratch)
+		if e := &r.Events[i]; !e.Delete {
+			b.lastPut = newPutMark(e)
+		} else if b.lastPut != nil && bytes.Equal(b.lastPut.Key, e.Key) && b.lastPut.ModRevision == e.ModRevision {
+			b.lastPut = nil // put and deleted in one transaction: not there at its revision
+		}
 	}
 	if b.sum.FirstRevision == 0 {
 		b.sum.FirstRevision = r.Revision
@@ -251,6 +259,18 @@ func (b *segmentBuilder) finish() []byte {
 	p = binary.AppendUvarint(p, uint64(b.sum.Revisions))
 	b.record('Z', binary.AppendUvarint(p, uint64(b.sum.Events)))
 	return b.buf.Bytes()
+}
+
+func newPutMark(e *SegmentEvent) *PutMark {
+	sum := sha256.Sum256(e.Value)
+	return &PutMark{Key: bytes.Clone(e.Key), ModRevision: e.ModRevision, CreateRevision: e.CreateRevision,
+		Version: e.Version, ValueSHA256: hex.EncodeToString(sum[:])}
+}
+
+// same reports whether m and o mark the same put.
+func (m *PutMark) same(o *PutMark) bool {
+	return bytes.Equal(m.Key, o.Key) && m.ModRevision == o.ModRevision && m.CreateRevision == o.CreateRevision &&
+		m.Version == o.Version && m.ValueSHA256 == o.ValueSHA256
 }
 
 // reopen removes the end record finish appended: the builder takes
