@@ -294,6 +294,7 @@ func (f *Follower) Run(ctx context.Context) error {
 	st.next, st.chain, st.committed, st.clusterID = next, chain, next-1, clusterID
 	f.logger().Info("follower started", "cluster", f.Cluster, "chain", chain, "revision", next)
 	for {
+		st.watchStarted = f.Pipeline.now()
 		err := st.drainHeld(ctx)
 		if err == nil {
 			err = st.checkHistory(ctx)
@@ -558,6 +559,10 @@ type followState struct {
 	// taken, to receive before watching.
 	held          []clientv3.WatchResponse
 	firstReceived time.Time // of the segment's first revision
+	// watchStarted is when the running watch started (before its held
+	// revisions are received); segmentWatchStarted is watchStarted when
+	// the segment's first revision was received (Manifest.WatchStarted).
+	watchStarted, segmentWatchStarted time.Time
 	leases        map[int64]bool
 	// stopWatch cancels the running watch: called when a store fails, so
 	// that etcd's client stops buffering events while the store retries.
@@ -769,7 +774,7 @@ func (st *followState) receive(ctx context.Context, wr clientv3.WatchResponse) e
 			return fmt.Errorf("segment: %w", err)
 		}
 		if st.builder.sum.Revisions == 1 {
-			st.firstReceived = now
+			st.firstReceived, st.segmentWatchStarted = now, st.watchStarted
 		}
 		st.next = rev + 1
 		evs = evs[n:]
@@ -835,7 +840,7 @@ func (st *followState) flush(ctx context.Context) (retried bool, err error) {
 		b.reopen()
 		return false, err
 	}
-	seg.base.LastPut = b.lastPut
+	seg.base.LastPut, seg.base.WatchStarted = b.lastPut, st.segmentWatchStarted
 	f := st.f
 	var failed, slowed atomic.Bool // set by the targets' goroutines, the timer
 	stopSlow := func() bool { return false }

@@ -105,6 +105,14 @@ type Manifest struct {
 	// cluster restored to an earlier revision that wrote past the chain's
 	// end). Nil for a segment of deletes only, and in older manifests.
 	LastPut *PutMark `json:"lastPut,omitempty"`
+	// WatchStarted is, for a delta segment, when the watch that received
+	// its first revision started (the follower started, or watched again
+	// after the watch broke). The revisions a watch receives first may
+	// have been written any time before it started (while the follower was
+	// down): a restore to a time before WatchStarted and after the
+	// previous segment was stored cannot know which of them were written
+	// by then. Zero in older manifests.
+	WatchStarted time.Time `json:"watchStarted,omitzero"`
 	// Keys is, for a logical backup, the number of keys it holds. Its
 	// revision is exact: Etcd.Revision.Low and High are equal.
 	Keys int64 `json:"keys,omitempty"`

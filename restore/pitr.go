@@ -82,13 +82,21 @@ type GapError struct {
 	// Unavailable is set when a source could not be listed: what is
 	// missing may be there.
 	Unavailable bool
+	// WatchStarted is set when the revisions From through To are stored
+	// but were first received when the follower watched again at this
+	// time, after the point's time: they were written while it was down,
+	// at times no one knows, maybe before the point.
+	WatchStarted time.Time
 }
 
 // Error names the missing revisions.
 func (e *GapError) Error() string {
 	var s strings.Builder
 	fmt.Fprintf(&s, "%v: cluster %q, %s: ", ErrNoChain, e.Cluster, e.Point)
-	if e.To >= e.From {
+	if !e.WatchStarted.IsZero() {
+		fmt.Fprintf(&s, "revisions %d to %d were written while the follower was down, it watched again at %s: when is unknown",
+			e.From, e.To, e.WatchStarted.UTC().Format(time.RFC3339Nano))
+	} else if e.To >= e.From {
 		fmt.Fprintf(&s, "revisions %d to %d are missing", e.From, e.To)
 	} else {
 		fmt.Fprintf(&s, "revisions from %d on are missing", e.From)
@@ -178,7 +186,7 @@ func FindPoint(ctx context.Context, sources []Source, p Point) (*PointPlan, erro
 		for _, segs := range chains.forFull(full) {
 			w := p.walk(full, segs)
 			if w.reached {
-				return &PointPlan{Point: p, Full: full, Segments: w.segments}, nil
+				return p.checkDowntime(w)
 			}
 			if w.restorable(p) && (best == nil || w.betterThan(best, p)) {
 				best = &w
@@ -315,6 +323,33 @@ func (p Point) walk(full Backup, segments []Backup) walk {
 		w.end = segments[best].Manifest.LastRevision
 		w.ended = segments[best].Manifest.Created
 	}
+}
+
+// checkDowntime plans w, which reached the time point p, unless p falls
+// while the follower was down: after a segment was stored and before the
+// next one's watch started (backup.Manifest.WatchStarted). The revisions
+// that watch received first were written at unknown times before it
+// started, maybe before the point: a *GapError, or with p.NearestEarlier
+// the walk up to that segment.
+func (p Point) checkDowntime(w walk) (*PointPlan, error) {
+	plan := &PointPlan{Point: p, Full: w.full, Segments: w.segments}
+	if p.Revision > 0 {
+		return plan, nil
+	}
+	end, ended := w.full.Manifest.Etcd.Revision.Low, completedAt(w.full.Manifest)
+	for i, s := range w.segments {
+		m := s.Manifest
+		if ws := m.WatchStarted; ws.After(p.Time) && !ended.After(p.Time) {
+			e := &GapError{Cluster: p.Cluster, Point: p, From: end + 1, To: m.LastRevision, Nearest: end, WatchStarted: ws}
+			if !p.NearestEarlier {
+				return nil, e
+			}
+			plan.Segments, plan.Gap = w.segments[:i], e
+			return plan, nil
+		}
+		end, ended = max(end, m.LastRevision), m.Created
+	}
+	return plan, nil
 }
 
 // gap decides a point no walk reached. A time after the end of the
