@@ -563,7 +563,7 @@ type followState struct {
 	// revisions are received); segmentWatchStarted is watchStarted when
 	// the segment's first revision was received (Manifest.WatchStarted).
 	watchStarted, segmentWatchStarted time.Time
-	leases        map[int64]bool
+	leases                            map[int64]bool
 	// stopWatch cancels the running watch: called when a store fails, so
 	// that etcd's client stops buffering events while the store retries.
 	stopWatch context.CancelFunc
@@ -691,7 +691,10 @@ func (st *followState) checkHeader(h *etcdserverpb.ResponseHeader) error {
 func (st *followState) watch(ctx context.Context) error {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
+	// Only while the watch runs: a store after it ended (of what a
+	// prewatch held) has no watch to stop, and must not be cut short.
 	st.stopWatch = cancel
+	defer func() { st.stopWatch = nil }()
 	wch := st.f.Client.Watch(wctx, "", clientv3.WithPrefix(), clientv3.WithRev(st.next), clientv3.WithProgressNotify())
 	interval := st.f.flushInterval()
 	tick := time.NewTicker(max(interval/8, 5*time.Millisecond))
