@@ -273,9 +273,14 @@ func (f *Follower) Run(ctx context.Context) error {
 	}
 	st := &followState{f: f, codec: codec, leases: map[int64]bool{}}
 	st.builder = newSegmentBuilder()
-	next, chain, length, clusterID, err := f.resume(ctx)
+	next, chain, length, at, err := f.resume(ctx)
 	if err != nil {
 		return err
+	}
+	var clusterID uint64
+	if at != nil {
+		clusterID, _ = strconv.ParseUint(at.Etcd.ClusterID, 16, 64)
+		st.lastPut = at.LastPut
 	}
 	if next == 0 {
 		if next, chain, st.held, err = f.takeFull(ctx); err != nil {
@@ -289,6 +294,7 @@ func (f *Follower) Run(ctx context.Context) error {
 	st.next, st.chain, st.committed, st.clusterID = next, chain, next-1, clusterID
 	f.logger().Info("follower started", "cluster", f.Cluster, "chain", chain, "revision", next)
 	for {
+		st.watchStarted = f.Pipeline.now()
 		err := st.drainHeld(ctx)
 		if err == nil {
 			err = st.checkHistory(ctx)
@@ -302,6 +308,7 @@ func (f *Follower) Run(ctx context.Context) error {
 		case errors.Is(err, ErrRewound):
 			f.event(FollowEvent{Kind: ChainRewound, Chain: st.chain, Revision: st.next, HeadRevision: st.head, Committed: st.committed, Err: err})
 			f.logger().Warn("etcd's history changed: starting a new chain", "cluster", f.Cluster, "error", err)
+			st.storeAbandoned(ctx)
 			next, chain, held, ferr := f.takeFull(ctx)
 			if ferr != nil {
 				if ctx.Err() != nil {
@@ -315,6 +322,7 @@ func (f *Follower) Run(ctx context.Context) error {
 		case errors.Is(err, rpctypes.ErrCompacted):
 			f.event(FollowEvent{Kind: ChainGap, Chain: st.chain, Revision: st.next, Err: err})
 			f.logger().Warn("follower fell behind compaction: starting a new chain", "cluster", f.Cluster, "revision", st.next)
+			st.storeAbandoned(ctx)
 			next, chain, held, ferr := f.newChain(ctx, st.compacted)
 			if ferr != nil {
 				if ctx.Err() != nil {
@@ -472,21 +480,20 @@ func (p *prewatch) stop() []clientv3.WatchResponse {
 // resume returns where to start: after the last segment, or after the
 // newest full backup, on every catalog; zero when a catalog has neither.
 // length is the number of segments of the chain on the first catalog, and
-// clusterID the etcd cluster ID the resume point's manifest records (zero
-// when none does).
-func (f *Follower) resume(ctx context.Context) (next int64, chain string, length int64, clusterID uint64, err error) {
+// at the manifest of the resume point (its cluster ID and last put are
+// checked against etcd's).
+func (f *Follower) resume(ctx context.Context) (next int64, chain string, length int64, at *Manifest, err error) {
 	for i, c := range f.Catalogs {
 		entries, err := ListBackups(ctx, c, f.Cluster)
 		if err != nil {
-			return 0, "", 0, 0, fmt.Errorf("find where to resume: %w", err)
+			return 0, "", 0, nil, fmt.Errorf("find where to resume: %w", err)
 		}
 		n, ch, m := resumePoint(entries)
 		if n == 0 {
-			return 0, "", 0, 0, nil
+			return 0, "", 0, nil, nil
 		}
 		if next == 0 || n < next {
-			next, chain = n, ch
-			clusterID, _ = strconv.ParseUint(m.Etcd.ClusterID, 16, 64)
+			next, chain, at = n, ch, m
 		}
 		if i == 0 {
 			for _, e := range entries {
@@ -496,7 +503,7 @@ func (f *Follower) resume(ctx context.Context) (next int64, chain string, length
 			}
 		}
 	}
-	return next, chain, length, clusterID, nil
+	return next, chain, length, at, nil
 }
 
 // resumePoint is where a follower resumes on one catalog's entries: after
@@ -545,11 +552,18 @@ type followState struct {
 	chainLength     int64
 	compacted       int64  // etcd's compaction revision, when the watch met it
 	clusterID       uint64 // etcd's cluster ID, recorded in segments
+	// lastPut is the last put the chain committed (see Manifest.LastPut),
+	// nil when unknown.
+	lastPut *PutMark
 	// held is what a prewatch received while the chain's full backup was
 	// taken, to receive before watching.
 	held          []clientv3.WatchResponse
 	firstReceived time.Time // of the segment's first revision
-	leases        map[int64]bool
+	// watchStarted is when the running watch started (before its held
+	// revisions are received); segmentWatchStarted is watchStarted when
+	// the segment's first revision was received (Manifest.WatchStarted).
+	watchStarted, segmentWatchStarted time.Time
+	leases                            map[int64]bool
 	// stopWatch cancels the running watch: called when a store fails, so
 	// that etcd's client stops buffering events while the store retries.
 	stopWatch context.CancelFunc
@@ -575,10 +589,32 @@ func (st *followState) drainHeld(ctx context.Context) error {
 	return nil
 }
 
-// restart makes st follow a new chain from next.
+// storeAbandoned stores the revisions held for a chain that ends (etcd's
+// history changed, or it compacted past the chain): they belong to that
+// chain's history, not the next one's. When they cannot be stored within
+// FinalCommitTimeout, they are dropped, with a SegmentFailed event.
+func (st *followState) storeAbandoned(ctx context.Context) {
+	if st.builder.empty() {
+		return
+	}
+	sum := st.builder.sum
+	fctx, cancel := context.WithTimeout(ctx, cmpOr(st.f.FinalCommitTimeout, DefaultFinalCommitTimeout))
+	defer cancel()
+	if _, err := st.flush(fctx); err != nil {
+		err = fmt.Errorf("revisions %d..%d of the ended chain dropped: %w", sum.FirstRevision, sum.LastRevision, err)
+		st.f.event(FollowEvent{Kind: SegmentFailed, Chain: st.chain, Revision: sum.FirstRevision, Committed: st.committed, Err: err})
+		st.f.logger().Warn("revisions held for a chain that ended could not be stored: dropped", "cluster", st.f.Cluster,
+			"chain", st.chain, "first_revision", sum.FirstRevision, "last_revision", sum.LastRevision, "error", err)
+	}
+	st.builder = newSegmentBuilder()
+}
+
+// restart makes st follow a new chain from next, with an empty segment:
+// what the ended chain held was stored or dropped (storeAbandoned).
 func (st *followState) restart(next int64, chain string) {
 	st.next, st.chain, st.committed, st.chainLength = next, chain, next-1, 0
-	st.head, st.clusterID = 0, 0
+	st.builder = newSegmentBuilder()
+	st.head, st.clusterID, st.lastPut = 0, 0, nil
 	st.leases = map[int64]bool{}
 }
 
@@ -591,7 +627,45 @@ func (st *followState) checkHistory(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("ask etcd its revision: %w", err)
 	}
-	return st.checkHeader(resp.Header)
+	if err := st.checkHeader(resp.Header); err != nil {
+		return err
+	}
+	return st.checkLastPut(ctx)
+}
+
+// checkLastPut asks etcd for the chain's last committed put at its
+// revision: a cluster restored to an earlier revision keeps its cluster ID
+// and may have written past the chain's end, which the revision alone does
+// not show. When etcd compacted that revision, the key as it is now is
+// compared: the same modification revision with other contents, or an
+// older one, is another history; a newer one or none proves nothing.
+func (st *followState) checkLastPut(ctx context.Context) error {
+	m := st.lastPut
+	if m == nil {
+		return nil
+	}
+	ctx = clientv3.WithRequireLeader(ctx)
+	resp, err := st.f.Client.Get(ctx, string(m.Key), clientv3.WithRev(m.ModRevision))
+	compacted := errors.Is(err, rpctypes.ErrCompacted)
+	if compacted {
+		resp, err = st.f.Client.Get(ctx, string(m.Key))
+	}
+	if err != nil {
+		return fmt.Errorf("ask etcd the chain's last put: %w", err)
+	}
+	var got *PutMark
+	if len(resp.Kvs) > 0 {
+		kv := resp.Kvs[0]
+		got = newPutMark(&SegmentEvent{Key: kv.Key, Value: kv.Value, ModRevision: kv.ModRevision, CreateRevision: kv.CreateRevision, Version: kv.Version})
+	}
+	switch {
+	case got != nil && got.same(m):
+	case compacted && (got == nil || got.ModRevision > m.ModRevision):
+		// Changed or deleted since: nothing to compare.
+	default:
+		return fmt.Errorf("%w: etcd does not hold the put of revision %d the chain committed last", ErrRewound, m.ModRevision)
+	}
+	return nil
 }
 
 // checkHeader compares a response header of etcd with the chain.
@@ -617,7 +691,10 @@ func (st *followState) checkHeader(h *etcdserverpb.ResponseHeader) error {
 func (st *followState) watch(ctx context.Context) error {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
+	// Only while the watch runs: a store after it ended (of what a
+	// prewatch held) has no watch to stop, and must not be cut short.
 	st.stopWatch = cancel
+	defer func() { st.stopWatch = nil }()
 	wch := st.f.Client.Watch(wctx, "", clientv3.WithPrefix(), clientv3.WithRev(st.next), clientv3.WithProgressNotify())
 	interval := st.f.flushInterval()
 	tick := time.NewTicker(max(interval/8, 5*time.Millisecond))
@@ -700,7 +777,7 @@ func (st *followState) receive(ctx context.Context, wr clientv3.WatchResponse) e
 			return fmt.Errorf("segment: %w", err)
 		}
 		if st.builder.sum.Revisions == 1 {
-			st.firstReceived = now
+			st.firstReceived, st.segmentWatchStarted = now, st.watchStarted
 		}
 		st.next = rev + 1
 		evs = evs[n:]
@@ -763,8 +840,10 @@ func (st *followState) flush(ctx context.Context) (retried bool, err error) {
 	raw := b.finish()
 	seg, err := st.codec.encode(raw, b.sum, st.chain, st.clusterID)
 	if err != nil {
+		b.reopen()
 		return false, err
 	}
+	seg.base.LastPut, seg.base.WatchStarted = b.lastPut, st.segmentWatchStarted
 	f := st.f
 	var failed, slowed atomic.Bool // set by the targets' goroutines, the timer
 	stopSlow := func() bool { return false }
@@ -795,10 +874,13 @@ func (st *followState) flush(ctx context.Context) (retried bool, err error) {
 	if err != nil {
 		// Not committed everywhere: the next run resumes before it (a
 		// target that has it then holds an overlapping segment, which
-		// restore tolerates).
+		// restore tolerates). The builder keeps its revisions and takes
+		// more: the next flush stores them all.
+		b.reopen()
 		return retried, err
 	}
 	st.committed = b.sum.LastRevision
+	st.lastPut = cmp.Or(b.lastPut, st.lastPut)
 	st.chainLength++
 	lag := f.Pipeline.now().Sub(st.firstReceived)
 	f.event(FollowEvent{Kind: SegmentCommitted, Chain: st.chain, Revision: b.sum.FirstRevision, ChainLength: st.chainLength,

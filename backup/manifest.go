@@ -99,9 +99,34 @@ type Manifest struct {
 	// Chain is, for a delta segment, the ID of the full backup its chain
 	// started from.
 	Chain string `json:"chain,omitempty"`
+	// LastPut is, for a delta segment, the last put it holds: a follower
+	// resuming the chain asks etcd for that key at that revision, and a
+	// different answer means etcd's history is no longer the chain's (a
+	// cluster restored to an earlier revision that wrote past the chain's
+	// end). Nil for a segment of deletes only, and in older manifests.
+	LastPut *PutMark `json:"lastPut,omitempty"`
+	// WatchStarted is, for a delta segment, when the watch that received
+	// its first revision started (the follower started, or watched again
+	// after the watch broke). The revisions a watch receives first may
+	// have been written any time before it started (while the follower was
+	// down): a restore to a time before WatchStarted and after the
+	// previous segment was stored cannot know which of them were written
+	// by then. Zero in older manifests.
+	WatchStarted time.Time `json:"watchStarted,omitzero"`
 	// Keys is, for a logical backup, the number of keys it holds. Its
 	// revision is exact: Etcd.Revision.Low and High are equal.
 	Keys int64 `json:"keys,omitempty"`
+}
+
+// PutMark identifies one put of etcd's history: the key as it was after
+// the put.
+type PutMark struct {
+	Key            []byte `json:"key"`
+	ModRevision    int64  `json:"modRevision"`
+	CreateRevision int64  `json:"createRevision"`
+	Version        int64  `json:"version"`
+	// ValueSHA256 is the hex SHA-256 of the value.
+	ValueSHA256 string `json:"valueSHA256"`
 }
 
 // IsKeysJSON reports whether m describes a logical backup in keys-json.

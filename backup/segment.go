@@ -3,7 +3,9 @@ package backup
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -184,6 +186,8 @@ type segmentBuilder struct {
 	sum      SegmentSummary
 	scratch  []byte
 	finished bool
+	open     int // the length before the end record, once finished
+	lastPut  *PutMark
 }
 
 // record appends one record.
@@ -228,6 +232,11 @@ func (b *segmentBuilder) add(r SegmentRevision) error {
 		}
 		b.scratch = appendEvent(b.scratch[:0], &r.Events[i])
 		b.record('E', b.scratch)
+		if e := &r.Events[i]; !e.Delete {
+			b.lastPut = newPutMark(e)
+		} else if b.lastPut != nil && bytes.Equal(b.lastPut.Key, e.Key) && b.lastPut.ModRevision == e.ModRevision {
+			b.lastPut = nil // put and deleted in one transaction: not there at its revision
+		}
 	}
 	if b.sum.FirstRevision == 0 {
 		b.sum.FirstRevision = r.Revision
@@ -244,12 +253,34 @@ func (b *segmentBuilder) finish() []byte {
 	if b.finished {
 		return b.buf.Bytes()
 	}
-	b.finished = true
+	b.finished, b.open = true, b.buf.Len()
 	p := binary.AppendUvarint(nil, uint64(b.sum.FirstRevision))
 	p = binary.AppendUvarint(p, uint64(b.sum.LastRevision))
 	p = binary.AppendUvarint(p, uint64(b.sum.Revisions))
 	b.record('Z', binary.AppendUvarint(p, uint64(b.sum.Events)))
 	return b.buf.Bytes()
+}
+
+func newPutMark(e *SegmentEvent) *PutMark {
+	sum := sha256.Sum256(e.Value)
+	return &PutMark{Key: bytes.Clone(e.Key), ModRevision: e.ModRevision, CreateRevision: e.CreateRevision,
+		Version: e.Version, ValueSHA256: hex.EncodeToString(sum[:])}
+}
+
+// same reports whether m and o mark the same put.
+func (m *PutMark) same(o *PutMark) bool {
+	return bytes.Equal(m.Key, o.Key) && m.ModRevision == o.ModRevision && m.CreateRevision == o.CreateRevision &&
+		m.Version == o.Version && m.ValueSHA256 == o.ValueSHA256
+}
+
+// reopen removes the end record finish appended: the builder takes
+// revisions again (its segment was not stored). The bytes finish returned
+// must no longer be used.
+func (b *segmentBuilder) reopen() {
+	if b.finished {
+		b.buf.Truncate(b.open)
+		b.finished = false
+	}
 }
 
 // DecodeSegment reads a decoded (decompressed, decrypted) segment from r

@@ -82,13 +82,21 @@ type GapError struct {
 	// Unavailable is set when a source could not be listed: what is
 	// missing may be there.
 	Unavailable bool
+	// WatchStarted is set when the revisions From through To are stored
+	// but were first received when the follower watched again at this
+	// time, after the point's time: they were written while it was down,
+	// at times no one knows, maybe before the point.
+	WatchStarted time.Time
 }
 
 // Error names the missing revisions.
 func (e *GapError) Error() string {
 	var s strings.Builder
 	fmt.Fprintf(&s, "%v: cluster %q, %s: ", ErrNoChain, e.Cluster, e.Point)
-	if e.To >= e.From {
+	if !e.WatchStarted.IsZero() {
+		fmt.Fprintf(&s, "revisions %d to %d were written while the follower was down, it watched again at %s: when is unknown",
+			e.From, e.To, e.WatchStarted.UTC().Format(time.RFC3339Nano))
+	} else if e.To >= e.From {
 		fmt.Fprintf(&s, "revisions %d to %d are missing", e.From, e.To)
 	} else {
 		fmt.Fprintf(&s, "revisions from %d on are missing", e.From)
@@ -126,9 +134,12 @@ type PointPlan struct {
 // FindPoint finds, on every source, how to restore p: the newest full
 // backup at or before the point (that may base a chain, see
 // backup.Entry.ChainBase) from which contiguous delta segments of one
-// chain reach it. Fulls are tried newest created first, and from each, the
-// segments of its own chain first: after a cluster was restored to an
-// earlier revision, the history written since wins over the one abandoned.
+// chain reach it. Fulls are tried newest created first, and each only with
+// the segments of its own chain (those whose manifest's Chain is the
+// full's ID): a plan never mixes two histories, such as the one a cluster
+// restored to an earlier revision abandoned and the one written since. A
+// full backup that starts no chain (a scheduled one taken while a chain
+// ran) is restored alone, at its own revision.
 // Errors match ErrNoBackup when no full backup precedes the point, and
 // ErrNoChain (a *GapError) when none is followed by segments reaching it.
 func FindPoint(ctx context.Context, sources []Source, p Point) (*PointPlan, error) {
@@ -175,7 +186,7 @@ func FindPoint(ctx context.Context, sources []Source, p Point) (*PointPlan, erro
 		for _, segs := range chains.forFull(full) {
 			w := p.walk(full, segs)
 			if w.reached {
-				return &PointPlan{Point: p, Full: full, Segments: w.segments}, nil
+				return p.checkDowntime(w)
 			}
 			if w.restorable(p) && (best == nil || w.betterThan(best, p)) {
 				best = &w
@@ -234,36 +245,15 @@ func groupChains(segments []Backup) chainSet {
 	return cs
 }
 
-// forFull returns the chains to try from full, in order: its own chain,
-// then the chains started before it, newest first (the chain running when
-// it was taken), then the others, newest first. No walk mixes chains:
-// two chains may hold the same revisions of two histories.
+// forFull returns the segments that may continue full: its own chain's
+// (those whose manifest names full as their chain), and no other. A chain
+// started from an older full may hold, past this full's revision, the same
+// revisions of another history (a cluster restored to an earlier revision
+// and followed again): replaying them on this full would restore a state
+// that never existed. Only a chain's own segments are proven to continue
+// the history its full holds.
 func (cs chainSet) forFull(full Backup) [][]Backup {
-	names := make([]string, 0, len(cs.segments))
-	for c := range cs.segments {
-		if c != full.ID {
-			names = append(names, c)
-		}
-	}
-	created := full.Manifest.Created
-	slices.SortFunc(names, func(a, b string) int {
-		ab, bb := !cs.started[a].After(created), !cs.started[b].After(created)
-		if ab != bb {
-			if ab {
-				return -1
-			}
-			return 1
-		}
-		if c := cs.started[b].Compare(cs.started[a]); c != 0 {
-			return c
-		}
-		return strings.Compare(a, b)
-	})
-	out := [][]Backup{cs.segments[full.ID]}
-	for _, c := range names {
-		out = append(out, cs.segments[c])
-	}
-	return out
+	return [][]Backup{cs.segments[full.ID]}
 }
 
 func cmpInt(a, b int64) int {
@@ -333,6 +323,33 @@ func (p Point) walk(full Backup, segments []Backup) walk {
 		w.end = segments[best].Manifest.LastRevision
 		w.ended = segments[best].Manifest.Created
 	}
+}
+
+// checkDowntime plans w, which reached the time point p, unless p falls
+// while the follower was down: after a segment was stored and before the
+// next one's watch started (backup.Manifest.WatchStarted). The revisions
+// that watch received first were written at unknown times before it
+// started, maybe before the point: a *GapError, or with p.NearestEarlier
+// the walk up to that segment.
+func (p Point) checkDowntime(w walk) (*PointPlan, error) {
+	plan := &PointPlan{Point: p, Full: w.full, Segments: w.segments}
+	if p.Revision > 0 {
+		return plan, nil
+	}
+	end, ended := w.full.Manifest.Etcd.Revision.Low, completedAt(w.full.Manifest)
+	for i, s := range w.segments {
+		m := s.Manifest
+		if ws := m.WatchStarted; ws.After(p.Time) && !ended.After(p.Time) {
+			e := &GapError{Cluster: p.Cluster, Point: p, From: end + 1, To: m.LastRevision, Nearest: end, WatchStarted: ws}
+			if !p.NearestEarlier {
+				return nil, e
+			}
+			plan.Segments, plan.Gap = w.segments[:i], e
+			return plan, nil
+		}
+		end, ended = max(end, m.LastRevision), m.Created
+	}
+	return plan, nil
 }
 
 // gap decides a point no walk reached. A time after the end of the

@@ -78,11 +78,12 @@ func (r revisionSnapshotter) Snapshot(ctx context.Context) (*backup.Snapshot, er
 	return backup.NewSnapshot(snap, info, nil), nil
 }
 
-// storeSegment stores a stand-in delta segment's data and manifest.
+// storeSegment stores a stand-in delta segment's data and manifest, of the
+// chain of the full backup taken at 02:00 on 2026-11-22.
 func storeSegment(ctx context.Context, b *blob.Bucket, created time.Time, first, last int64) {
 	m := &backup.Manifest{Format: backup.DeltaManifestFormat, Kind: backup.ManifestKindDelta, Cluster: "prod-a",
 		Name: fmt.Sprintf("delta-%d", first), Created: created, Completed: created, Compression: backup.None,
-		FirstRevision: first, LastRevision: last, Chain: "prod-a-full-20261122T020000Z",
+		FirstRevision: first, LastRevision: last, Chain: backup.BackupID("prod-a", "full", time.Date(2026, 11, 22, 2, 0, 0, 0, time.UTC), true),
 		Raw: backup.Digest{Size: 4, SHA256: strings.Repeat("0", 64)}, Stored: backup.Digest{Size: 4, SHA256: strings.Repeat("0", 64)}}
 	m.ID = backup.BackupID(m.Cluster, m.Name, created, true)
 	m.DataKey = backup.DataKey(m.ID, created, backup.None, false)

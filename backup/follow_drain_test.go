@@ -1,0 +1,62 @@
+package backup
+
+import (
+	"context"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdbackup/etcdbackup/internal/etcdtest"
+)
+
+// delayUploader stores nothing, each upload taking delay.
+type delayUploader struct{ delay time.Duration }
+
+func (u delayUploader) Upload(ctx context.Context, _ *Manifest, r io.Reader) error {
+	if _, err := io.Copy(io.Discard, r); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(u.delay):
+		return nil
+	}
+}
+
+func (delayUploader) Commit(context.Context, *Manifest) error { return nil }
+
+// TestFollowerDrainHeldAfterWatchStoresAll: the revisions a prewatch held
+// for a new chain are received, and cut into segments, after an earlier
+// watch of the follower ended. A store slower than SlowStore there must not
+// cancel that ended watch again and drop the rest of what is held: no watch
+// runs, nothing is buffered, and etcd may have compacted what is dropped.
+func TestFollowerDrainHeldAfterWatchStoresAll(t *testing.T) {
+	f := &Follower{Cluster: "prod-a", Pipeline: &Pipeline{},
+		Targets:         []Target{{Destination: "slow", Uploader: delayUploader{50 * time.Millisecond}}},
+		MaxSegmentBytes: 1, SlowStore: time.Millisecond, RetryInterval: time.Millisecond}
+	codec, err := newSegmentCodec(f.Cluster, f.Pipeline)
+	require.NoError(t, err)
+	st := &followState{f: f, codec: codec, builder: newSegmentBuilder(), leases: map[int64]bool{}, chain: "prod-a-full"}
+	st.restart(2, "prod-a-full")
+	// A watch ran before, and ended.
+	f.Client = etcdtest.Start(t).Client(t)
+	ended, cancel := context.WithCancel(t.Context())
+	cancel()
+	require.ErrorIs(t, st.watch(ended), context.Canceled)
+	for rev := int64(2); rev <= 4; rev++ {
+		st.held = append(st.held, clientv3.WatchResponse{
+			Header: &etcdserverpb.ResponseHeader{Revision: 4},
+			Events: []*clientv3.Event{{Type: mvccpb.PUT, Kv: &mvccpb.KeyValue{Key: []byte("/k"), Value: []byte("v"),
+				CreateRevision: 2, ModRevision: rev, Version: rev - 1}}},
+		})
+	}
+	require.NoError(t, st.drainHeld(t.Context()))
+	require.Equal(t, int64(5), st.next, "every held revision received")
+	require.Equal(t, int64(4), st.committed, "every held revision stored")
+}
