@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -40,7 +41,7 @@ const (
 var errSecretNamespace = errors.New("credentials secret outside the controller's namespace")
 
 // secretResolver reads a destination's keys from the Secret
-// "namespace/name" through the manager's client, in its namespace only.
+// "namespace/name" through the Secrets cache, in its namespace only.
 type secretResolver struct {
 	client    client.Reader
 	namespace string
@@ -76,7 +77,10 @@ func (s *secretResolver) ResolveSecret(ctx context.Context, _, ref string) (*cre
 // once, as Registry.Apply wants the whole set, and writes each object's
 // status from the registry.
 type destinations struct {
-	client   client.Client
+	client client.Client
+	// secrets reads the credentials Secrets of the controller's
+	// namespace, from a cache of their own.
+	secrets  cache.Cache
 	events   recorder
 	registry *destination.Registry
 	configs  *configs
@@ -102,7 +106,7 @@ func (d *destinations) setup(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("backupdestination").
 		Watches(&v1alpha1.BackupDestination{}, all).
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(d.secretChanged)).
+		WatchesRawSource(source.Kind[client.Object](d.secrets, &corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(d.secretChanged))).
 		WatchesRawSource(source.Channel(d.changed, all)).
 		Complete(d)
 }
@@ -232,7 +236,7 @@ func (d *destinations) spec(ctx context.Context, o *v1alpha1.BackupDestination) 
 		}
 		s.Credentials = destination.Credentials{Source: destination.SourceSecret, Secret: ns + "/" + ref.Name}
 		var sec corev1.Secret
-		err := d.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: ref.Name}, &sec)
+		err := d.secrets.Get(ctx, types.NamespacedName{Namespace: ns, Name: ref.Name}, &sec)
 		switch {
 		case err == nil:
 			s.Credentials.Revision = sec.ResourceVersion

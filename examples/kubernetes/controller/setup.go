@@ -119,10 +119,21 @@ func Setup(mgr manager.Manager, o Options) (*Controllers, error) {
 	}
 	pins := &retention.PinSet{}
 	loaded := newGate()
+	// The credentials Secrets have a cache of their own: an informer of
+	// the manager's cache that cannot sync (the Role of the controller's
+	// namespace missing, or slow to list) holds back every controller's
+	// start, and with it the Pending status of what waits for the
+	// destinations. This one holds back the destinations controller only.
+	secretOpts := CacheOptions(o.Namespace)
+	secretOpts.Scheme, secretOpts.Mapper = mgr.GetScheme(), mgr.GetRESTMapper()
+	secrets, err := cache.New(mgr.GetConfig(), secretOpts)
+	if err != nil {
+		return nil, fmt.Errorf("secrets cache: %w", err)
+	}
 	do := o.Destinations
-	dests := &destinations{client: c, events: rec, changed: make(chan event.GenericEvent, 1),
+	dests := &destinations{client: c, secrets: secrets, events: rec, changed: make(chan event.GenericEvent, 1),
 		resync: cmp.Or(do.PollInterval, destination.DefaultPollInterval), namespace: o.Namespace, loaded: loaded}
-	do.Secrets = &secretResolver{client: c, namespace: o.Namespace}
+	do.Secrets = &secretResolver{client: secrets, namespace: o.Namespace}
 	do.Observer = destination.ObserverFunc(dests.observe)
 	do.Logger = o.Logger
 	registry, err := destination.NewRegistry(do)
@@ -177,6 +188,7 @@ func Setup(mgr manager.Manager, o Options) (*Controllers, error) {
 		identities: o.Identities, now: now, log: o.Logger, loaded: loaded}
 	err = errors.Join(
 		indexFields(context.Background(), mgr.GetFieldIndexer(), o.Namespace),
+		mgr.Add(secrets),
 		dests.setup(mgr),
 		configs.setup(mgr),
 		clusters.setup(mgr),
