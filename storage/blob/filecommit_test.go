@@ -120,7 +120,72 @@ func TestFileDirSyncUnsupported(t *testing.T) {
 		}
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "cannot sync a directory")
-		assert.Empty(t, filesUnder(t, dir))
+		if exclusive {
+			assert.Empty(t, filesUnder(t, dir))
+			continue
+		}
+		// A plain put leaves what it renamed into place: removing it
+		// would also remove any previous version, which it replaced.
+		assert.ElementsMatch(t, []string{"c/obj", "c/obj.attrs"}, filesUnder(t, dir))
+		require.NoError(t, b.Delete(t.Context(), "c/obj"))
+	}
+}
+
+// TestFilePutOverwriteDirSyncFailKeepsKey: a plain put over an existing
+// key whose directory sync fails returns the error and leaves the key with
+// the new version, which replaced the old one; it does not delete the key.
+// An exclusive put that fails so leaves the other writer's object alone.
+func TestFilePutOverwriteDirSyncFailKeepsKey(t *testing.T) {
+	dir := t.TempDir()
+	b := openFile(t, dir, "")
+	require.NoError(t, b.Put(t.Context(), "state/lock", strings.NewReader("v1"), nil))
+	blob.OnSync(b, func(kind, _ string) error {
+		if kind == "dir" {
+			return syscall.EIO
+		}
+		return nil
+	})
+	err := b.Put(t.Context(), "state/lock", strings.NewReader("v2"), nil)
+	require.Error(t, err)
+	blob.OnSync(b, nil)
+	assert.Equal(t, "v2", getString(t, b, "state/lock"), "the key after a failed overwrite")
+	assert.ElementsMatch(t, []string{"state/lock", "state/lock.attrs"}, filesUnder(t, dir), "temporary files left")
+}
+
+// TestFileAttrsRenameNoSpace: a put whose attributes cannot be renamed
+// into place (ENOSPC) fails with storage.ErrNoSpace, leaves no temporary
+// file, and leaves the key as it was: an exclusive put removes the object
+// it linked, a plain put has not replaced the previous version.
+func TestFileAttrsRenameNoSpace(t *testing.T) {
+	for _, exclusive := range []bool{false, true} {
+		dir := t.TempDir()
+		b := openFile(t, dir, "")
+		putString(t, b, "keep", "x")
+		if !exclusive {
+			putString(t, b, "c/obj", "v1")
+		}
+		before := filesUnder(t, dir)
+		blob.OnRename(b, func(oldpath, _ string) error {
+			if strings.HasSuffix(oldpath, ".attrs") {
+				return syscall.ENOSPC
+			}
+			return nil
+		})
+		var err error
+		if exclusive {
+			err = b.PutIfAbsent(t.Context(), "c/obj", strings.NewReader("v2"), nil)
+		} else {
+			err = b.Put(t.Context(), "c/obj", strings.NewReader("v2"), nil)
+		}
+		blob.OnRename(b, nil)
+		require.ErrorIs(t, err, storage.ErrNoSpace, "exclusive=%v", exclusive)
+		assert.Equal(t, before, filesUnder(t, dir), "exclusive=%v: files left behind", exclusive)
+		if exclusive {
+			_, err = b.Stat(t.Context(), "c/obj")
+			require.ErrorIs(t, err, storage.ErrNotFound)
+		} else {
+			assert.Equal(t, "v1", getString(t, b, "c/obj"))
+		}
 	}
 }
 
@@ -171,4 +236,20 @@ func TestS3NoSpace(t *testing.T) {
 	require.ErrorIs(t, err, storage.ErrNoSpace)
 	_, err = f.bucket.Stat(t.Context(), "big")
 	require.ErrorIs(t, err, storage.ErrNotFound)
+}
+
+// TestFilePutRenamesAttrsFirst: a plain put renames the attributes into
+// place before the data, so a crash between the two never pairs the new
+// data with the previous version's attributes.
+func TestFilePutRenamesAttrsFirst(t *testing.T) {
+	dir := t.TempDir()
+	b := openFile(t, dir, "")
+	putString(t, b, "c/obj", "v1")
+	var renamed []string
+	blob.OnRename(b, func(_, newpath string) error {
+		renamed = append(renamed, filepath.Base(newpath))
+		return nil
+	})
+	require.NoError(t, b.Put(t.Context(), "c/obj", strings.NewReader("v2"), nil))
+	assert.Equal(t, []string{"obj.attrs", "obj"}, renamed)
 }
