@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -252,4 +253,40 @@ func TestFilePutRenamesAttrsFirst(t *testing.T) {
 	})
 	require.NoError(t, b.Put(t.Context(), "c/obj", strings.NewReader("v2"), nil))
 	assert.Equal(t, []string{"obj.attrs", "obj"}, renamed)
+}
+
+// TestFileKilledAfterLinkTempCollected: a writer killed after the link of
+// an exclusive put leaves "<key>.<hex>.tmp", a hidden second name of the
+// object that keeps its space after the object is deleted. The bucket
+// yields it as an unfinished upload of its key, aged by its modification
+// time, and AbortUpload removes it with its attributes, as retention does
+// with stale S3 multipart uploads.
+func TestFileKilledAfterLinkTempCollected(t *testing.T) {
+	dir := t.TempDir()
+	b := openFile(t, dir, "seed/")
+	require.NoError(t, b.PutIfAbsent(t.Context(), "c/obj", strings.NewReader("data"), nil))
+	putString(t, b, "d/other", "x")
+	final := filepath.Join(dir, "seed", "c", "obj")
+	tmp := final + ".0123456789abcdef.tmp"
+	require.NoError(t, os.Link(final, tmp)) // the state a kill at file-linked leaves
+	require.NoError(t, os.WriteFile(tmp+".attrs", []byte("{}"), 0o600))
+	old := time.Now().Add(-time.Hour).Truncate(time.Second)
+	require.NoError(t, os.Chtimes(tmp, old, old))
+	require.NoError(t, b.Delete(t.Context(), "c/obj"))
+	assert.Equal(t, []string{"d/other"}, listKeys(t, b, ""))
+
+	var ups []storage.Upload
+	for u, err := range b.IncompleteUploads(t.Context(), "c/") {
+		require.NoError(t, err)
+		ups = append(ups, u)
+	}
+	require.Len(t, ups, 1)
+	assert.Equal(t, "c/obj", ups[0].Key)
+	assert.True(t, ups[0].Initiated.Equal(old), "initiated %v, want %v", ups[0].Initiated, old)
+	for u, err := range b.IncompleteUploads(t.Context(), "d/") {
+		t.Fatalf("upload %+v (%v) under another prefix", u, err)
+	}
+	require.Error(t, b.AbortUpload(t.Context(), storage.Upload{Key: "c/obj", ID: "/../../d/other"}))
+	require.NoError(t, b.AbortUpload(t.Context(), ups[0]))
+	assert.ElementsMatch(t, []string{"seed/d/other", "seed/d/other.attrs"}, filesUnder(t, dir), "files left")
 }
