@@ -30,7 +30,8 @@
 //   - a backup's manifest is deleted before its data, so a crash in between
 //     leaves an orphan, never a manifest pointing at nothing;
 //   - orphans older than a grace period, and stale incomplete multipart
-//     uploads of this library's keys, are collected; their age is taken by
+//     uploads of this library's keys (on file:// the hidden temporary files
+//     of a killed put), are collected; their age is taken by
 //     the pruner's clock and by the store's (the newest modification time
 //     listed), so a pruner whose clock runs fast never takes an upload in
 //     flight for a stale one.

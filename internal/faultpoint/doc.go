@@ -9,8 +9,9 @@
 //	file-data-written   storage/blob: an object's bytes are written to its temporary file, not synced
 //	file-data-synced    storage/blob: the temporary file is synced, not yet renamed or linked
 //	file-attrs-synced   storage/blob: the attributes of the temporary object are synced
-//	file-linked         storage/blob: the object has its name, its attributes not yet
-//	file-attrs-renamed  storage/blob: the attributes have their name, the directories are not synced
+//	file-linked         storage/blob: the object has its name; for an exclusive put its attributes not yet
+//	file-attrs-renamed  storage/blob: the attributes have their name; for a plain put the data not yet,
+//	                    for an exclusive put the directories are not synced
 //	file-dir-synced     storage/blob: every directory up to the destination is synced
 //	upload-streaming    backup: the uploader read the first bytes of a data object
 //	data-stored         backup: the data object is stored, its manifest not written

@@ -137,7 +137,10 @@ type Bucket struct {
 	// onSync, when set, sees each file the adapter syncs before it is
 	// synced (a test's record of the commit order); an error it returns
 	// stands for the sync's.
-	onSync func(kind, path string) error
+	onSync func(kind string, f *os.File) error
+	// onRename, when set, sees each rename of the adapter's file commit
+	// before it happens; an error it returns stands for the rename's.
+	onRename func(oldpath, newpath string) error
 
 	closeOnce sync.Once
 	closeErr  error

@@ -39,10 +39,11 @@ func (b *Bucket) errorf(op, key string, err error, exclusive bool) error {
 		switch {
 		case b.kind == driverFile:
 			sentinel, err = fileError(op, err)
+		case b.noSpace(err):
+			// Before authFailure: Ceph RGW refuses a quota with 403.
+			sentinel = storage.ErrNoSpace
 		case b.authFailure(err):
 			sentinel = storage.ErrPermission
-		case b.noSpace(err):
-			sentinel = storage.ErrNoSpace
 		}
 	}
 	return storage.Errorf(op, key, sentinel, err)
@@ -86,11 +87,16 @@ func (b *Bucket) authFailure(err error) bool {
 }
 
 // noSpace reports whether err is a store's refusal for lack of space:
-// MinIO answers 507 XMinioStorageFull when its drives are full.
+// MinIO answers 507 XMinioStorageFull when its drives are full and 400
+// XMinioAdminBucketQuotaExceeded over a bucket quota, Ceph RGW 403
+// QuotaExceeded over a user or bucket quota.
 func (b *Bucket) noSpace(err error) bool {
 	var ae apiError
-	if errors.As(err, &ae) && ae.ErrorCode() == "XMinioStorageFull" {
-		return true
+	if errors.As(err, &ae) {
+		switch ae.ErrorCode() {
+		case "XMinioStorageFull", "XMinioAdminBucketQuotaExceeded", "QuotaExceeded":
+			return true
+		}
 	}
 	var he httpError
 	if errors.As(err, &he) && he.HTTPStatusCode() == 507 {

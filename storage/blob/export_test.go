@@ -1,5 +1,7 @@
 package blob
 
+import "os"
+
 // SetFirstFilePage sets the size of the first page of file listings until
 // the returned function restores it.
 func SetFirstFilePage(n int) (restore func()) {
@@ -22,4 +24,17 @@ func SetFileListTries(n int) (restore func()) {
 
 // OnSync has b call fn with each file it syncs, before the sync; an error
 // fn returns stands for the sync's.
-func OnSync(b *Bucket, fn func(kind, path string) error) { b.onSync = fn }
+func OnSync(b *Bucket, fn func(kind, path string) error) {
+	if fn == nil {
+		b.onSync = nil
+		return
+	}
+	b.onSync = func(kind string, f *os.File) error { return fn(kind, f.Name()) }
+}
+
+// OnSyncFile is OnSync with the open file the sync is about to use.
+func OnSyncFile(b *Bucket, fn func(kind string, f *os.File) error) { b.onSync = fn }
+
+// OnRename has b call fn before each rename of its file commit; an error
+// fn returns stands for the rename's.
+func OnRename(b *Bucket, fn func(oldpath, newpath string) error) { b.onRename = fn }

@@ -24,21 +24,27 @@ import (
 //  1. the data is synced before fileblob renames its temporary file
 //     (putChecked);
 //  2. the temporary ".attrs" file is synced;
-//  3. the data gets its real name: link(2) for an exclusive put, which
+//  3. for an exclusive put, the data gets its real name by link(2), which
 //     fails with EEXIST when the name is taken, atomically across
-//     processes on one file system, NFS included; rename(2) otherwise;
-//  4. only the writer whose link succeeded renames its attributes into
-//     place (a reader that looks in between sees the object without its
-//     metadata);
-//  5. the key's directory and each one above it up to the bucket's are
+//     processes on one file system, NFS included; only the writer whose
+//     link succeeded then renames its attributes into place (a reader that
+//     looks in between sees the object without its metadata). For a plain
+//     put, the attributes are renamed into place first, then the data
+//     (rename(2) both), so that new data is never paired with the old
+//     version's attributes; a crash between the two renames leaves the old
+//     data with the new attributes;
+//  4. the key's directory and each one above it up to the bucket's are
 //     synced, so that the names, and the folders fileblob created, survive
 //     a crash of the host.
 //
 // A process that dies before step 3 strands its temporary files, which
-// stay hidden. If a directory cannot be synced, putFile removes the object
-// it linked (only if the name still holds its file) and fails: on a file
-// system that cannot sync a directory (some FUSE and network file systems
-// answer EINVAL) no object can be made durable, and the error says so.
+// stay hidden. If the attributes cannot be renamed, putFile fails and, for
+// an exclusive put, removes the object it linked. If a directory cannot be
+// synced, an exclusive put removes the object it linked (only if the name
+// still holds its file) and fails; a plain put fails and leaves the object,
+// which has already replaced the key's previous version. On a file system
+// that cannot sync a directory (some FUSE and network file systems answer
+// EINVAL) no object can be made durable, and the error says so.
 func (b *Bucket) putFile(ctx context.Context, key string, r io.Reader, opts *storage.PutOptions, exclusive bool) error {
 	const op = "put"
 	if exclusive {
@@ -83,21 +89,21 @@ func (b *Bucket) putFile(ctx context.Context, key string, r io.Reader, opts *sto
 		return b.fileErrorf(op, key, err)
 	}
 	faultpoint.Hit("file-linked")
-	if err := os.Rename(tmp+attrsSuffix, final+attrsSuffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		// The object is in place and its own: report the missing metadata
-		// rather than fail a write that happened.
-		if b.opts.Logger != nil {
-			b.opts.Logger.Warn("object written without its metadata", "key", key, "error", err)
-		}
-	}
-	faultpoint.Hit("file-attrs-renamed")
 	if exclusive {
+		if err := b.rename(tmp+attrsSuffix, final+attrsSuffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			b.unlinkOwn(key, final, ours)
+			removeTemp()
+			return b.fileErrorf(op, key, fmt.Errorf("rename attributes into place: %w", err))
+		}
+		faultpoint.Hit("file-attrs-renamed")
 		if err := os.Remove(tmp); err != nil && b.opts.Logger != nil {
 			b.opts.Logger.Warn("temporary link of an exclusive put left behind", "key", tmpKey, "error", err)
 		}
 	}
 	if err := b.syncDirs(filepath.Dir(final)); err != nil {
-		b.unlinkOwn(key, final, ours)
+		if exclusive {
+			b.unlinkOwn(key, final, ours)
+		}
 		return b.fileErrorf(op, key, err)
 	}
 	faultpoint.Hit("file-dir-synced")
@@ -105,7 +111,8 @@ func (b *Bucket) putFile(ctx context.Context, key string, r io.Reader, opts *sto
 }
 
 // name gives the temporary file tmp the name final: a link that fails if
-// final exists for an exclusive put, a rename that replaces it otherwise.
+// final exists for an exclusive put; otherwise a rename of its attributes,
+// then of its data, each replacing the key's previous one.
 func (b *Bucket) name(tmp, final string, exclusive bool) error {
 	if exclusive {
 		if err := os.Link(tmp, final); err != nil {
@@ -113,10 +120,24 @@ func (b *Bucket) name(tmp, final string, exclusive bool) error {
 		}
 		return nil
 	}
-	if err := os.Rename(tmp, final); err != nil {
+	if err := b.rename(tmp+attrsSuffix, final+attrsSuffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("rename attributes into place: %w", err)
+	}
+	faultpoint.Hit("file-attrs-renamed")
+	if err := b.rename(tmp, final); err != nil {
 		return fmt.Errorf("rename into place: %w", err)
 	}
 	return nil
+}
+
+// rename is os.Rename through the test hook when one is set.
+func (b *Bucket) rename(oldpath, newpath string) error {
+	if b.onRename != nil {
+		if err := b.onRename(oldpath, newpath); err != nil {
+			return &os.LinkError{Op: "rename", Old: oldpath, New: newpath, Err: err}
+		}
+	}
+	return os.Rename(oldpath, newpath)
 }
 
 // unlinkOwn removes the object at final and its attributes after a put
@@ -175,9 +196,17 @@ func startsWithDotDot(rel string) bool {
 	return len(rel) >= 3 && rel[:2] == ".." && os.IsPathSeparator(rel[2])
 }
 
-// syncPath opens path and syncs it.
+// syncPath opens path and syncs it. A file is opened for writing, as
+// Windows requires to flush it (FlushFileBuffers); a directory is opened
+// read-only, as it can only be.
 func (b *Bucket) syncPath(path, kind string) error {
-	f, err := os.Open(path)
+	var f *os.File
+	var err error
+	if kind == "dir" {
+		f, err = os.Open(path)
+	} else {
+		f, err = os.OpenFile(path, os.O_RDWR, 0)
+	}
 	if err != nil {
 		return err
 	}
@@ -188,7 +217,7 @@ func (b *Bucket) syncPath(path, kind string) error {
 // through the test hook when one is set.
 func (b *Bucket) syncFile(f *os.File, kind string) error {
 	if b.onSync != nil {
-		if err := b.onSync(kind, f.Name()); err != nil {
+		if err := b.onSync(kind, f); err != nil {
 			return &fs.PathError{Op: "sync", Path: f.Name(), Err: err}
 		}
 	}

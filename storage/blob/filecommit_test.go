@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -120,7 +121,72 @@ func TestFileDirSyncUnsupported(t *testing.T) {
 		}
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "cannot sync a directory")
-		assert.Empty(t, filesUnder(t, dir))
+		if exclusive {
+			assert.Empty(t, filesUnder(t, dir))
+			continue
+		}
+		// A plain put leaves what it renamed into place: removing it
+		// would also remove any previous version, which it replaced.
+		assert.ElementsMatch(t, []string{"c/obj", "c/obj.attrs"}, filesUnder(t, dir))
+		require.NoError(t, b.Delete(t.Context(), "c/obj"))
+	}
+}
+
+// TestFilePutOverwriteDirSyncFailKeepsKey: a plain put over an existing
+// key whose directory sync fails returns the error and leaves the key with
+// the new version, which replaced the old one; it does not delete the key.
+// An exclusive put that fails so leaves the other writer's object alone.
+func TestFilePutOverwriteDirSyncFailKeepsKey(t *testing.T) {
+	dir := t.TempDir()
+	b := openFile(t, dir, "")
+	require.NoError(t, b.Put(t.Context(), "state/lock", strings.NewReader("v1"), nil))
+	blob.OnSync(b, func(kind, _ string) error {
+		if kind == "dir" {
+			return syscall.EIO
+		}
+		return nil
+	})
+	err := b.Put(t.Context(), "state/lock", strings.NewReader("v2"), nil)
+	require.Error(t, err)
+	blob.OnSync(b, nil)
+	assert.Equal(t, "v2", getString(t, b, "state/lock"), "the key after a failed overwrite")
+	assert.ElementsMatch(t, []string{"state/lock", "state/lock.attrs"}, filesUnder(t, dir), "temporary files left")
+}
+
+// TestFileAttrsRenameNoSpace: a put whose attributes cannot be renamed
+// into place (ENOSPC) fails with storage.ErrNoSpace, leaves no temporary
+// file, and leaves the key as it was: an exclusive put removes the object
+// it linked, a plain put has not replaced the previous version.
+func TestFileAttrsRenameNoSpace(t *testing.T) {
+	for _, exclusive := range []bool{false, true} {
+		dir := t.TempDir()
+		b := openFile(t, dir, "")
+		putString(t, b, "keep", "x")
+		if !exclusive {
+			putString(t, b, "c/obj", "v1")
+		}
+		before := filesUnder(t, dir)
+		blob.OnRename(b, func(oldpath, _ string) error {
+			if strings.HasSuffix(oldpath, ".attrs") {
+				return syscall.ENOSPC
+			}
+			return nil
+		})
+		var err error
+		if exclusive {
+			err = b.PutIfAbsent(t.Context(), "c/obj", strings.NewReader("v2"), nil)
+		} else {
+			err = b.Put(t.Context(), "c/obj", strings.NewReader("v2"), nil)
+		}
+		blob.OnRename(b, nil)
+		require.ErrorIs(t, err, storage.ErrNoSpace, "exclusive=%v", exclusive)
+		assert.Equal(t, before, filesUnder(t, dir), "exclusive=%v: files left behind", exclusive)
+		if exclusive {
+			_, err = b.Stat(t.Context(), "c/obj")
+			require.ErrorIs(t, err, storage.ErrNotFound)
+		} else {
+			assert.Equal(t, "v1", getString(t, b, "c/obj"))
+		}
 	}
 }
 
@@ -171,4 +237,56 @@ func TestS3NoSpace(t *testing.T) {
 	require.ErrorIs(t, err, storage.ErrNoSpace)
 	_, err = f.bucket.Stat(t.Context(), "big")
 	require.ErrorIs(t, err, storage.ErrNotFound)
+}
+
+// TestFilePutRenamesAttrsFirst: a plain put renames the attributes into
+// place before the data, so a crash between the two never pairs the new
+// data with the previous version's attributes.
+func TestFilePutRenamesAttrsFirst(t *testing.T) {
+	dir := t.TempDir()
+	b := openFile(t, dir, "")
+	putString(t, b, "c/obj", "v1")
+	var renamed []string
+	blob.OnRename(b, func(_, newpath string) error {
+		renamed = append(renamed, filepath.Base(newpath))
+		return nil
+	})
+	require.NoError(t, b.Put(t.Context(), "c/obj", strings.NewReader("v2"), nil))
+	assert.Equal(t, []string{"obj.attrs", "obj"}, renamed)
+}
+
+// TestFileKilledAfterLinkTempCollected: a writer killed after the link of
+// an exclusive put leaves "<key>.<hex>.tmp", a hidden second name of the
+// object that keeps its space after the object is deleted. The bucket
+// yields it as an unfinished upload of its key, aged by its modification
+// time, and AbortUpload removes it with its attributes, as retention does
+// with stale S3 multipart uploads.
+func TestFileKilledAfterLinkTempCollected(t *testing.T) {
+	dir := t.TempDir()
+	b := openFile(t, dir, "seed/")
+	require.NoError(t, b.PutIfAbsent(t.Context(), "c/obj", strings.NewReader("data"), nil))
+	putString(t, b, "d/other", "x")
+	final := filepath.Join(dir, "seed", "c", "obj")
+	tmp := final + ".0123456789abcdef.tmp"
+	require.NoError(t, os.Link(final, tmp)) // the state a kill at file-linked leaves
+	require.NoError(t, os.WriteFile(tmp+".attrs", []byte("{}"), 0o600))
+	old := time.Now().Add(-time.Hour).Truncate(time.Second)
+	require.NoError(t, os.Chtimes(tmp, old, old))
+	require.NoError(t, b.Delete(t.Context(), "c/obj"))
+	assert.Equal(t, []string{"d/other"}, listKeys(t, b, ""))
+
+	var ups []storage.Upload
+	for u, err := range b.IncompleteUploads(t.Context(), "c/") {
+		require.NoError(t, err)
+		ups = append(ups, u)
+	}
+	require.Len(t, ups, 1)
+	assert.Equal(t, "c/obj", ups[0].Key)
+	assert.True(t, ups[0].Initiated.Equal(old), "initiated %v, want %v", ups[0].Initiated, old)
+	for u, err := range b.IncompleteUploads(t.Context(), "d/") {
+		t.Fatalf("upload %+v (%v) under another prefix", u, err)
+	}
+	require.Error(t, b.AbortUpload(t.Context(), storage.Upload{Key: "c/obj", ID: "/../../d/other"}))
+	require.NoError(t, b.AbortUpload(t.Context(), ups[0]))
+	assert.ElementsMatch(t, []string{"seed/d/other", "seed/d/other.attrs"}, filesUnder(t, dir), "files left")
 }

@@ -197,12 +197,16 @@ func (b *Bucket) s3Key(ctx context.Context, key string) (s3Target, error) {
 	return t, nil
 }
 
-// IncompleteUploads implements storage.UploadCleaner for s3blob buckets; on
-// other drivers it yields an error matching storage.ErrUnsupported. It lists
+// IncompleteUploads implements storage.UploadCleaner for s3blob buckets and,
+// for the temporary files a killed put leaves, for fileblob buckets opened
+// from a URL (see fileIncompleteUploads); on other drivers it yields an error matching storage.ErrUnsupported. It lists
 // the uploads of the whole bucket and keeps those under prefix, since some
 // S3-compatible stores only match an empty prefix or an exact key.
 func (b *Bucket) IncompleteUploads(ctx context.Context, prefix string) iter.Seq2[storage.Upload, error] {
 	const op = "list uploads"
+	if b.kind == driverFile && b.fileDir != "" {
+		return b.fileIncompleteUploads(ctx, prefix)
+	}
 	return func(yield func(storage.Upload, error) bool) {
 		if b.s3 == nil {
 			yield(storage.Upload{}, storage.Errorf(op, prefix, storage.ErrUnsupported, nil))
@@ -245,14 +249,17 @@ func (b *Bucket) IncompleteUploads(ctx context.Context, prefix string) iter.Seq2
 	}
 }
 
-// AbortUpload implements storage.UploadCleaner for s3blob buckets; on other
-// drivers it returns an error matching storage.ErrUnsupported. An upload
+// AbortUpload implements storage.UploadCleaner for s3blob buckets and
+// fileblob buckets opened from a URL; on other drivers it returns an error matching storage.ErrUnsupported. An upload
 // that is already gone yields storage.ErrNotFound on AWS; MinIO accepts the
 // abort.
 func (b *Bucket) AbortUpload(ctx context.Context, u storage.Upload) error {
 	const op = "abort upload"
 	if err := b.checkKey(op, u.Key); err != nil {
 		return err
+	}
+	if b.kind == driverFile && b.fileDir != "" {
+		return b.fileAbortUpload(u)
 	}
 	if b.s3 == nil {
 		return storage.Errorf(op, u.Key, storage.ErrUnsupported, nil)

@@ -39,6 +39,10 @@ func sentinelOf(err error) error {
 	if isLockRefusal(resp) {
 		return storage.ErrLocked
 	}
+	if isNoSpace(resp.Code) {
+		// Before the status: Ceph RGW refuses a quota with 403.
+		return storage.ErrNoSpace
+	}
 	switch resp.Code {
 	case "NoSuchKey", "NoSuchVersion", "NotFound":
 		return storage.ErrNotFound
@@ -52,8 +56,6 @@ func sentinelOf(err error) error {
 		return storage.ErrExist
 	case "NotImplemented", "XMinioNotImplemented":
 		return storage.ErrUnsupported
-	case "XMinioStorageFull":
-		return storage.ErrNoSpace
 	}
 	if isLockMissing(resp) {
 		return storage.ErrUnsupported
@@ -71,6 +73,18 @@ func sentinelOf(err error) error {
 		return storage.ErrNoSpace
 	}
 	return nil
+}
+
+// isNoSpace reports whether an S3 error code is a refusal for lack of
+// space: MinIO's full drives (507 XMinioStorageFull) and bucket quota (400
+// XMinioAdminBucketQuotaExceeded), Ceph RGW's user or bucket quota (403
+// QuotaExceeded).
+func isNoSpace(code string) bool {
+	switch code {
+	case "XMinioStorageFull", "XMinioAdminBucketQuotaExceeded", "QuotaExceeded":
+		return true
+	}
+	return false
 }
 
 // isLockRefusal reports an object-lock refusal. MinIO answers 400
