@@ -309,7 +309,13 @@ func (o PlanOptions) misdated(e backup.Entry, now time.Time) string {
 	if created.After(mod.Add(o.ClockSkew)) {
 		return ReasonAfterStore
 	}
-	if mod.After(completed(e).Add(o.OrphanGrace + o.ClockSkew)) {
+	// Backdated: the store wrote the manifest long after the date in it,
+	// while the pruner's clock agrees with the store's. When the pruner's
+	// clock is as far behind the store's as the writer's (one host's
+	// clock, or a store that restamps), the two agree with each other and
+	// the dates are compared with the pruner's now as they are.
+	slack := o.OrphanGrace + o.ClockSkew
+	if mod.After(completed(e).Add(slack)) && !mod.After(now.Add(slack)) {
 		return ReasonBeforeStore
 	}
 	return ""
