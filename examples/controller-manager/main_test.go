@@ -206,7 +206,7 @@ backupConfigs:
 	require.Equal(t, destination.Credentials{Source: destination.SourceSecret, Secret: "kube-system/main", Revision: "42"}, desired.Destinations[0].Credentials)
 	require.Equal(t, "/etc/minio-ca.pem", desired.Destinations[0].CACertFile)
 
-	reg, err := destination.NewRegistry(destination.Options{Secrets: mountedSecrets(t.TempDir())})
+	reg, err := destination.NewRegistry(destination.Options{Secrets: mountedSecrets(t.TempDir()), CredentialSources: destination.AnySource()})
 	require.NoError(t, err)
 	defer reg.Close()
 	_, err = reg.Apply(t.Context(), desired)
