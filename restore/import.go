@@ -37,7 +37,8 @@ type LeasePolicy string
 const (
 	// SkipLeased (the zero value) imports no key that had a lease; they
 	// are counted as ImportResult.Leased, and DeleteMissing leaves the
-	// target's keys of the same name alone.
+	// target's keys of the same name alone, and so every key of the
+	// target that has a lease (ImportResult.KeptLeased).
 	SkipLeased LeasePolicy = "skip"
 	// WithoutLease imports them as keys without a lease, which never
 	// expire.
@@ -125,6 +126,11 @@ type ImportResult struct {
 	// says what was done with them.
 	Leased int64
 	Leases LeasePolicy
+	// KeptLeased counts the keys of the target with a lease that the
+	// object does not hold, which delete-missing left alone under
+	// SkipLeased: a lease marks a key that a live client keeps (an
+	// apiserver's master lease, a held election or lock).
+	KeptLeased int64 `json:",omitempty"`
 	// Complete reports whether the object proved it holds every key it was
 	// written with: its end line matched, or its manifest was checked
 	// (Importer.ManifestChecked). A version 1 object read from a stream
@@ -322,6 +328,9 @@ func (a *applier) add(x, y *backup.KeyValue) error {
 	var err error
 	switch {
 	case x == nil && !a.deleting:
+		return nil
+	case x == nil && y.Lease != 0 && a.res.Leases == SkipLeased:
+		a.res.KeptLeased++
 		return nil
 	case x == nil:
 		err = a.queue(&a.res.Deleted, KeyChange{Op: "removed", Key: y.Key, Old: y},

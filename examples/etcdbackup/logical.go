@@ -280,6 +280,9 @@ func printImport(w io.Writer, r *restore.ImportResult) {
 		fmt.Fprintf(w, "  %d keys had a lease in the source: %s\n", r.Leased, map[restore.LeasePolicy]string{
 			restore.SkipLeased: "skipped (--leases=skip)", restore.WithoutLease: "imported without a lease (--leases=without-lease)"}[r.Leases])
 	}
+	if r.KeptLeased > 0 {
+		fmt.Fprintf(w, "  %d keys of the target with a lease and not in the backup were left alone (--leases=skip)\n", r.KeptLeased)
+	}
 	if !r.Complete {
 		fmt.Fprintf(w, "  the backup cannot prove it is complete (a version 1 object without its manifest): keys after a cut would be missing\n")
 	}
