@@ -33,7 +33,8 @@ const (
 // checkDatabase reads the bbolt database at path and checks what etcd's
 // storage would panic or exit on: every bucket's pages, the keys and
 // values of the "key" bucket (revisions in ascending order, KeyValues),
-// the revisions and indexes of "meta", and the leases of "lease". A file
+// the revisions and indexes of "meta", the leases of "lease", and the free
+// list, which etcd's backend allocates from when it commits. A file
 // that fails fails with ErrIntegrity. Faults of the memory-mapped file are
 // turned into errors too.
 func checkDatabase(ctx context.Context, path string) (err error) {
@@ -43,12 +44,14 @@ func checkDatabase(ctx context.Context, path string) (err error) {
 			err = fmt.Errorf("%w: database %s cannot be read: %v", ErrIntegrity, path, p)
 		}
 	}()
-	db, err := bolt.Open(path, 0o400, &bolt.Options{ReadOnly: true, Timeout: 10 * time.Second})
+	db, err := bolt.Open(path, 0o400, &bolt.Options{ReadOnly: true, PreLoadFreelist: true, Timeout: 10 * time.Second})
 	if err != nil {
 		return fmt.Errorf("%w: %s is not an etcd database: %w", ErrIntegrity, path, err)
 	}
 	defer db.Close()
+	var txid uint64
 	err = db.View(func(tx *bolt.Tx) error {
+		txid = uint64(tx.ID())
 		if err := walkBuckets(ctx, tx); err != nil {
 			return err
 		}
@@ -60,6 +63,9 @@ func checkDatabase(ctx context.Context, path string) (err error) {
 		}
 		return checkLeaseBucket(tx.Bucket([]byte("lease")))
 	})
+	if err == nil {
+		err = checkFreelist(ctx, path, txid)
+	}
 	if err != nil && !errors.Is(err, ctx.Err()) {
 		return fmt.Errorf("%w: database %s: %w", ErrIntegrity, path, err)
 	}

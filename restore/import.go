@@ -11,6 +11,8 @@ import (
 	"os"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/etcdbackup/etcdbackup/backup"
 )
@@ -37,7 +39,8 @@ type LeasePolicy string
 const (
 	// SkipLeased (the zero value) imports no key that had a lease; they
 	// are counted as ImportResult.Leased, and DeleteMissing leaves the
-	// target's keys of the same name alone.
+	// target's keys of the same name alone, and so every key of the
+	// target that has a lease (ImportResult.KeptLeased).
 	SkipLeased LeasePolicy = "skip"
 	// WithoutLease imports them as keys without a lease, which never
 	// expire.
@@ -125,6 +128,11 @@ type ImportResult struct {
 	// says what was done with them.
 	Leased int64
 	Leases LeasePolicy
+	// KeptLeased counts the keys of the target with a lease that the
+	// object does not hold, which delete-missing left alone under
+	// SkipLeased: a lease marks a key that a live client keeps (an
+	// apiserver's master lease, a held election or lock).
+	KeptLeased int64 `json:",omitempty"`
 	// Complete reports whether the object proved it holds every key it was
 	// written with: its end line matched, or its manifest was checked
 	// (Importer.ManifestChecked). A version 1 object read from a stream
@@ -134,9 +142,15 @@ type ImportResult struct {
 	Changes []KeyChange
 	// NotWritten is, after an import that failed part-way, the first key
 	// whose change was not committed: every change before it in key order
-	// was (the counts above), none from it on. Nil when the import ended,
-	// or failed before its first write.
+	// was (the counts above), none from it on (but see MayBeWritten). It
+	// is set on every error after the first write: a failed write, a
+	// failed read of the target, a canceled context. Nil when the import
+	// ended, or failed before its first write.
 	NotWritten []byte `json:",omitempty"`
+	// MayBeWritten reports that the write of the batch from NotWritten on
+	// failed in a way that does not say whether etcd committed it (a
+	// deadline, a lost connection): those keys may or may not be written.
+	MayBeWritten bool `json:",omitempty"`
 }
 
 // Written returns how many keys the import created, overwrote or deleted.
@@ -202,6 +216,7 @@ func (im *Importer) ImportFile(ctx context.Context, path string) (*ImportResult,
 	}
 	a := &applier{ctx: ctx, im: im, res: res, deleting: im.DeleteMissing}
 	if err := mergeKeys(ctx, src, NewEtcdKeys(im.Client, targets), a.add); err != nil {
+		a.stopped()
 		return res, err
 	}
 	if err := a.flush(ctx); err != nil {
@@ -297,6 +312,8 @@ type applier struct {
 	conds    []clientv3.Cmp
 	pending  []pendingChange
 	bytes    int // of the keys and values queued
+	// lastWritten is the last key of the last batch committed.
+	lastWritten []byte
 }
 
 // maxBatchBytes bounds the keys and values of one transaction, below
@@ -322,6 +339,9 @@ func (a *applier) add(x, y *backup.KeyValue) error {
 	var err error
 	switch {
 	case x == nil && !a.deleting:
+		return nil
+	case x == nil && y.Lease != 0 && a.res.Leases == SkipLeased:
+		a.res.KeptLeased++
 		return nil
 	case x == nil:
 		err = a.queue(&a.res.Deleted, KeyChange{Op: "removed", Key: y.Key, Old: y},
@@ -379,6 +399,34 @@ func (a *applier) queue(count *int64, c KeyChange, cond clientv3.Cmp, op clientv
 	return nil
 }
 
+// stopped records, when the import stops on an error other than a failed
+// write after it committed a batch, where it stopped: the first key queued
+// and not written, or the first key after the last one written.
+func (a *applier) stopped() {
+	if a.res.NotWritten != nil || a.lastWritten == nil {
+		return
+	}
+	if len(a.pending) > 0 {
+		a.res.NotWritten = a.pending[0].change.Key
+		return
+	}
+	a.res.NotWritten = append(append([]byte{}, a.lastWritten...), 0)
+}
+
+// ambiguous reports whether a failed write may have been committed all
+// the same: its deadline passed, it was canceled or the connection was
+// lost after it was sent.
+func ambiguous(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return true
+	}
+	switch status.Code(err) {
+	case codes.DeadlineExceeded, codes.Canceled, codes.Unavailable, codes.Unknown:
+		return true
+	}
+	return false
+}
+
 // flush commits the queued writes in one transaction, conditional on what
 // was read. A failed condition means someone changed a key meanwhile: the
 // import stops with ErrConflict rather than guess.
@@ -388,6 +436,10 @@ func (a *applier) flush(ctx context.Context) error {
 	}
 	if !a.im.DryRun {
 		resp, err := a.im.Client.Txn(ctx).If(a.conds...).Then(a.ops...).Commit()
+		if err != nil && ambiguous(err) {
+			a.res.NotWritten, a.res.MayBeWritten = a.pending[0].change.Key, true
+			return fmt.Errorf("write keys from %q on: the %d keys of this batch may or may not be written, the %d keys written before them stay: %w", a.pending[0].change.Key, len(a.pending), a.res.Written(), err)
+		}
 		if err != nil {
 			a.res.NotWritten = a.pending[0].change.Key
 			return fmt.Errorf("write keys from %q on (%d keys written before them stay): %w", a.pending[0].change.Key, a.res.Written(), err)
@@ -406,6 +458,9 @@ func (a *applier) flush(ctx context.Context) error {
 		if len(a.res.Changes) < limit {
 			a.res.Changes = append(a.res.Changes, p.change)
 		}
+	}
+	if !a.im.DryRun {
+		a.lastWritten = append(a.lastWritten[:0], a.pending[len(a.pending)-1].change.Key...)
 	}
 	a.ops, a.conds, a.pending, a.bytes = a.ops[:0], a.conds[:0], a.pending[:0], 0
 	return nil

@@ -48,3 +48,27 @@ func TestImportLeases(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, resp.Kvs[0].Lease)
 }
+
+// TestImportDeleteMissingKeepsTheTargetsLeasedKeys: with delete-missing
+// and the default lease policy, a key of the target that has a lease (a
+// live apiserver's master lease, a held election key) and is not in the
+// object stays, and is counted.
+func TestImportDeleteMissingKeepsTheTargetsLeasedKeys(t *testing.T) {
+	ctx := t.Context()
+	src := etcdtest.Start(t, etcdtest.WithName("kept-source")).Client(t)
+	putAll(t, src, "/registry/masterleases/plain", "p")
+	obj := exportKeys(t, src, "/registry/masterleases/")
+
+	dst := etcdtest.Start(t, etcdtest.WithName("kept-target")).Client(t)
+	l, err := dst.Grant(ctx, 600)
+	require.NoError(t, err)
+	_, err = dst.Put(ctx, "/registry/masterleases/10.0.0.2", "ip", clientv3.WithLease(l.ID))
+	require.NoError(t, err)
+	putAll(t, dst, "/registry/masterleases/stale", "s")
+
+	res, err := (&restore.Importer{Client: dst, Mode: restore.Overwrite, DeleteMissing: true}).Import(ctx, bytes.NewReader(obj))
+	require.NoError(t, err)
+	require.EqualValues(t, 1, res.Deleted)
+	require.EqualValues(t, 1, res.KeptLeased)
+	require.Equal(t, []string{"/registry/masterleases/10.0.0.2", "/registry/masterleases/plain"}, keyNames(t, dst))
+}

@@ -71,7 +71,11 @@ func (r *Restorer) SnapshotKeys(ctx context.Context, b Backup, prefixes []string
 
 // openStore opens the mvcc store of the database at path, which
 // checkDatabase accepted. etcd's storage panics (zap's Panic) on what it
-// cannot read: that becomes an error matching ErrIntegrity.
+// cannot read: that becomes an error matching ErrIntegrity. After such a
+// panic nothing of the store is closed: a panic inside a transaction
+// leaves the backend's lock held and its Close would wait forever. What
+// leaks is the file's mapping and a few goroutines; the caller removes the
+// (temporary) file.
 func openStore(path string) (_ mvcc.KV, closeStore func(), err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	var closers []func()
@@ -82,7 +86,7 @@ func openStore(path string) (_ mvcc.KV, closeStore func(), err error) {
 	}
 	defer func() {
 		if p := recover(); p != nil {
-			closeStore()
+			closeStore = nil
 			err = fmt.Errorf("%w: open database %s: %v", ErrIntegrity, path, p)
 		}
 	}()

@@ -274,11 +274,18 @@ func printImport(w io.Writer, r *restore.ImportResult) {
 	fmt.Fprintf(w, "%s %d keys read at revision %d: %d created, %d overwritten, %d unchanged, %d left as they were (create-only), %d deleted\n",
 		verb, r.Keys, r.Revision, r.Created, r.Overwritten, r.Unchanged, r.Conflicts, r.Deleted)
 	if r.NotWritten != nil {
-		fmt.Fprintf(w, "  %d keys were written; from %q on, nothing was\n", r.Written(), r.NotWritten)
+		if r.MayBeWritten {
+			fmt.Fprintf(w, "  %d keys were written; the batch from %q on may or may not be written, nothing after it was\n", r.Written(), r.NotWritten)
+		} else {
+			fmt.Fprintf(w, "  %d keys were written; from %q on, nothing was\n", r.Written(), r.NotWritten)
+		}
 	}
 	if r.Leased > 0 {
 		fmt.Fprintf(w, "  %d keys had a lease in the source: %s\n", r.Leased, map[restore.LeasePolicy]string{
 			restore.SkipLeased: "skipped (--leases=skip)", restore.WithoutLease: "imported without a lease (--leases=without-lease)"}[r.Leases])
+	}
+	if r.KeptLeased > 0 {
+		fmt.Fprintf(w, "  %d keys of the target with a lease and not in the backup were left alone (--leases=skip)\n", r.KeptLeased)
 	}
 	if !r.Complete {
 		fmt.Fprintf(w, "  the backup cannot prove it is complete (a version 1 object without its manifest): keys after a cut would be missing\n")
