@@ -47,12 +47,6 @@ func (l *requestLog) contains(s string) bool {
 	return false
 }
 
-func (l *requestLog) count() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.auths)
-}
-
 func namespace(name string) *corev1.Namespace {
 	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 }
