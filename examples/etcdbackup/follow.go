@@ -69,9 +69,32 @@ func runFollow(ctx context.Context, s *streams, args []string) error {
 	if !quiet {
 		f.Observer = &followProgress{w: s.stderr}
 	}
+	warnOtherFollower(ctx, s.stderr, d, dest.cluster, flush)
 	// Run returns nil once ctx ends (SIGINT, SIGTERM) and the segment it
 	// held is stored.
 	return f.Run(ctx)
+}
+
+// warnOtherFollower warns when a delta segment of the cluster was stored
+// on the destination within the last few flush intervals: another follow
+// of the same cluster is probably running, and two followers write
+// overlapping segments (restore copes, the store pays twice). Nothing
+// stops it: the destination has no lock to take.
+func warnOtherFollower(ctx context.Context, w io.Writer, c backup.Catalog, cluster string, flush time.Duration) {
+	entries, err := backup.ListBackups(ctx, c, cluster)
+	if err != nil {
+		return
+	}
+	var newest time.Time
+	for _, e := range entries {
+		if e.Kind == backup.KindDelta && e.Created.After(newest) {
+			newest = e.Created
+		}
+	}
+	if age := time.Since(newest); !newest.IsZero() && age < 3*flush+5*time.Second {
+		fmt.Fprintf(w, "warning: a delta segment of %s was stored %s ago: another follow of this cluster may be running, and two write overlapping segments\n",
+			cluster, age.Round(time.Second))
+	}
 }
 
 // followProgress prints a follower's events to stderr: chains and

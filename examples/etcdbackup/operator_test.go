@@ -3,7 +3,9 @@ package main
 import (
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -64,4 +66,26 @@ func TestPreChecksFirst(t *testing.T) {
 	tr.ok("save", endpoints, dest, "--cluster=c", "--quiet")
 	r = tr.fails(exitUsage, "restore", dest, "--cluster=c", "--data-dir="+filepath.Join(dir, "no", "such", "member"))
 	require.Contains(t, r.stderr, "parent")
+}
+
+// TestSecondFollowIsWarned: a follow started while another follow of the
+// same cluster stores segments on the destination warns that two write
+// overlapping segments; the first, started alone, does not.
+func TestSecondFollowIsWarned(t *testing.T) {
+	tr := &transcript{t: t}
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	dest := "--destination=file://" + t.TempDir()
+	endpoints := "--endpoints=" + strings.Join(etcd.Endpoints(), ",")
+	first := startFollow(t, endpoints, dest, "--cluster=prod", "--flush-interval=100ms")
+	require.Eventually(t, func() bool { return strings.Contains(first.output(), "chain of prod started") }, 30*time.Second, 20*time.Millisecond)
+	end := writeSome(t, cli, "/a", 5)
+	waitSegments(t, tr, end, dest, "--cluster=prod")
+	require.NotContains(t, first.output(), "another follow")
+
+	second := startFollow(t, endpoints, dest, "--cluster=prod", "--flush-interval=100ms")
+	require.Eventually(t, func() bool { return strings.Contains(second.output(), "another follow of this cluster may be running") },
+		30*time.Second, 20*time.Millisecond, "%s", second.output())
+	require.NoError(t, second.stop(t, syscall.SIGTERM))
+	require.NoError(t, first.stop(t, syscall.SIGTERM))
 }
