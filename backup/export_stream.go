@@ -166,7 +166,9 @@ func (p *chunkParser) message(end int, field func(num protowire.Number, end int)
 		} else {
 			var n uint64
 			if n, err = p.varint(); err == nil {
-				if n > uint64(end-p.pos) {
+				// The tag and length may have been read past end: a
+				// negative remainder must not wrap to a huge one.
+				if p.pos > end || n > uint64(end-p.pos) {
 					return fmt.Errorf("%w: field %d of %d bytes overruns its message", ErrRangeChunk, num, n)
 				}
 				err = field(num, p.pos+int(n))
@@ -265,7 +267,7 @@ func (p *chunkParser) varint() (uint64, error) {
 // next returns the next n bytes: in place when they lie in one buffer,
 // else a copy in scratch, valid until the next call.
 func (p *chunkParser) next(n int) ([]byte, error) {
-	if n > p.size-p.pos {
+	if n < 0 || n > p.size-p.pos {
 		return nil, fmt.Errorf("%w: truncated", ErrRangeChunk)
 	}
 	if b := p.current(); len(b) >= n {
@@ -285,7 +287,7 @@ func (p *chunkParser) next(n int) ([]byte, error) {
 }
 
 func (p *chunkParser) skip(n int) error {
-	if n > p.size-p.pos {
+	if n < 0 || n > p.size-p.pos {
 		return fmt.Errorf("%w: truncated", ErrRangeChunk)
 	}
 	for n > 0 {
