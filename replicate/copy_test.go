@@ -292,3 +292,56 @@ func TestVerifyingReaderFailsTheLastRead(t *testing.T) {
 		})
 	}
 }
+
+// TestCopyCancelledAndRerun cancels copies at several points and reruns
+// them: the target ends with exactly the source's backups, each listed
+// once, and while stopped never lists a chain with a hole.
+func TestCopyCancelledAndRerun(t *testing.T) {
+	src, dst := memBucket(), memBucket()
+	f := full(t, src, 0, 10)
+	for r := int64(11); r <= 40; r += 2 {
+		segment(t, src, f, r, r+1)
+	}
+	full(t, src, 1, 50)
+	for _, after := range []int{1, 2, 3, 4} {
+		ctx, cancel := context.WithCancel(context.Background())
+		c := copier(src, dst)
+		done := 0
+		c.Observer = ObserverFunc(func(e Event) {
+			if e.Kind == Done && e.Item.Outcome == Copied {
+				if done++; done == after {
+					cancel()
+				}
+			}
+		})
+		if _, err := c.Copy(ctx, "prod", Selection{All: true}); !errors.Is(err, context.Canceled) {
+			t.Fatalf("copy cancelled after %d: %v", after, err)
+		}
+		cancel()
+		last := int64(10)
+		for _, e := range listed(t, dst) {
+			if e.Kind == backup.KindDelta {
+				if e.Manifest.FirstRevision != last+1 {
+					t.Fatalf("after a cancel: a hole before %d", e.Manifest.FirstRevision)
+				}
+				last = e.Manifest.LastRevision
+			}
+		}
+	}
+	rep, err := copier(src, dst).Copy(context.Background(), "prod", Selection{All: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Count(Copied) == 0 || rep.Count(Failed) != 0 {
+		t.Fatalf("rerun: %q", outcomes(rep))
+	}
+	want, got := listed(t, src), listed(t, dst)
+	if len(got) != len(want) {
+		t.Fatalf("target lists %d entries, source %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i].Kind != want[i].Kind || got[i].ID != want[i].ID {
+			t.Fatalf("entry %d: %s %s, want %s %s", i, got[i].Kind, got[i].ID, want[i].Kind, want[i].ID)
+		}
+	}
+}
