@@ -216,7 +216,7 @@ func (r *copyRun) group(g group) {
 		}
 		if stop != nil {
 			whole = false
-			r.record(Item{ID: s.ID, Kind: s.Kind, Outcome: NotCopied, Bytes: s.Size, Err: stop})
+			r.record(Item{ID: s.ID, Kind: s.Kind, Outcome: NotCopied, Bytes: s.Size, Created: s.Created, Err: stop})
 			continue
 		}
 		it := r.record(r.backup(s))
@@ -242,7 +242,7 @@ func present(o Outcome) bool { return o == Copied || o == Resumed || o == Skippe
 
 // backup copies one backup, unless the target holds it.
 func (r *copyRun) backup(e *backup.Entry) Item {
-	it := Item{ID: e.ID, Kind: e.Kind, Bytes: e.Size}
+	it := Item{ID: e.ID, Kind: e.Kind, Bytes: e.Size, Created: e.Created}
 	want := *e.Manifest
 	want.Destination = r.c.Target.Name
 	out, err := r.copyOnce(&want, true)

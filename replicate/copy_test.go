@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"gocloud.dev/blob/memblob"
 
 	"github.com/etcdbackup/etcdbackup/backup"
@@ -343,5 +344,29 @@ func TestCopyCancelledAndRerun(t *testing.T) {
 		if got[i].Kind != want[i].Kind || got[i].ID != want[i].ID {
 			t.Fatalf("entry %d: %s %s, want %s %s", i, got[i].Kind, got[i].ID, want[i].Kind, want[i].ID)
 		}
+	}
+}
+
+func TestMetricsLagOfAFailedCopy(t *testing.T) {
+	src, dst := memBucket(), memBucket()
+	full(t, src, 0, 10)
+	bad := full(t, src, 1, 20)
+	c := copier(flipping{src, "prod/" + bad.DataKey}, dst)
+	rep, err := c.Copy(context.Background(), "prod", Selection{All: true})
+	if err == nil {
+		t.Fatal("a flipped byte was copied")
+	}
+	m := NewMetrics()
+	now := bad.Created.Add(time.Hour)
+	m.Record(rep, now)
+	labels := []string{"prod", "src", "dst"}
+	if got := testutil.ToFloat64(m.lag.WithLabelValues(labels...)); got != 3600 {
+		t.Fatalf("lag %v, want 3600", got)
+	}
+	if got := testutil.ToFloat64(m.behind.WithLabelValues(labels...)); got != 1 {
+		t.Fatalf("behind %v", got)
+	}
+	if got := testutil.ToFloat64(m.fail.WithLabelValues(labels...)); got != 1 {
+		t.Fatalf("failures %v", got)
 	}
 }

@@ -35,6 +35,8 @@ type Item struct {
 	Outcome Outcome
 	// Bytes is the stored size of its data object.
 	Bytes int64
+	// Created is when the backup was taken (its manifest's).
+	Created time.Time
 	// Err says why it Failed or was NotCopied.
 	Err error
 }
