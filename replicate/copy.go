@@ -129,6 +129,9 @@ func (c *Copier) validate(cluster string, sel Selection) error {
 	case c.Target.Bucket == nil:
 		return errors.New("copy has no target bucket")
 	}
+	if ro, ok := c.Target.Bucket.(interface{ ReadOnly() bool }); ok && ro.ReadOnly() {
+		return fmt.Errorf("target %s: %w", c.Target.Name, storage.ErrReadOnly)
+	}
 	return backup.ValidateName("destination", c.Target.Name)
 }
 

@@ -370,3 +370,16 @@ func TestMetricsLagOfAFailedCopy(t *testing.T) {
 		t.Fatalf("failures %v", got)
 	}
 }
+
+type readOnly struct{ storage.Bucket }
+
+func (readOnly) ReadOnly() bool { return true }
+
+func TestCopyRefusesReadOnlyTarget(t *testing.T) {
+	src, dst := memBucket(), memBucket()
+	full(t, src, 0, 10)
+	rep, err := copier(src, readOnly{dst}).Copy(context.Background(), "prod", Selection{All: true})
+	if !errors.Is(err, storage.ErrReadOnly) || rep != nil {
+		t.Fatalf("copy to a read-only target: %v", err)
+	}
+}
