@@ -7,7 +7,6 @@ import (
 	"io"
 	"time"
 
-	"github.com/etcdbackup/etcdbackup/destination"
 	"github.com/etcdbackup/etcdbackup/replicate"
 	"github.com/etcdbackup/etcdbackup/storage"
 )
@@ -52,6 +51,7 @@ type copyFlags struct {
 	all, recheck     bool
 	since            string
 	fromName, toName string
+	memory           byteSize
 }
 
 func runCopy(ctx context.Context, s *streams, args []string) error {
@@ -67,6 +67,8 @@ func runCopy(ctx context.Context, s *streams, args []string) error {
 	fs.Var(&f.chains, "chain", "`ID` of a full backup to copy with every delta segment of its chain (repeatable)")
 	fs.BoolVar(&f.all, "all", false, "copy every backup of the cluster")
 	fs.StringVar(&f.since, "since", "", "copy the backups created at or after `TIME` (RFC 3339), or within a duration (24h)")
+	f.memory = defaultMemory
+	fs.Var(&f.memory, "memory", "`bytes` of which half are the target's upload buffers, as save's --memory (the copy has no compressor); it also sets the Go runtime's memory limit to half plus 16 MiB unless GOMEMLIMIT is set; 0 for the library's defaults")
 	fs.BoolVar(&f.recheck, "recheck", false, "read back every backup the target holds already and check its sha256 before skipping it")
 	if err := fs.parse(s, args); err != nil {
 		return err
@@ -91,7 +93,8 @@ func runCopy(ctx context.Context, s *streams, args []string) error {
 	if f.from.destination == f.to.destination {
 		return usagef("--from and --to are the same destination")
 	}
-	opts := destination.Options{Logger: fs.logger(s)}
+	s.memoryBudget(int64(f.memory))
+	opts := (&encodingFlags{memory: f.memory}).registry(fs.logger(s))
 	fromReg, from, err := openDestination(ctx, &f.from, opts)
 	if err != nil {
 		return fmt.Errorf("--from: %w", err)
