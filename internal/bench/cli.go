@@ -46,6 +46,14 @@ func runCLIExport(ctx context.Context, env modeEnv) (modeResult, error) {
 	return runCLIBackup(ctx, env, "export", "--endpoints="+env.Etcd, "--destination="+cliDestination(env), "--cluster=bench", "--name="+env.Name, "--quiet")
 }
 
+// runCLIIdle is `etcdbackup version`: the CLI's floor. Its wall time is
+// not reported, as the idle row's is not.
+func runCLIIdle(ctx context.Context, env modeEnv) (modeResult, error) {
+	res, _, err := runCLI(ctx, env, "version")
+	res.Wall = 0
+	return res, err
+}
+
 // runCLIBackup runs a CLI command that stores a backup and prints its ID
 // as its last line, and reads the backup's manifest for its sizes.
 func runCLIBackup(ctx context.Context, env modeEnv, args ...string) (modeResult, error) {

@@ -205,20 +205,7 @@ func runBench(args []string) error {
 	}
 	defer os.RemoveAll(b.run)
 
-	b.res = &results{
-		Machine: machine{
-			CPUs:        runtime.NumCPU(),
-			CPUModel:    cpuModel(),
-			MemoryBytes: memTotal(),
-			GoVersion:   runtime.Version(),
-			OS:          runtime.GOOS + "/" + runtime.GOARCH,
-			EtcdVersion: version.Version,
-			MinIO:       minioVersion(minioBinary()),
-			Library:     backup.LibraryVersion(),
-		},
-		Started: time.Now().UTC(),
-		Command: "make bench",
-	}
+	b.res = newResults()
 	if flags := benchFlags(args); len(flags) > 0 {
 		b.res.Command = "make bench BENCH_FLAGS='" + strings.Join(flags, " ") + "'"
 	}
@@ -404,6 +391,44 @@ func roundOrder(g []mode, run int) []mode {
 		}
 	}
 	return append(out, rotate(refs)...)
+}
+
+// newResults returns empty results of a run starting now on this machine.
+func newResults() *results {
+	return &results{
+		Machine: machine{
+			CPUs:        runtime.NumCPU(),
+			CPUModel:    cpuModel(),
+			MemoryBytes: memTotal(),
+			GoVersion:   runtime.Version(),
+			OS:          runtime.GOOS + "/" + runtime.GOARCH,
+			EtcdVersion: version.Version,
+			MinIO:       minioVersion(minioBinary()),
+			Library:     backup.LibraryVersion(),
+		},
+		Started: time.Now().UTC(),
+		Command: "make bench",
+	}
+}
+
+// saveSection loads the results at path (new ones when there are none),
+// lets set fill in its section, saves them and renders the report and
+// chart again: the continuous-backup subcommands add their figures to the
+// run's results this way.
+func saveSection(path, out, chart string, set func(*results)) error {
+	r, err := loadResults(path)
+	if errors.Is(err, os.ErrNotExist) {
+		r, err = newResults(), nil
+		r.Finished = r.Started
+	}
+	if err != nil {
+		return err
+	}
+	set(r)
+	if err := r.save(path); err != nil {
+		return err
+	}
+	return writeOutputs(r, out, chart)
 }
 
 // benchFlags returns args without -cli and its value, which make bench
@@ -637,7 +662,11 @@ func writeOutputs(r *results, out, chart string) error {
 	if err := writeChart(r, chart); err != nil {
 		return err
 	}
-	if err := os.WriteFile(out, []byte(renderReport(r, filepath.ToSlash(rel))), 0o644); err != nil {
+	report, err := renderReport(r, filepath.ToSlash(rel))
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(out, []byte(report), 0o644); err != nil {
 		return fmt.Errorf("write report: %w", err)
 	}
 	return nil

@@ -80,6 +80,7 @@ var backupModes = []mode{
 	{name: "export-keys", short: "keys-json export", label: "(ref) etcdbackup keys-json export of every key, zstd, with the library's defaults: a logical backup, read against (c)", group: "backup", reference: true, run: runExportKeys},
 	{name: "export-keys-mem", short: "keys-json export, 32 MiB budget", label: "(ref) the same export in the lean binary within a 32 MiB budget and memory limit, as (c'), and the CLI's gRPC windows (`backup.ExportDialOptions`) (the CLI itself: the CLI export row)", group: "backup", reference: true, run: runExportKeysMem},
 	{name: "cli-save", short: "CLI save", label: "(ref) `etcdbackup save` as shipped (`make release`), a process of its own, at its defaults (zstd, `--memory=32MiB`); wall time includes the process' start", group: "backup", reference: true, run: runCLISave},
+	{name: "cli-idle", short: "CLI idle", label: "(ref) `etcdbackup version` as shipped (`make release`): the CLI's floor, its peak RSS before doing anything", group: "backup", reference: true, run: runCLIIdle},
 	{name: "cli-export", short: "CLI export", label: "(ref) `etcdbackup export` of every key as shipped (`make release`), a process of its own, at its defaults; wall time includes the process' start", group: "backup", reference: true, run: runCLIExport},
 }
 

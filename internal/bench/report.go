@@ -3,18 +3,10 @@
 package main
 
 import (
-	_ "embed"
 	"fmt"
 	"strings"
 	"time"
 )
-
-// notes is the hand-written reading of the figures, appended to every
-// report. It explains causes, so it must hold for any run on a machine like
-// the one described; the figures themselves come from the tables.
-//
-//go:embed notes.md
-var notes string
 
 // Targets of the issue.
 const (
@@ -37,13 +29,18 @@ const (
 	exportAgainstMode = "stream-zstd"
 )
 
-// renderReport writes BENCHMARKS.md.
-func renderReport(r *results, chart string) string {
+// renderReport writes BENCHMARKS.md: every figure and verdict in it comes
+// from r, the notes' too (renderNotes).
+func renderReport(r *results, chart string) (string, error) {
+	notes, err := renderNotes(r, false)
+	if err != nil {
+		return "", err
+	}
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 
 	w("# Benchmarks\n\n")
-	w("Written by `%s` (the command in `internal/bench`) on %s. Do not edit by hand: run the command again, or `bench-out/etcdbackup-bench report` to render this file again from `bench-out/results.json`.\n\n",
+	w("Written by `%s` (the command in `internal/bench`) on %s. Every figure and verdict below comes from that run's `bench-out/results.json`, the notes' too. Do not edit by hand, and do not remove figures: run `make bench` again to regenerate the whole file, or `bench-out/etcdbackup-bench report` to render it again from `bench-out/results.json`.\n\n",
 		r.Command, r.Started.Format("2006-01-02 15:04 MST"))
 	w("Every backup mode takes a backup of one etcd member to a MinIO bucket on the same machine. etcd, MinIO and each run of a mode are separate processes, so the peak RSS and CPU time of a mode are those of the backup process alone. ")
 	w("Each mode ran %s, modes interleaved round after round; the tables show medians, with the range of wall times in parentheses.\n\n", runCounts(r))
@@ -85,11 +82,14 @@ func renderReport(r *results, chart string) string {
 
 	w("## Targets\n\n")
 	w("%s\n", renderTargets(r))
+	w("%s", renderLogical(r))
+	w("%s", renderContinuous(r.Continuous))
+	w("%s", renderPointRestore(r.PointRestore))
 
 	w("## How to read the figures\n\n")
 	w("- **wall**: from the first request to etcd to the last byte stored (for etcdbackup: the manifest committed), timed inside the process; process start is not included.\n")
 	w("- **vs (a)**: median wall time divided by that of the two-step approach on the same etcd.\n")
-	w("- **peak RSS**: the high-water mark of the resident set of the mode's process (`VmHWM`, read by the process at its end), the floor of the binary it runs in included (the idle row: backup modes run in `etcdbackup-bench-lean`, which links what a host backing up links; restore modes in the bench binary, with etcd's server). `ru_maxrss` is not used: Linux carries into it the resident set of the parent, whose memory a child started by Go's `os/exec` shares until `execve`.\n")
+	w("- **peak RSS**: the high-water mark of the resident set of the mode's process (`VmHWM`, read by the process at its end), the floor of the binary it runs in included (the idle row: backup modes run in `etcdbackup-bench-lean`, which links what a host backing up links; restore modes in the bench binary, with etcd's server). The CLI rows run the etcdbackup command built as `make release` builds it, a process started by the mode's process: their peak is the CLI's `ru_maxrss`, which the bench accepts only when it is above the starting process' own peak (Linux carries the latter into it), their anonymous peak is sampled, and their wall time includes the process' start. `ru_maxrss` is not used: Linux carries into it the resident set of the parent, whose memory a child started by Go's `os/exec` shares until `execve`.\n")
 	w("- **stored / raw**: stored object size over the snapshot stream's size.\n")
 	w("- **etcd stream open**: how long etcd's snapshot stream, and so its read transaction, stayed open.\n")
 	w("- **CPU**: user + system seconds of the backup process, and of etcd and MinIO during the run. On %d cores the three share the CPU, so CPU seconds explain wall times.\n", r.Machine.CPUs)
@@ -102,7 +102,7 @@ func renderReport(r *results, chart string) string {
 
 	w("## Notes\n\n")
 	w("%s", notes)
-	return b.String()
+	return b.String(), nil
 }
 
 // inGroup returns the rows of one group of modes.

@@ -192,7 +192,10 @@ func TestRenderTargets(t *testing.T) {
 }
 
 func TestRenderReport(t *testing.T) {
-	got := renderReport(testResults(), "BENCHMARKS.png")
+	got, err := renderReport(testResults(), "BENCHMARKS.png")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, w := range []string{"# Benchmarks", "Each mode ran 3 times on the 256 MiB etcd, 3 times on the 1 GiB etcd,", "![wall time and peak RSS against etcd size](BENCHMARKS.png)", "## etcd of 256 MiB", "## etcd of 1 GiB", "## Targets", "## Notes"} {
 		if !strings.Contains(got, w) {
 			t.Errorf("report lacks %q", w)
@@ -312,7 +315,10 @@ func TestRestoreRows(t *testing.T) {
 		t.Errorf("targets judge the restore baseline or a reference:\n%s", got)
 	}
 	r.Sizes[1].RestoreRuns = 6
-	report := renderReport(r, "c.png")
+	report, err := renderReport(r, "c.png")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, w := range []string{"Restore of a backup of this etcd", "3 times (restore modes 6 times) on the 1 GiB etcd"} {
 		if !strings.Contains(report, w) {
 			t.Errorf("report lacks %q", w)

@@ -22,6 +22,10 @@ type results struct {
 	Samples  []sample
 	// Modes are the modes measured, in report order.
 	Modes []modeInfo
+	// Continuous is what the "pitr" subcommand measured, PointRestore
+	// what "pitr-restore" did; nil when they did not run.
+	Continuous   *pitrReport `json:",omitempty"`
+	PointRestore *pitrReport `json:",omitempty"`
 }
 
 // machine describes where the figures were measured.
@@ -74,24 +78,27 @@ type sample struct {
 	Wall float64
 	// PeakRSS is the child's peak resident set size (VmHWM), PeakAnon
 	// the peak of its anonymous resident memory (sampled RssAnon).
-	PeakRSS     int64
-	PeakAnon    int64
-	Raw, Stored int64
+	PeakRSS  int64
+	PeakAnon int64 `json:",omitempty"`
+	Raw      int64 `json:",omitempty"`
+	Stored   int64 `json:",omitempty"`
 	// SnapshotOpen is how long etcd's snapshot stream was open.
-	SnapshotOpen float64
+	SnapshotOpen float64 `json:",omitempty"`
 	// CPU is the child's user+system time; EtcdCPU and MinIOCPU the
 	// servers' during the child's run, all in seconds.
-	CPU, EtcdCPU, MinIOCPU float64
+	CPU      float64
+	EtcdCPU  float64 `json:",omitempty"`
+	MinIOCPU float64 `json:",omitempty"`
 	// OtherCores is the CPU used by processes other than the child, etcd
 	// and MinIO during the run, divided by its duration: other people's
 	// load on the shared machine.
-	OtherCores float64
+	OtherCores float64 `json:",omitempty"`
 	// Load1 is the one-minute load average when the run started.
-	Load1 float64
+	Load1 float64 `json:",omitempty"`
 	// Allocated is what the child's Go heap allocated in all, GCs its
 	// number of collections.
-	Allocated uint64
-	GCs       uint32
+	Allocated uint64 `json:",omitempty"`
+	GCs       uint32 `json:",omitempty"`
 }
 
 // row is the summary of one mode on one etcd: medians over its runs.
