@@ -332,8 +332,15 @@ func (b *bench) runRounds(ctx context.Context, etcd *etcdServer, g []mode, label
 // needsQuietRounds reports whether a mode of g that is compared with its
 // baseline has fewer than minQuietRounds quiet rounds on size.
 func (b *bench) needsQuietRounds(size string, g []mode) bool {
+	var base string
+	for _, m := range g {
+		if !m.reference {
+			base = m.name
+			break
+		}
+	}
 	for _, rw := range b.res.summarize(size) {
-		if rw.Mode.Group == g[0].group && !rw.Mode.Reference && rw.Ratio != 1 && rw.Judged.Quiet < minQuietRounds {
+		if rw.Mode.Group == g[0].group && !rw.Mode.Reference && rw.Mode.Name != base && rw.Judged.Quiet < minQuietRounds {
 			return true
 		}
 	}

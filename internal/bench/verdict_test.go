@@ -126,3 +126,27 @@ func TestRoundOrder(t *testing.T) {
 		t.Errorf("the baseline is paired with itself: %v", rows["base"].Pairs)
 	}
 }
+
+// TestNeedsQuietRounds checks that rounds are added while a compared mode
+// has fewer than minQuietRounds quiet rounds, whatever the baseline and
+// the references have.
+func TestNeedsQuietRounds(t *testing.T) {
+	g := []mode{{name: "ref", group: "backup", reference: true}, {name: "base", group: "backup"}, {name: "m", group: "backup"}}
+	b := &bench{res: &results{Modes: []modeInfo{{Name: "ref", Group: "backup", Reference: true}, {Name: "base", Group: "backup"}, {Name: "m", Group: "backup"}}}}
+	add := func(run int, others float64) {
+		for i, m := range roundOrder(g, run) {
+			b.res.Samples = append(b.res.Samples, sample{Size: "s", Mode: m.name, Run: run, Seq: i + 1, Wall: 1, OtherCores: others})
+		}
+	}
+	for run := 1; run <= 4; run++ {
+		add(run, 0)
+	}
+	add(5, 1) // a loud round
+	if !b.needsQuietRounds("s", g) {
+		t.Error("4 quiet rounds of 5 are enough")
+	}
+	add(6, 0)
+	if b.needsQuietRounds("s", g) {
+		t.Error("5 quiet rounds are not enough")
+	}
+}
