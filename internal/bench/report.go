@@ -43,7 +43,7 @@ func renderReport(r *results, chart string) (string, error) {
 	w("Written by `%s` (the command in `internal/bench`) on %s. Every figure and verdict below comes from that run's `bench-out/results.json`, the notes' too. Do not edit by hand, and do not remove figures: run `make bench` again to regenerate the whole file, or `bench-out/etcdbackup-bench report` to render it again from `bench-out/results.json`.\n\n",
 		r.Command, r.Started.Format("2006-01-02 15:04 MST"))
 	w("Every backup mode takes a backup of one etcd member to a MinIO bucket on the same machine. etcd, MinIO and each run of a mode are separate processes, so the peak RSS and CPU time of a mode are those of the backup process alone. ")
-	w("Each mode ran %s, modes interleaved round after round; the tables show medians, with the range of wall times in parentheses.\n\n", runCounts(r))
+	w("Each mode ran %s, modes interleaved round after round; in each round every mode compared with its group's baseline ran right next to a run of the baseline, which so ran more than once a round. The tables show medians, with the range of wall times in parentheses.\n\n", runCounts(r))
 	w("![wall time and peak RSS against etcd size](%s)\n\n", chart)
 	w("Medians; the same colour is the same mode in both plots; grey lines are references, not backups.\n\n")
 
@@ -407,12 +407,12 @@ func sizeOthers(r *results, size string) float64 {
 func runCounts(r *results) string {
 	var parts []string
 	for _, s := range r.Sizes {
-		times := fmt.Sprintf("%d times", s.Runs)
+		times := fmt.Sprintf("in %d rounds", s.Runs)
 		if s.Runs == 1 {
-			times = "once"
+			times = "in one round"
 		}
 		if s.RestoreRuns > 0 && s.RestoreRuns != s.Runs && hasGroup(r, groupRestore) {
-			times += fmt.Sprintf(" (restore modes %d times)", s.RestoreRuns)
+			times += fmt.Sprintf(" (restore modes in %d)", s.RestoreRuns)
 		}
 		parts = append(parts, fmt.Sprintf("%s on the %s etcd", times, s.Label))
 	}

@@ -196,7 +196,7 @@ func TestRenderReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, w := range []string{"# Benchmarks", "Each mode ran 3 times on the 256 MiB etcd, 3 times on the 1 GiB etcd,", "![wall time and peak RSS against etcd size](BENCHMARKS.png)", "## etcd of 256 MiB", "## etcd of 1 GiB", "## Targets", "## Notes"} {
+	for _, w := range []string{"# Benchmarks", "Each mode ran in 3 rounds on the 256 MiB etcd, in 3 rounds on the 1 GiB etcd,", "![wall time and peak RSS against etcd size](BENCHMARKS.png)", "## etcd of 256 MiB", "## etcd of 1 GiB", "## Targets", "## Notes"} {
 		if !strings.Contains(got, w) {
 			t.Errorf("report lacks %q", w)
 		}
@@ -319,7 +319,7 @@ func TestRestoreRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, w := range []string{"Restore of a backup of this etcd", "3 times (restore modes 6 times) on the 1 GiB etcd"} {
+	for _, w := range []string{"Restore of a backup of this etcd", "in 3 rounds (restore modes in 6) on the 1 GiB etcd"} {
 		if !strings.Contains(report, w) {
 			t.Errorf("report lacks %q", w)
 		}
