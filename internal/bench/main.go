@@ -10,9 +10,17 @@
 //
 //	go build -o bench-out/etcdbackup-bench ./internal/bench
 //	go build -tags benchlean -o bench-out/etcdbackup-bench-lean ./internal/bench
-//	bench-out/etcdbackup-bench [-sizes 256MiB,1GiB,2GiB] [-runs 5] [-modes two-step,stream,...]
-//	bench-out/etcdbackup-bench report   # render BENCHMARKS.md again from bench-out/results.json
-//	bench-out/etcdbackup-bench pitr     # continuous backup: commit lag, follower RSS, replay speed
+//	go build -trimpath -ldflags='-s -w' -o /tmp/cli/etcdbackup ./examples/etcdbackup
+//	bench-out/etcdbackup-bench -cli /tmp/cli/etcdbackup [-sizes 256MiB,1GiB,2GiB] [-runs 5] [-modes two-step,stream,...]
+//	bench-out/etcdbackup-bench pitr          # continuous backup: commit lag, follower RSS, replay speed
+//	bench-out/etcdbackup-bench pitr-restore  # a point restore after an hour of writes
+//	bench-out/etcdbackup-bench report        # render BENCHMARKS.md again from bench-out/results.json
+//
+// Every step saves what it measured in bench-out/results.json and renders
+// the whole of BENCHMARKS.md from it, notes included (notes.md is a
+// template whose figures come from the results): nothing in the report is
+// typed in. Wall-time verdicts rest on at least minQuietRounds quiet
+// rounds, each run paired with the baseline's run next to it (roundOrder).
 //
 // etcd and MinIO run as processes of their own, and so does every run of a
 // mode, so that the peak RSS and CPU time reported for a mode are those of
