@@ -27,14 +27,17 @@ import (
 )
 
 // The "pitr" subcommand measures continuous backup: a follower (a process
-// of its own, so that its peak RSS is its own) follows an etcd that takes
-// -rate writes per second of -value bytes for -duration; the commit lag of
-// every revision is the time from etcd's answer to the write to the commit
-// of the manifest of the segment holding it. Then the last revision is
-// restored offline and the replay speed reported, next to restoring the
-// full backup alone.
+// of its own in the lean binary, so that its peak RSS is its own) starts
+// on a copy of the filled etcd of -full, takes the chain's full backup
+// itself, as a follower started on a cluster does, then follows the etcd
+// while it takes -rate writes per second of -value bytes for -duration;
+// the commit lag of every revision is the time from etcd's answer to the
+// write to the commit of the manifest of the segment holding it. Then the
+// last revision is restored offline and the replay speed reported, next
+// to restoring the full backup alone. The figures go into results.json,
+// and the report is rendered again.
 //
-//	bench-out/etcdbackup-bench pitr [-duration 60s] [-rate 1000] [-value 1024]
+//	bench-out/etcdbackup-bench pitr [-full 1GiB] [-duration 60s] [-rate 1000] [-value 1024]
 
 func runPITR(args []string) error {
 	fs := flag.NewFlagSet("pitr", flag.ContinueOnError)
