@@ -325,3 +325,23 @@ func TestRestoreRows(t *testing.T) {
 		}
 	}
 }
+
+// TestCommandLines checks the command lines the report quotes: make
+// bench's own -cli is not a flag of the user's, and the continuous-backup
+// steps name their make variable.
+func TestCommandLines(t *testing.T) {
+	got := strings.Join(benchFlags([]string{"-cli", "/tmp/x/etcdbackup", "-runs", "5", "-cli=/y", "-sizes", "1GiB"}), " ")
+	if got != "-runs 5 -sizes 1GiB" {
+		t.Errorf("benchFlags = %q", got)
+	}
+	if got := pitrCommand("pitr", nil); got != "make bench" {
+		t.Errorf("pitrCommand without flags = %q", got)
+	}
+	if got := pitrCommand("pitr-restore", []string{"-writes", "100"}); got != "make bench PITR_RESTORE_FLAGS='-writes 100'" {
+		t.Errorf("pitrCommand = %q", got)
+	}
+	env := modeEnv{S3: "127.0.0.1:9000", Bucket: "bench", Access: "AKIA", Secret: "s3cr3t"}
+	if got := cliDestination(env); strings.Contains(got, "AKIA") || strings.Contains(got, "s3cr3t") || !strings.HasPrefix(got, "s3://bench?") {
+		t.Errorf("cliDestination = %q: want the bucket's URL without credentials", got)
+	}
+}
