@@ -75,7 +75,11 @@ func runPITR(args []string) error {
 	env := modeEnv{Etcd: etcd.endpoint, S3: minio.addr, Access: minio.access, Secret: minio.secret, Bucket: benchBucket, Name: "pitr"}
 	// The follower takes the chain's full backup itself, as a follower
 	// started on a cluster does, so its peak RSS includes the full.
-	child, lines, err := startPITRFollower(self+"-lean", env, filepath.Join(logs, "pitr-follower.log"))
+	lean, err := leanBinary(self, backupModes)
+	if err != nil {
+		return err
+	}
+	child, lines, err := startPITRFollower(lean, env, filepath.Join(logs, "pitr-follower.log"))
 	if err != nil {
 		return err
 	}

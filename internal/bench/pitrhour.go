@@ -70,7 +70,11 @@ func runPITRRestore(args []string) error {
 	if err := pitrFull(ctx, env); err != nil {
 		return err
 	}
-	last, segments, err := followBurst(ctx, self+"-lean", env, logs, *writes, *valueSize)
+	lean, err := leanBinary(self, backupModes)
+	if err != nil {
+		return err
+	}
+	last, segments, err := followBurst(ctx, lean, env, logs, *writes, *valueSize)
 	if err != nil {
 		return err
 	}
