@@ -43,9 +43,10 @@ func renderNotes(r *results, mark bool) (string, error) {
 	return b.String(), nil
 }
 
-// notesFuncs returns the template functions of the notes. Sizes are
-// named "small" and "large" (targetSizes), or by their label; modes by
-// name.
+// notesFuncs returns the template functions of the notes, each a figure
+// of r (none is a constant of the code: the targets' bounds are the
+// Targets table's). Sizes are named "small" and "large" (targetSizes), or
+// by their label; modes by name.
 func notesFuncs(r *results, mark bool) template.FuncMap {
 	small, large := targetSizes(r)
 	rows := map[string]map[string]row{}
@@ -116,10 +117,6 @@ func notesFuncs(r *results, mark bool) template.FuncMap {
 			}
 			return out(fmt.Sprintf("%.2f", a.Wall/b.Wall))
 		},
-		"rssTarget":     func() string { return out(fmt.Sprintf("%d MiB", rssTarget>>20)) },
-		"memoryTarget":  func() string { return out(fmt.Sprintf("%d MiB", memoryRSSTarget>>20)) },
-		"logicalTarget": func() string { return out(fmt.Sprintf("%d MiB", logicalRSSTarget>>20)) },
-		"quietRounds":   func() string { return out(fmt.Sprint(minQuietRounds)) },
 		"followerRSS": func() string {
 			return pitrFig(r.Continuous, out, func(p *pitrReport) string { return formatBytes(p.HWM) })
 		},
