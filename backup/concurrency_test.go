@@ -2,7 +2,9 @@ package backup_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -172,4 +174,82 @@ func TestFailedCommitRemovesOnlyItsOwnData(t *testing.T) {
 	require.ErrorIs(t, err, backup.ErrBackupExists)
 	require.ErrorIs(t, err, backup.ErrNotOwnObject)
 	assert.Equal(t, "theirs", string(readObject(t, b, "prod-a/"+m.DataKey)))
+}
+
+// gatedUploader reads the whole stream, waits for wait (if set), then
+// uploads, and closes done once its upload has returned: it orders two
+// runs' uploads to one destination.
+type gatedUploader struct {
+	*backup.BucketUploader
+	wait, done chan struct{}
+	once       sync.Once
+}
+
+func (g *gatedUploader) Upload(ctx context.Context, m *backup.Manifest, r io.Reader) error {
+	body, err := io.ReadAll(r)
+	if err != nil {
+		return err
+	}
+	if g.wait != nil {
+		<-g.wait
+	}
+	defer g.once.Do(func() { close(g.done) })
+	return g.BucketUploader.Upload(ctx, m, bytes.NewReader(body))
+}
+
+// TestSameIDRaceAcrossTargets: two scheduled runs of one config in the
+// same millisecond, with destinations A (file) and B (MinIO); the first
+// run takes the ID on A, the second on B. Neither may commit where it
+// won: A and B would hold different snapshots under one ID. Both give the
+// ID up and back up again under IDs of their own, on both destinations.
+func TestSameIDRaceAcrossTargets(t *testing.T) {
+	srv := miniotest.Start(t)
+	a, _ := newFile(t)
+	b := newS3(t, srv, srv.NewBucket(t, miniotest.BucketOptions{}))
+	buckets := map[string]storage.Bucket{"a": a, "b": b}
+	at := time.Date(2026, 11, 24, 19, 0, 0, 0, time.UTC)
+
+	// Run 1 uploads to A at once and to B after run 2 has; run 2 uploads
+	// to B at once and to A after run 1 has.
+	a1, b1 := &gatedUploader{done: make(chan struct{})}, &gatedUploader{done: make(chan struct{})}
+	a2, b2 := &gatedUploader{done: make(chan struct{})}, &gatedUploader{done: make(chan struct{})}
+	b1.wait, a2.wait = b2.done, a1.done
+	results, errs := make([]*backup.Result, 2), make([]error, 2)
+	var wg sync.WaitGroup
+	for i, gates := range [][2]*gatedUploader{{a1, b1}, {a2, b2}} {
+		gates[0].BucketUploader = &backup.BucketUploader{Bucket: a}
+		gates[1].BucketUploader = &backup.BucketUploader{Bucket: b}
+		p := &backup.Pipeline{Snapshotter: newSnapshotter(fakeSnapshot(t, 2000, uint64(i+1))), Now: func() time.Time { return at }}
+		wg.Go(func() {
+			results[i], errs[i] = p.Run(t.Context(), backup.Request{
+				Cluster: "prod-a", Name: "hourly", Scheduled: true,
+				Targets: []backup.Target{{Destination: "a", Uploader: gates[0]}, {Destination: "b", Uploader: gates[1]}},
+			})
+		})
+	}
+	wg.Wait()
+
+	listed := map[string]map[string]*backup.Manifest{} // ID -> destination -> manifest
+	for name, bucket := range buckets {
+		entries, err := backup.ListBackups(t.Context(), bucket, "prod-a")
+		require.NoError(t, err)
+		for _, e := range entries {
+			require.Equal(t, backup.KindBackup, e.Kind, "%s on %s: nothing half-visible or left behind", e.Key, name)
+			if listed[e.ID] == nil {
+				listed[e.ID] = map[string]*backup.Manifest{}
+			}
+			listed[e.ID][name] = e.Manifest
+		}
+	}
+	for id, byDest := range listed {
+		require.Len(t, byDest, 2, "%s is on both destinations", id)
+		assert.Equal(t, byDest["a"].Run, byDest["b"].Run, "%s: one run's snapshot on every destination", id)
+		assert.Equal(t, byDest["a"].Raw.SHA256, byDest["b"].Raw.SHA256, "%s: one snapshot on every destination", id)
+	}
+	require.NoError(t, errors.Join(errs...), "each run backs up again under an ID of its own")
+	require.Len(t, listed, 2)
+	for _, res := range results {
+		run := res.Outcomes[0].Manifest.Run
+		assert.Equal(t, "prod-a-hourly-20261124T190000.000Z-"+run, res.ID)
+	}
 }
