@@ -21,8 +21,14 @@
 //     touches "prod-ab";
 //   - entries with an object under an unexpired object lock or a legal
 //     hold (every object of the entry is checked before any is deleted),
-//     and entries of every kind pinned by a restore or fetch in progress,
-//     are skipped and reported;
+//     and entries of every kind pinned by a restore or fetch in progress
+//     of this process (a PinSet shared with the Restorer: checked again
+//     right before the first delete, with new pins held off until the
+//     deletes end), are skipped and reported. Pins live in memory: a
+//     restore in another process (the CLI beside a scheduler), or one
+//     between its Find and the pin its fetch takes, is not protected; it
+//     may find the backup it chose deleted, and then fails with
+//     storage.ErrNotFound rather than restoring anything else;
 //     entries that could not be checked (an object lock status the role
 //     may not read) or deleted make Prune fail with ErrSkipped, and
 //     Metrics counts them;
