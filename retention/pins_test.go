@@ -158,3 +158,33 @@ func (d *deleteHook) Delete(ctx context.Context, key string) error {
 	d.once.Do(d.first)
 	return d.Bucket.Delete(ctx, key)
 }
+
+// deleteRecorder records the keys deleted, in order.
+type deleteRecorder struct {
+	*blob.Bucket
+	mu      sync.Mutex
+	deleted []string
+}
+
+func (d *deleteRecorder) Delete(ctx context.Context, key string) error {
+	d.mu.Lock()
+	d.deleted = append(d.deleted, key)
+	d.mu.Unlock()
+	return d.Bucket.Delete(ctx, key)
+}
+
+// TestPruneDeletesManifestBeforeData: a backup's manifest goes first, so a
+// prune stopped in between leaves an orphan, never a manifest naming
+// nothing.
+func TestPruneDeletesManifestBeforeData(t *testing.T) {
+	gb := memblob.OpenBucket(nil)
+	t.Cleanup(func() { _ = gb.Close() })
+	b := blob.New(gb, nil)
+	ms := backups(t, b, "prod-a", 2)
+	rec := &deleteRecorder{Bucket: b}
+	p := &retention.Pruner{Store: rec, Destination: "mem", Policy: retention.KeepLast(1), Now: time.Now}
+	report, err := p.Prune(t.Context(), "prod-a")
+	require.NoError(t, err)
+	require.Equal(t, 1, report.Count(retention.Deleted))
+	require.Equal(t, []string{"prod-a/" + backup.ManifestKey(ms[0].DataKey), "prod-a/" + ms[0].DataKey}, rec.deleted)
+}
