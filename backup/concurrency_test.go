@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"sync"
@@ -200,14 +201,16 @@ func (g *gatedUploader) Upload(ctx context.Context, m *backup.Manifest, r io.Rea
 // TestSameIDRaceAcrossTargets: two scheduled runs of one config in the
 // same millisecond, with destinations A (file) and B (MinIO); the first
 // run takes the ID on A, the second on B. Neither may commit where it
-// won: A and B would hold different snapshots under one ID. Both give the
-// ID up and back up again under IDs of their own, on both destinations.
+// won: A and B would hold different snapshots under one ID. A run that
+// lost the ID anywhere gives it up and backs up again under an ID of its
+// own, on both destinations; every ID names one snapshot everywhere.
 func TestSameIDRaceAcrossTargets(t *testing.T) {
 	srv := miniotest.Start(t)
 	a, _ := newFile(t)
 	b := newS3(t, srv, srv.NewBucket(t, miniotest.BucketOptions{}))
 	buckets := map[string]storage.Bucket{"a": a, "b": b}
 	at := time.Date(2026, 11, 24, 19, 0, 0, 0, time.UTC)
+	const plain = "prod-a-hourly-20261124T190000.000Z"
 
 	// Run 1 uploads to A at once and to B after run 2 has; run 2 uploads
 	// to B at once and to A after run 1 has.
@@ -247,9 +250,46 @@ func TestSameIDRaceAcrossTargets(t *testing.T) {
 		assert.Equal(t, byDest["a"].Raw.SHA256, byDest["b"].Raw.SHA256, "%s: one snapshot on every destination", id)
 	}
 	require.NoError(t, errors.Join(errs...), "each run backs up again under an ID of its own")
-	require.Len(t, listed, 2)
+	require.Len(t, listed, 2, "two backups, under two IDs")
 	for _, res := range results {
+		// A run whose other upload landed after the other run gave the ID
+		// up (and removed its data) may hold the plain ID on both.
 		run := res.Outcomes[0].Manifest.Run
-		assert.Equal(t, "prod-a-hourly-20261124T190000.000Z-"+run, res.ID)
+		assert.Contains(t, []string{plain, plain + "-" + run}, res.ID)
+		assert.Contains(t, listed, res.ID)
 	}
+}
+
+// takenAtCommit is a BucketUploader whose manifest write is refused as
+// taken, as after a lost reply whose read-back found another manifest.
+type takenAtCommit struct{ *backup.BucketUploader }
+
+func (u takenAtCommit) Commit(context.Context, *backup.Manifest) error {
+	return fmt.Errorf("write manifest: %w", backup.ErrBackupExists)
+}
+
+// TestCommittedRunIsNotTakenAgain: a scheduled run that committed its ID
+// on one target and met ErrBackupExists only at another's manifest write
+// keeps that backup and is not run again under its token: a second backup
+// would stand beside the first, unreported.
+func TestCommittedRunIsNotTakenAgain(t *testing.T) {
+	a, _ := newFile(t)
+	b, _ := newFile(t)
+	at := time.Date(2026, 11, 24, 19, 0, 0, 0, time.UTC)
+	snap := newSnapshotter(fakeSnapshot(t, 200, 1))
+	p := &backup.Pipeline{Snapshotter: snap, Now: func() time.Time { return at }}
+	res, err := p.Run(t.Context(), backup.Request{
+		Cluster: "prod-a", Name: "hourly", Scheduled: true,
+		Targets: []backup.Target{
+			{Destination: "a", Uploader: &backup.BucketUploader{Bucket: a}},
+			{Destination: "b", Uploader: takenAtCommit{&backup.BucketUploader{Bucket: b}}},
+		},
+	})
+	require.ErrorIs(t, err, backup.ErrBackupExists)
+	require.Equal(t, "prod-a-hourly-20261124T190000.000Z", res.ID)
+	require.NotNil(t, res.Outcomes[0].Manifest, "committed on a")
+	require.Equal(t, 1, snap.calls, "one snapshot, no second run")
+	entries, err := backup.ListBackups(t.Context(), a, "prod-a")
+	require.NoError(t, err)
+	require.Len(t, entries, 1)
 }

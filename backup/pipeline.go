@@ -255,7 +255,7 @@ func (p *Pipeline) Run(ctx context.Context, req Request) (*Result, error) {
 		base.Format = DeltaManifestFormat
 	}
 	res, err := p.newRun(ctx, req, base, recipients).do()
-	if err == nil || unique || !req.Scheduled || !takenAnywhere(res) {
+	if err == nil || unique || !req.Scheduled || !takenAnywhere(res) || committedAnywhere(res) {
 		return res, err
 	}
 	// Another scheduled run of the config took this ID in the same
@@ -263,6 +263,8 @@ func (p *Pipeline) Run(ctx context.Context, req Request) (*Result, error) {
 	// none (see run.commit): take the backup again under the ID with this
 	// run's token, which no other run has, on every target. A one-shot ID
 	// is meant to be taken once: its second run fails with ErrBackupExists.
+	// A run that committed the ID somewhere (a manifest write in doubt on
+	// another target) is not taken again: its backup exists.
 	p.logger().Warn("backup ID taken by another run; backing up again under an ID of its own", "backup", id, "cluster", req.Cluster)
 	base.ID = UniqueBackupID(id, token)
 	base.DataKey = DataKey(base.ID, created, compression, len(recipients) > 0)
@@ -294,6 +296,16 @@ func takenAnywhere(res *Result) bool {
 	}
 	for _, o := range res.Outcomes {
 		if errors.Is(o.Err, ErrBackupExists) {
+			return true
+		}
+	}
+	return false
+}
+
+// committedAnywhere reports whether a target committed the backup.
+func committedAnywhere(res *Result) bool {
+	for _, o := range res.Outcomes {
+		if o.Manifest != nil {
 			return true
 		}
 	}
