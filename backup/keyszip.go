@@ -95,10 +95,10 @@ func KeysZipEntryName(i int64, key []byte) string {
 
 // KeysZipWriter writes a keys zip. Keys must come in ascending byte order.
 type KeysZipWriter struct {
-	zw      *zip.Writer
-	index   bytes.Buffer
-	kw      *KeysJSONWriter
-	h       KeysJSONHeader
+	zw    *zip.Writer
+	index bytes.Buffer
+	kw    *KeysJSONWriter
+	h     KeysJSONHeader
 }
 
 // NewKeysZipWriter starts a keys zip of the keys h describes on w.
