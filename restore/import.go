@@ -51,7 +51,8 @@ const (
 // unknown mode, or DeleteMissing without the prefixes that bound it.
 var ErrImport = errors.New("invalid import")
 
-// Importer writes a keys-json object (see backup.KeysJSONHeader) into a
+// Importer writes a logical backup, a keys-json object (see
+// backup.KeysJSONHeader) or a keys zip (see backup.KeysZipWriter), into a
 // live etcd through its client, in transactions of BatchSize keys.
 //
 // Nothing is written before the whole object has been read and checked: a
