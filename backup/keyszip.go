@@ -54,6 +54,7 @@ type KeysZipError struct {
 	Reason string
 }
 
+// Error describes the problem.
 func (e *KeysZipError) Error() string {
 	if e.Entry == "" {
 		return fmt.Sprintf("%s: %s", ErrKeysZip, e.Reason)

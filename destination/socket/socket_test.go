@@ -35,7 +35,9 @@ func receiver(t *testing.T, cfg *tls.Config) (string, *backuptest.Destinations) 
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
-	go func() { done <- (&socket.Receiver{Uploader: up, Destination: "received", Timeout: 30 * time.Second}).Serve(ctx, l) }()
+	go func() {
+		done <- (&socket.Receiver{Uploader: up, Destination: "received", Timeout: 30 * time.Second}).Serve(ctx, l)
+	}()
 	t.Cleanup(func() {
 		cancel()
 		require.NoError(t, <-done)

@@ -28,6 +28,7 @@ func runExport(ctx context.Context, s *streams, args []string) error {
 		prefixes         fileList
 		name, fromBackup string
 		typ              string
+		sock             socketFlags
 		identities       fileList
 		quiet            bool
 	)
@@ -36,6 +37,7 @@ func runExport(ctx context.Context, s *streams, args []string) error {
 	encoding.register(fs)
 	fs.StringVar(&typ, "type", backup.ManifestKindKeysJSON, "the backup `type`: keys-json (JSON Lines) or keys (a zip with one file per key and an index)")
 	fs.StringVar(&fromBackup, "from-backup", "", "turn this snapshot backup `ID` (or latest) of the destination into a logical backup, offline, instead of reading a live etcd")
+	sock.register(fs, false)
 	fs.Var(&identities, "identity", "age identity `file` to decrypt the --from-backup snapshot with; repeatable")
 	fs.Var(&prefixes, "prefix", "export only the keys under this `prefix`; repeatable (default: every key)")
 	fs.StringVar(&name, "name", "export", "backup `name`: the ID is CLUSTER-NAME-TIMESTAMP")
@@ -74,9 +76,19 @@ func runExport(ctx context.Context, s *streams, args []string) error {
 		pipeline.Snapshotter = &backup.KeysExporter{Client: cli, Prefixes: prefixes, Kind: typ}
 	}
 	req := backup.Request{Cluster: dest.cluster, Name: name, Scheduled: true, Kind: typ}
-	if dest.destination == streamDestination {
+	switch {
+	case dest.destination == streamDestination:
 		req.Targets = []backup.Target{{Destination: "stdout", Uploader: &streamUploader{w: s.stdout}}}
-	} else {
+	case isSocketURL(dest.destination):
+		if fromBackup != "" {
+			return usagef("--from-backup reads the snapshot from --destination: give a URL or a name")
+		}
+		t, err := sock.target(dest.destination)
+		if err != nil {
+			return err
+		}
+		req.Targets = []backup.Target{t}
+	default:
 		reg, d, err := openDestination(ctx, &dest, encoding.registry(fs.logger(s)))
 		if err != nil {
 			return err
