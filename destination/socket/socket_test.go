@@ -86,17 +86,20 @@ func TestSocketCutStoresNothing(t *testing.T) {
 	_, err := send(t, &socket.Uploader{Addr: addr}, snap)
 	require.ErrorContains(t, err, "member went away")
 
-	// A raw sender: a valid start, some data, then nothing.
-	conn, err := net.Dial("tcp", addr)
-	require.NoError(t, err)
+	// A raw sender: a valid start, some data, then nothing: cut in a
+	// frame, at a frame's end, and after the end frame (no manifest).
 	m := `{"format":1,"id":"prod-a-cut","cluster":"prod-a","name":"cut","destination":"x","created":"2026-01-01T00:00:00Z","completed":"0001-01-01T00:00:00Z","dataKey":"20260101T000000.000Z_prod-a-cut.db","etcd":{},"raw":{"size":0,"sha256":""},"stored":{"size":0,"sha256":""},"compression":"none","library":"x"}`
-	_, err = conn.Write([]byte(socket.Hello + "\n" + m + "\n\x00\x00\x00\x05abc"))
-	require.NoError(t, err)
-	require.NoError(t, conn.(*net.TCPConn).CloseWrite())
-	answer, err := bufio.NewReader(conn).ReadString('\n')
-	require.NoError(t, err)
-	require.Contains(t, answer, "error ")
-	conn.Close()
+	for _, data := range []string{"\x00\x00\x00\x05abc", "\x00\x00\x00\x03abc", "\x00\x00\x00\x03abc\x00\x00\x00\x00"} {
+		conn, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		_, err = conn.Write([]byte(socket.Hello + "\n" + m + "\n" + data))
+		require.NoError(t, err)
+		require.NoError(t, conn.(*net.TCPConn).CloseWrite())
+		answer, err := bufio.NewReader(conn).ReadString('\n')
+		require.NoError(t, err)
+		require.Contains(t, answer, "error ")
+		conn.Close()
+	}
 
 	for key, err := range dests.Bucket("received").List(t.Context(), "") {
 		require.NoError(t, err)
