@@ -24,7 +24,10 @@ type Receiver struct {
 	// Destination is the name recorded in the stored manifests.
 	Destination string
 	// Timeout bounds the wait for each read from a sender; zero means
-	// one minute. A sender silent for longer is cut off.
+	// one minute. A sender silent for longer is cut off: that includes the
+	// wait between the end of the data and the commit line, which a
+	// sender's pipeline sends once every destination of its run has its
+	// data.
 	Timeout time.Duration
 	// Logger receives a line per backup; nil is silent.
 	Logger *slog.Logger
