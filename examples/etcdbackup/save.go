@@ -346,8 +346,8 @@ func uploadedLine(e backup.Event) string {
 	}
 	what := "snapshot of " + m.Etcd.MemberName
 	switch {
-	case m.IsKeysJSON():
-		what = "keys-json export" // read through the client, of no one member
+	case m.IsLogical():
+		what = m.Kind + " export" // read through the client, of no one member
 	case m.Etcd.MemberName == "":
 		what = "snapshot"
 	}
