@@ -25,7 +25,11 @@ import (
 // held until the end is the index (a key's metadata, about its key's length
 // in base64 plus 80 bytes) and archive/zip's central directory (about the
 // file name plus 100 bytes a key): memory grows with the number of keys,
-// not with the size of the values. Reading needs an io.ReaderAt (the
+// not with the size of the values, about 550 bytes a key on export and as
+// much on import (200,000 keys: about 105 and 125 MiB more heap than
+// keys-json). For a large keyspace in a tight memory budget, keys-json
+// stays flat; a zip writer keeping only each file's offset, size and CRC
+// (and rebuilding names from the index) would bring the zip near it. Reading needs an io.ReaderAt (the
 // archive's directory is at its end): restore spools a downloaded archive
 // to a temporary file, bounded by Importer.MaxBytes, and reads it there.
 
