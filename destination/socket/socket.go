@@ -24,6 +24,16 @@
 // and its size and sha256 match the bytes received: a connection cut at
 // any point, or a manifest that does not match, makes the upload fail, and
 // nothing of the backup becomes visible on the receiving side.
+//
+// A receiver stores what anyone who reaches it sends, under the cluster
+// name the sender gives: on a network not wholly trusted, listen with TLS
+// and require client certificates (ServerTLS with a client CA). The
+// receiver's uploader decides whether an existing object may be replaced:
+// a destination on a store with exclusive creates refuses a backup whose
+// data key exists (backup.ErrBackupExists), and the sender gives each run
+// an ID of its own, since Uploader is not an ExclusiveUploader. A sender
+// whose Commit fails after the receiver stored the backup (a lost answer)
+// leaves that backup stored.
 package socket
 
 import (
