@@ -123,6 +123,7 @@ FUZZ_TARGETS := \
 	./backup:FuzzParseKeyLine \
 	./backup:FuzzRangeChunk \
 	./backup:FuzzKeysJSONReader \
+	./backup:FuzzKeysZipReader \
 	./restore:FuzzSnapshotKeys:1000x \
 	./destination:FuzzParseURL
 

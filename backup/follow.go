@@ -187,7 +187,7 @@ func (f FollowObserverFunc) ObserveFollow(e FollowEvent) { f(e) }
 // retention picks its window's base among them, and restore
 // (restore.FindPoint) starts a point's replay only from them.
 func (e Entry) ChainBase() bool {
-	if e.Kind != KindBackup || e.Manifest == nil || e.Manifest.IsDelta() || e.Manifest.IsKeysJSON() {
+	if e.Kind != KindBackup || e.Manifest == nil || e.Manifest.IsDelta() || e.Manifest.IsLogical() {
 		return false
 	}
 	r := e.Manifest.Etcd.Revision

@@ -111,8 +111,8 @@ type Request struct {
 	// Scheduled marks a run of a schedule.
 	Scheduled bool
 	// Kind is the manifest kind of what the Snapshotter serves: empty for
-	// an etcd snapshot, ManifestKindKeysJSON for a KeysExporter's logical
-	// backup.
+	// an etcd snapshot, ManifestKindKeysJSON or ManifestKindKeys (the
+	// exporter's Kind) for a KeysExporter's logical backup.
 	Kind string
 	// Targets are the destinations to write to: at least one, with distinct
 	// names.
@@ -131,7 +131,7 @@ func (r *Request) Validate() error {
 	if id := UniqueBackupID(BackupID(r.Cluster, r.Name, time.Time{}, r.Scheduled), strings.Repeat("0", RunLen)); len(id) > 200 {
 		return fmt.Errorf("backup id of %d bytes is too long", len(id))
 	}
-	if r.Kind != "" && r.Kind != ManifestKindKeysJSON {
+	if r.Kind != "" && !IsLogicalKind(r.Kind) {
 		return fmt.Errorf("backup kind %q is not one a pipeline writes", r.Kind)
 	}
 	if len(r.Targets) == 0 {

@@ -473,7 +473,7 @@ func (p *Pruner) Delete(ctx context.Context, cluster, id string) (Item, error) {
 	var target *backup.Entry
 	for i, e := range entries {
 		switch {
-		case e.ID == id && (e.Kind == backup.KindBackup || e.Kind == backup.KindKeysJSON):
+		case e.ID == id && (e.Kind == backup.KindBackup || e.Kind.Logical()):
 			target = &entries[i]
 		case e.ID == id:
 			return Item{}, fmt.Errorf("%w: %s is a %s entry, not a backup", ErrNotDeleted, id, e.Kind)
