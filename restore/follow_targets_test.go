@@ -148,3 +148,51 @@ func testDeadSecondDestination(t *testing.T, backlog int) {
 		require.Len(t, chains(t, west, "prod-a"), 2, "west started a new chain after its own full backup")
 	}
 }
+
+// TestFollowerStartsWithADeadDestination starts a follower whose second
+// destination refuses everything: the first full backup reaches only the
+// first, whose chain goes on; when the second answers, it takes a full
+// backup of its own and its chain restores exactly.
+func TestFollowerStartsWithADeadDestination(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	srv := miniotest.Start(t)
+	east := newS3(t, srv, srv.NewBucket(t, miniotest.BucketOptions{}))
+	westName := srv.NewBucket(t, miniotest.BucketOptions{})
+	west := newS3(t, srv, westName)
+	proxy := faultproxy.StartHTTP(t, srv.Endpoint(), faultproxy.Rule{Name: "revoked", Action: faultproxy.AccessDenied})
+	opts := srv.S3Options(westName)
+	opts.Endpoint = proxy.Addr()
+	westProxied, err := s3.New(opts)
+	require.NoError(t, err)
+	snapshotter, err := backup.NewEtcdSnapshotter(backup.EtcdConfig{Endpoints: etcd.Endpoints()})
+	require.NoError(t, err)
+	rec := &followEvents{}
+	stop := runFollower(t, &backup.Follower{
+		Client: cli, Pipeline: &backup.Pipeline{Snapshotter: snapshotter}, Cluster: "prod-a",
+		Targets: []backup.Target{
+			{Destination: "east", Uploader: &backup.BucketUploader{Bucket: east}},
+			{Destination: "west", Uploader: &backup.BucketUploader{Bucket: westProxied}},
+		},
+		Catalogs:      []backup.Catalog{east, westProxied},
+		FlushInterval: 100 * time.Millisecond, RetryInterval: 50 * time.Millisecond, Observer: rec,
+	})
+	require.Eventually(t, func() bool { return rec.count(backup.ChainStarted) == 1 }, 30*time.Second, 10*time.Millisecond)
+	first := workload(t, cli, "/first", 12)
+	waitHeld(t, east, first[len(first)-1], "east's chain goes on")
+	require.Positive(t, rec.count(backup.TargetLost), "west is reported lost")
+
+	proxy.SetRules()
+	require.Eventually(t, func() bool { return rec.count(backup.TargetRestarted) > 0 }, 30*time.Second, 10*time.Millisecond)
+	second := workload(t, cli, "/second", 12)
+	last := second[len(second)-1]
+	waitHeld(t, east, last, "east holds everything")
+	waitHeld(t, west, last, "west caught up")
+	require.NoError(t, stop())
+	for _, b := range []storage.Bucket{east, west} {
+		restored, res, srv2 := restorePoint(t, b, restore.Point{Cluster: "prod-a", Revision: last})
+		require.Equal(t, last, res.Revision)
+		requireSameAt(t, cli, restored, last)
+		srv2.Stop()
+	}
+}
