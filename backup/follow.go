@@ -37,14 +37,16 @@ const (
 //
 // A segment becomes visible only when its manifest is committed, as a full
 // backup does. Segments of a chain are contiguous: each starts at the
-// revision after the previous one's last. The follower holds at most one
-// segment in memory. While a segment is stored, etcd's client buffers the
-// events that arrive (what the cluster writes in that time); when a store
-// fails (a destination is down), the follower cancels the watch at once,
-// retries, and watches again from the segment's end once it is stored, so
-// memory does not grow with the length of an outage; a store slower than
-// SlowStore cancels the watch the same way. Segments are cut at
-// MaxSegmentBytes between revisions, inside a watch response too.
+// revision after the previous one's last. The follower holds one segment
+// being cut, and the backlogs of targets behind (below). While a segment
+// is stored it keeps reading the watch, holding at most twice
+// MaxSegmentBytes of what arrives (etcd's client would otherwise buffer
+// it, without bound); when no target can store the segment, when what
+// arrives passes that bound, or when the store takes longer than
+// SlowStore, it cancels the watch and watches again once the segment is
+// stored, so memory does not grow with the length of an outage or with
+// the slowness of a store. Segments are cut at MaxSegmentBytes between
+// revisions, inside a watch response too.
 //
 // The follower asks etcd its revision and cluster ID before each watch and
 // checks every response: a revision below what it committed, or another
@@ -109,10 +111,13 @@ type Follower struct {
 	// ends; zero means DefaultFinalCommitTimeout.
 	FinalCommitTimeout time.Duration
 	// SlowStore bounds how long the watch stays open while a segment is
-	// stored: past it, the watch is cancelled (etcd's client would buffer
-	// what the cluster writes meanwhile, without bound) and opened again
-	// from the segment's end once it is stored. Memory is then bounded
-	// under a slow destination as under a failing one. Zero means
+	// stored: past it, the watch is cancelled and opened again from the
+	// segment's end once it is stored. Meanwhile the follower keeps
+	// reading the watch (etcd's client would otherwise buffer what the
+	// cluster writes, without bound), holding at most twice
+	// MaxSegmentBytes of it; past that too the watch is cancelled, and
+	// opened again after what is held. Memory is then bounded under a
+	// slow destination as under a failing one. Zero means
 	// DefaultSlowStore.
 	SlowStore time.Duration
 	// MaxBacklogBytes bounds the stored bytes of the segments held for a
@@ -195,7 +200,9 @@ type FollowEvent struct {
 	// Manifests are the committed manifests of a segment, one per target.
 	Manifests []*Manifest
 	// RawBytes and StoredBytes are a segment's sizes; Events and
-	// Revisions what it holds.
+	// Revisions what it holds. For a WatchRestarted event of a watch
+	// cancelled because too much arrived while a segment was stored,
+	// RawBytes is what the follower held of it.
 	RawBytes, StoredBytes, Events, Revisions int64
 	Err                                      error
 }
@@ -341,6 +348,9 @@ func (f *Follower) Run(ctx context.Context) error {
 	for {
 		st.watchStarted = f.Pipeline.now()
 		err := st.drainHeld(ctx)
+		if errors.Is(err, errRewatch) {
+			err = nil
+		}
 		if err == nil {
 			err = st.checkHistory(ctx)
 		}
@@ -657,27 +667,54 @@ type followState struct {
 	// pending is the segment cut and handed to the targets, until one
 	// holds it.
 	pending *pendingSegment
+	// watchCh is the running watch's channel, which await reads while a
+	// segment is stored (etcd's client would otherwise buffer what arrives,
+	// without bound); heldBytes is what it holds in held.
+	watchCh   clientv3.WatchChan
+	heldBytes int
 }
 
 // drainHeld receives what a prewatch held while the chain's full backup
 // was taken: the revisions after the full backup's, up to where the
 // prewatch stopped. The watch then continues from there.
+//
+// The watch loop holds what arrives while a segment is stored the same way
+// (see await), and drains it before reading on. errRewatch (the watch was
+// cancelled meanwhile) drops what is left: the next watch reads it again,
+// from st.next.
 func (st *followState) drainHeld(ctx context.Context) error {
 	held := st.held
-	st.held = nil
+	st.held, st.heldBytes = nil, 0
 	for _, wr := range held {
 		if n := len(wr.Events); n == 0 || wr.Events[n-1].Kv.ModRevision < st.next {
-			continue
+			if wr.CompactRevision == 0 && wr.Err() == nil {
+				continue
+			}
 		}
 		if err := st.receive(ctx, wr); err != nil {
 			if errors.Is(err, errRewatch) {
-				return nil
+				st.held, st.heldBytes = nil, 0
 			}
 			return err
 		}
 	}
 	return nil
 }
+
+// hold keeps a response that arrived while a segment was stored, for
+// drainHeld, and returns the bytes held.
+func (st *followState) hold(wr clientv3.WatchResponse) int {
+	st.held = append(st.held, wr)
+	for _, ev := range wr.Events {
+		st.heldBytes += len(ev.Kv.Key) + len(ev.Kv.Value) + 64
+	}
+	return st.heldBytes
+}
+
+// maxHeldWhileStoring bounds what the watch loop holds while a segment is
+// stored: past it, the watch is cancelled, and opened again after what is
+// held once it is received.
+func (f *Follower) maxHeldWhileStoring() int { return 2 * f.maxSegmentBytes() }
 
 // storeAbandoned stores the revisions held for a chain that ends (etcd's
 // history changed, or it compacted past the chain): they belong to that
@@ -794,11 +831,23 @@ func (st *followState) watch(ctx context.Context) error {
 	st.stopWatch = cancel
 	defer func() { st.stopWatch = nil }()
 	wch := st.f.Client.Watch(wctx, "", clientv3.WithPrefix(), clientv3.WithRev(st.next), clientv3.WithProgressNotify())
+	st.watchCh = wch // read by await while a segment is stored
+	defer func() { st.watchCh = nil }()
 	interval := st.f.flushInterval()
 	tick := time.NewTicker(max(interval/8, 5*time.Millisecond))
 	defer tick.Stop()
 	var asked time.Time
 	for {
+		if len(st.held) > 0 {
+			// What arrived while a segment was stored comes first.
+			if err := st.drainHeld(ctx); err != nil {
+				if errors.Is(err, errRewatch) {
+					return nil
+				}
+				return err
+			}
+			continue
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -987,7 +1036,7 @@ func (st *followState) await(ctx context.Context, p *pendingSegment) (stopped bo
 		}
 		if failing && !stopped && st.stopWatch != nil {
 			st.stopWatch()
-			stopped = true
+			st.watchCh, stopped = nil, true
 		}
 		select {
 		case <-ctx.Done():
@@ -995,9 +1044,22 @@ func (st *followState) await(ctx context.Context, p *pendingSegment) (stopped bo
 		case <-slow:
 			if !stopped {
 				st.stopWatch()
-				stopped, slowed = true, true
+				st.watchCh, stopped, slowed = nil, true, true
 			}
 		case <-st.targets.changed:
+		case wr, ok := <-st.watchCh:
+			if !ok {
+				st.watchCh = nil // the watch ended: the loop sees it
+				continue
+			}
+			if n := st.hold(wr); n > f.maxHeldWhileStoring() && !stopped {
+				st.stopWatch()
+				st.watchCh, stopped = nil, true
+				serr := fmt.Errorf("%w: %d bytes arrived while storing the segment", ErrSlowStore, n)
+				f.event(FollowEvent{Kind: WatchRestarted, Chain: st.chain, Revision: st.next, Err: serr, RawBytes: int64(n)})
+				f.logger().Warn("segment store is slower than the cluster's writes: the watch was cancelled, it resumes after what is held",
+					"cluster", f.Cluster, "first_revision", p.sum.FirstRevision, "error", serr)
+			}
 		}
 	}
 	if slowed {
