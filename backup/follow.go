@@ -95,7 +95,8 @@ type Follower struct {
 	// starts after the last revision committed on all of them. Usually one
 	// per target, in the targets' order (a destination is both): each
 	// target then resumes its own chain from its own catalog, and a lost
-	// target's catalog is listed before a full backup is taken on it.
+	// target's catalog is listed before a full backup is taken on it
+	// (without one, each try of a lost target is a full backup).
 	// Required.
 	Catalogs []Catalog
 	// FullName is the backup name of the full backups the follower takes;
@@ -412,14 +413,20 @@ type chainStart struct {
 
 // newChain returns where a new chain starts once etcd compacted up to
 // compacted: after the newest full backup on every catalog whose revision
-// etcd still has the events after, or else after a new full backup.
+// etcd still has the events after, or else after a new full backup (also
+// when a catalog cannot be listed: the full backup then starts the chain
+// on the targets it reaches, and the others catch up on their own).
 func (f *Follower) newChain(ctx context.Context, compacted int64) (chainStart, error) {
 	var candidate *Manifest
 	held := map[string]int{}
 	for _, c := range f.Catalogs {
 		entries, err := ListBackups(ctx, c, f.Cluster)
 		if err != nil {
-			return chainStart{}, fmt.Errorf("find a full backup to start a chain: %w", err)
+			if ctx.Err() != nil {
+				return chainStart{}, ctx.Err()
+			}
+			f.logger().Warn("a catalog cannot be listed: a new full backup starts the chain", "cluster", f.Cluster, "error", err)
+			return f.takeFull(ctx)
 		}
 		for _, e := range entries {
 			if e.ChainBase() && e.Manifest.Etcd.Revision.Low >= compacted && compacted > 0 {

@@ -237,7 +237,12 @@ func (t *targetState) run(ctx context.Context, all *followTargets) {
 		switch {
 		case lost:
 			attempt++
-			if f.retry().wait(ctx, attempt) != nil {
+			pace := f.retry()
+			if t.catalog == nil {
+				// Each try is a full backup, an etcd snapshot: less often.
+				pace.max *= 3
+			}
+			if pace.wait(ctx, attempt) != nil {
 				return
 			}
 			if err := t.startOwnChain(ctx, f); err != nil {

@@ -196,3 +196,59 @@ func TestFollowerStartsWithADeadDestination(t *testing.T) {
 		srv2.Stop()
 	}
 }
+
+// TestFollowerCompactionWithADeadDestination: etcd compacts past a stopped
+// follower's position while its second destination refuses everything.
+// The restarted follower reports the gap and starts a new chain with a
+// full backup that reaches the first destination, instead of failing on
+// the catalog it cannot list.
+func TestFollowerCompactionWithADeadDestination(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	srv := miniotest.Start(t)
+	east := newS3(t, srv, srv.NewBucket(t, miniotest.BucketOptions{}))
+	westName := srv.NewBucket(t, miniotest.BucketOptions{})
+	proxy := faultproxy.StartHTTP(t, srv.Endpoint())
+	opts := srv.S3Options(westName)
+	opts.Endpoint = proxy.Addr()
+	westProxied, err := s3.New(opts)
+	require.NoError(t, err)
+	snapshotter, err := backup.NewEtcdSnapshotter(backup.EtcdConfig{Endpoints: etcd.Endpoints()})
+	require.NoError(t, err)
+	follower := func(rec *followEvents) *backup.Follower {
+		return &backup.Follower{
+			Client: cli, Pipeline: &backup.Pipeline{Snapshotter: snapshotter}, Cluster: "prod-a",
+			Targets: []backup.Target{
+				{Destination: "east", Uploader: &backup.BucketUploader{Bucket: east}},
+				{Destination: "west", Uploader: &backup.BucketUploader{Bucket: westProxied}},
+			},
+			Catalogs:      []backup.Catalog{east, westProxied},
+			FlushInterval: 100 * time.Millisecond, RetryInterval: 50 * time.Millisecond, Observer: rec,
+		}
+	}
+	rec := &followEvents{}
+	stop := runFollower(t, follower(rec))
+	require.Eventually(t, func() bool { return rec.count(backup.ChainStarted) == 1 }, 30*time.Second, 10*time.Millisecond)
+	first := workload(t, cli, "/first", 12)
+	waitHeld(t, east, first[len(first)-1], "east holds the first chain")
+	require.NoError(t, stop())
+
+	gap := workload(t, cli, "/gap", 12)
+	_, err = cli.Compact(t.Context(), gap[len(gap)-1])
+	require.NoError(t, err)
+	proxy.SetRules(faultproxy.Rule{Name: "revoked", Action: faultproxy.AccessDenied})
+	rec = &followEvents{}
+	stop = runFollower(t, follower(rec))
+	require.Eventually(t, func() bool { return rec.count(backup.ChainStarted) == 1 }, 30*time.Second, 10*time.Millisecond,
+		"a new chain starts on east")
+	require.Equal(t, 1, rec.count(backup.ChainGap))
+	second := workload(t, cli, "/second", 12)
+	last := second[len(second)-1]
+	waitHeld(t, east, last, "east's new chain goes on")
+	require.NoError(t, stop())
+	require.Len(t, chains(t, east, "prod-a"), 2)
+	restored, res, srv2 := restorePoint(t, east, restore.Point{Cluster: "prod-a", Revision: last})
+	require.Equal(t, last, res.Revision)
+	requireSameAt(t, cli, restored, last)
+	srv2.Stop()
+}
