@@ -8,6 +8,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/etcdbackup/etcdbackup/internal/cleanup"
 	"github.com/etcdbackup/etcdbackup/internal/faultpoint"
 	"github.com/etcdbackup/etcdbackup/storage"
 )
@@ -126,7 +127,7 @@ func (u *BucketUploader) Commit(ctx context.Context, m *Manifest) error {
 	if timeout == 0 {
 		timeout = time.Minute
 	}
-	cleanupCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	cleanupCtx, cancel := cleanup.Context(ctx, timeout)
 	defer cancel()
 	landed, found, rerr := holds(cleanupCtx, u.Bucket, key, body)
 	if landed {
