@@ -442,9 +442,9 @@ func (e *entry) currentStatus() Status {
 // (after the last segment committed, so that its chain stays contiguous).
 // Data objects whose manifest was never written may stay behind, as after
 // a crash: retention deletes them as orphans once older than its grace
-// (retention.PlanOptions.OrphanGrace), and stale incomplete uploads too. A lock not released
-// expires with its lease. A process killed at the end of StopTimeout
-// leaves the same.
+// (retention.PlanOptions.OrphanGrace), and stale incomplete uploads too.
+// A lock not released expires with its lease. A process killed at the end
+// of StopTimeout leaves the same.
 //
 // Start and NeedLeaderElection make the scheduler a controller-runtime
 // Runnable that runs on the elected leader only.
