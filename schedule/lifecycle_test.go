@@ -220,6 +220,40 @@ func TestStopReturnsWithinBudget(t *testing.T) {
 	}
 }
 
+// TestStartAgainWhileAbandonedRunEnds: a scheduler started again while
+// the run its last stop abandoned still winds down counts that run's slot
+// until it returns, then frees it; the two Starts share no WaitGroup.
+func TestStartAgainWhileAbandonedRunEnds(t *testing.T) {
+	noLeaks(t)
+	h := newHarness(t, utc("2026-01-01T00:00:00Z"), Config{StopTimeout: time.Minute})
+	started, release := make(chan struct{}), make(chan struct{})
+	h.rec.setHook(func(ctx context.Context, _ Job, _ time.Time) error {
+		close(started)
+		<-release
+		return ctx.Err()
+	})
+	require.NoError(t, h.s.Set(job("j", "@hourly")))
+	h.start()
+	h.clk.Set(utc("2026-01-01T01:00:00Z"))
+	<-started
+	h.cancel()
+	eventually(t, func() bool { return h.s.isStopping() && h.clk.Pending() > 0 }, "stop deadlines armed")
+	h.clk.Advance(time.Minute)
+	require.NoError(t, <-h.done)
+	h.cancel = nil
+
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- h.s.Start(ctx) }()
+	eventually(t, h.s.loopIdle, "started again")
+	assert.True(t, h.status("j").Running, "the abandoned run still holds its slot")
+	close(release)
+	eventually(t, func() bool { return !h.status("j").Running && h.s.quiet() }, "the abandoned run ended")
+	assert.ErrorIs(t, h.status("j").LastError, errStopped)
+	cancel()
+	require.NoError(t, <-done)
+}
+
 // hangingLock is a Lock whose release waits until its context ends.
 type hangingLock struct{ released chan error }
 
