@@ -273,6 +273,17 @@ func (p *Pruner) execute(ctx context.Context, d Decision, now time.Time) Item {
 		item.Outcome, item.Reason = WouldDelete, d.Reason
 		return item
 	}
+	// The lock lookups above take round trips: a restore may have pinned
+	// the backup meanwhile. Check again, and hold new pins off until the
+	// deletes end.
+	if h, ok := p.Pins.(deleteHolder); ok {
+		release, ok := h.holdForDelete(e.Cluster, e.ID)
+		if !ok {
+			item.Reason, item.Skip = "pinned by a restore or fetch in progress", SkipPinned
+			return item
+		}
+		defer release()
+	}
 	for n, key := range keys {
 		err := p.Store.Delete(ctx, key)
 		switch {

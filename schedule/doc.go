@@ -39,6 +39,14 @@
 // takes logical backups of the keys under its Prefixes instead, and its
 // retention counts them apart from the snapshots.
 //
+// A job with Replicate set is a replication job: each run copies the
+// cluster's backups created within Replicate.Window from the destination
+// Replicate.From to the job's Destinations, as stored (replicate.Copier:
+// verified, resumable, chains whole, no key needed), and its retention
+// prunes the copies there, of every backup name. A run that finds the
+// targets in step copies nothing. PipelineRunner.ReplicationMetrics
+// records each copy's lag and the backups the target lacks.
+//
 // # Continuous backup
 //
 // A scheduled job with Continuous set also backs its cluster up between

@@ -50,6 +50,12 @@ const (
 	// AccessDenied answers 403 AccessDenied, as a store does to a role
 	// without the permission (s3:GetObjectRetention, say).
 	AccessDenied
+	// ConditionalConflict answers 409 ConditionalRequestConflict without
+	// passing the request on: Amazon S3's answer to a conditional write
+	// that raced another write or a delete of its key (MinIO answers 412
+	// to the loser instead). A rule's Before hook can make the other
+	// write land first.
+	ConditionalConflict
 )
 
 // Rule is one fault.
@@ -66,6 +72,9 @@ type Rule struct {
 	Delay time.Duration
 	// Times is how many requests the rule acts on; 0 means every one.
 	Times int
+	// Before, if set, runs before the action, on the proxy's goroutine:
+	// what another client does while the request is in flight.
+	Before func()
 }
 
 // Request predicates for S3 calls.
@@ -247,6 +256,9 @@ func (p *HTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.proxy.ServeHTTP(w, r)
 		return
 	}
+	if rule.Before != nil {
+		rule.Before()
+	}
 	switch rule.Action {
 	case ResetAfter:
 		_, _ = io.CopyN(io.Discard, r.Body, rule.Bytes)
@@ -257,6 +269,9 @@ func (p *HTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s3Error(w, http.StatusInternalServerError, "InternalError", "We encountered an internal error. Please try again.")
 	case AccessDenied:
 		s3Error(w, http.StatusForbidden, "AccessDenied", "Access Denied.")
+	case ConditionalConflict:
+		_, _ = io.Copy(io.Discard, r.Body)
+		s3Error(w, http.StatusConflict, "ConditionalRequestConflict", "The conditional request cannot succeed due to a conflicting operation against this resource.")
 	case OKWithError:
 		_, _ = io.Copy(io.Discard, r.Body)
 		s3Error(w, http.StatusOK, "InternalError", "We encountered an internal error. Please try again.")
