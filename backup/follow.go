@@ -13,6 +13,8 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdbackup/etcdbackup/internal/cleanup"
 )
 
 // Defaults of the Follower's bounds.
@@ -1078,10 +1080,18 @@ func (st *followState) await(ctx context.Context, p *pendingSegment) (stopped bo
 	return stopped, nil
 }
 
-// finalFlush stores what is held once Run's context ended, and lets the
-// targets that work store their backlog, within FinalCommitTimeout.
+// finalFlush stores what is held once Run's context ended, unless the
+// caller ended the cleanups of ctx (internal/cleanup): a scheduler whose
+// stop budget is spent, or whose lock on the follower was lost (another
+// replica may follow the cluster now, and store these revisions itself).
+// It lets the targets that work store their backlog, within
+// FinalCommitTimeout.
 func (st *followState) finalFlush(ctx context.Context) error {
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cmpOr(st.f.FinalCommitTimeout, DefaultFinalCommitTimeout))
+	if err := cleanup.Ended(ctx); err != nil && (!st.builder.empty() || st.pending != nil) {
+		sum := st.builder.sum
+		return fmt.Errorf("last segment (revisions %d..%d) not stored: %w", sum.FirstRevision, sum.LastRevision, err)
+	}
+	fctx, cancel := cleanup.Context(ctx, cmpOr(st.f.FinalCommitTimeout, DefaultFinalCommitTimeout))
 	defer cancel()
 	if _, err := st.flush(fctx); err != nil {
 		return fmt.Errorf("store the last segment: %w", err)

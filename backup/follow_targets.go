@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/etcdbackup/etcdbackup/internal/cleanup"
 )
 
 // DefaultMaxBacklogBytes bounds, by default, the stored bytes of the
@@ -100,9 +103,11 @@ func (f *Follower) maxBacklogBytes() int {
 }
 
 // start runs the workers until stop; they outlive ctx, so that the last
-// segment is stored once Run's context ends.
+// segment is stored once Run's context ends, but not a bound of ctx's
+// cleanups (internal/cleanup): a spent stop budget or a lost lock ends
+// them at once.
 func (all *followTargets) start(ctx context.Context) {
-	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	wctx, cancel := cleanup.Context(ctx, math.MaxInt64)
 	all.cancel = cancel
 	for _, t := range all.list {
 		all.wg.Go(func() { t.run(wctx, all) })

@@ -8,6 +8,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/etcdbackup/etcdbackup/internal/cleanup"
 	"github.com/etcdbackup/etcdbackup/internal/faultpoint"
 	"github.com/etcdbackup/etcdbackup/storage"
 )
@@ -78,7 +79,7 @@ var (
 // bounded by CleanupTimeout, so that a run's cancellation does not keep
 // it from cleaning up.
 func (u *BucketUploader) Discard(ctx context.Context, m *Manifest) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), u.cleanupTimeout())
+	ctx, cancel := cleanup.Context(ctx, u.cleanupTimeout())
 	defer cancel()
 	return RemoveOwnData(ctx, u.Bucket, m)
 }
@@ -148,7 +149,7 @@ func (u *BucketUploader) Commit(ctx context.Context, m *Manifest) error {
 		faultpoint.Hit("manifest-stored")
 		return nil
 	}
-	cleanupCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), u.cleanupTimeout())
+	cleanupCtx, cancel := cleanup.Context(ctx, u.cleanupTimeout())
 	defer cancel()
 	landed, found, rerr := holds(cleanupCtx, u.Bucket, key, body)
 	if landed {

@@ -79,9 +79,12 @@
 // Remove cancels the job's run in flight (the upload aborts, nothing
 // half-visible remains) and waits for it to return; after it, nothing of
 // the job runs, so the host may delete the cluster's backups. When Start's
-// context ends, the scheduler starts nothing new, lets runs in flight
-// finish for up to Config.StopTimeout, then cancels them and waits for
-// them to return.
+// context ends, the scheduler starts nothing new and returns within
+// Config.StopTimeout, the whole budget of a stop: runs in flight may finish
+// during three quarters of it, then they are cancelled and clean up in the
+// rest; continuous backups store their last segment within it; what has
+// not ended then is abandoned as a killed process would leave it, with
+// nothing uncommitted visible (see Scheduler.Start).
 //
 // # Replicas
 //

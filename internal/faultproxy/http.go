@@ -135,6 +135,9 @@ type HTTP struct {
 	proxy  *httputil.ReverseProxy
 
 	targetHost atomic.Bool // see UseTargetHost
+	// closed ends the delays still waiting when the test ends: a request
+	// whose body was not read does not see its client go away.
+	closed chan struct{}
 
 	mu    sync.Mutex
 	rules []*ruleState
@@ -157,7 +160,7 @@ type ruleState struct {
 func StartHTTP(tb testing.TB, target string, rules ...Rule) *HTTP {
 	tb.Helper()
 	u := &url.URL{Scheme: "http", Host: target}
-	p := &HTTP{target: u, fired: map[string]int{}}
+	p := &HTTP{target: u, fired: map[string]int{}, closed: make(chan struct{})}
 	p.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(u)
@@ -185,7 +188,10 @@ func StartHTTP(tb testing.TB, target string, rules ...Rule) *HTTP {
 	p.ln = ln
 	p.srv = &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = p.srv.Serve(ln) }()
-	tb.Cleanup(func() { _ = p.srv.Close() })
+	tb.Cleanup(func() {
+		close(p.closed)
+		_ = p.srv.Close()
+	})
 	return p
 }
 
@@ -276,6 +282,9 @@ func (p *HTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-time.After(rule.Delay):
 		case <-r.Context().Done():
+			return
+		case <-p.closed:
+			reset(w)
 			return
 		}
 		p.proxy.ServeHTTP(w, r)

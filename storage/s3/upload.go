@@ -19,6 +19,7 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
+	"github.com/etcdbackup/etcdbackup/internal/cleanup"
 	"github.com/etcdbackup/etcdbackup/storage"
 )
 
@@ -305,7 +306,7 @@ func (u *upload) multipart(ctx context.Context, first *[]byte, peek byte) error 
 	}
 
 	err = u.failure(ctx, err)
-	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), u.b.opts.AbortTimeout)
+	actx, cancel := cleanup.Context(ctx, u.b.opts.AbortTimeout)
 	defer cancel()
 	aerr := u.b.core.AbortMultipartUpload(actx, u.b.name, u.key, id)
 	if aerr != nil && errCode(aerr) != "NoSuchUpload" {
