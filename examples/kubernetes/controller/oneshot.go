@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -195,6 +196,22 @@ func (o *oneShots) run(ctx context.Context, b *v1alpha1.EtcdBackup, name string,
 	if d.ReadOnly() {
 		return nil, destination.ErrReadOnly
 	}
+	req := backup.Request{Cluster: b.Spec.Cluster, Job: b.Namespace + "/" + b.Name, Name: name, Targets: []backup.Target{d.Target()}}
+	if backupKind(b.Spec.Type) == backup.KindKeysJSON {
+		src, ok := snap.(interface {
+			Client(context.Context) (*clientv3.Client, error)
+		})
+		if !ok {
+			return nil, errors.New("keys-json backup: the cluster's snapshotter gives no etcd client")
+		}
+		cli, err := src.Client(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer cli.Close()
+		snap = &backup.KeysExporter{Client: cli, Prefixes: b.Spec.Prefixes, Now: o.now}
+		req.Kind = backup.ManifestKindKeysJSON
+	}
 	p := &backup.Pipeline{
 		Snapshotter: snap,
 		Compression: backup.Compression(b.Spec.Compression),
@@ -203,7 +220,7 @@ func (o *oneShots) run(ctx context.Context, b *v1alpha1.EtcdBackup, name string,
 		Logger:      o.log,
 		Now:         o.now,
 	}
-	res, err := p.Run(ctx, backup.Request{Cluster: b.Spec.Cluster, Job: b.Namespace + "/" + b.Name, Name: name, Targets: []backup.Target{d.Target()}})
+	res, err := p.Run(ctx, req)
 	if err == nil && len(res.Succeeded()) == 0 {
 		err = errors.New("no destination stored the backup")
 		if out := res.Outcomes; len(out) == 1 && out[0].Err != nil {

@@ -109,6 +109,15 @@ func (r *restores) run(ctx context.Context, rs *v1alpha1.EtcdRestore) error {
 			sources = append(sources, restore.Source{Name: d.Name(), Catalog: d})
 		}
 	}
+	restorer := &restore.Restorer{Identities: r.identities, Observer: &restoreEvents{events: r.events, obj: rs},
+		Logger: r.log, Now: r.now, Pins: r.pins, Job: rs.Namespace + "/" + rs.Name}
+	member := restore.Member{
+		Name: m.Name, DataDir: filepath.Join(r.dir, m.DataDir), PeerURLs: m.PeerURLs,
+		InitialCluster: m.InitialCluster, ClusterToken: m.ClusterToken, RevisionBump: uint64(max(m.RevisionBump, 0)),
+	}
+	if point, ok := restorePoint(&rs.Spec); ok {
+		return r.runPoint(ctx, rs, restorer, sources, point, member)
+	}
 	q := restore.Query{Cluster: rs.Spec.Cluster, ID: rs.Spec.BackupID}
 	if rs.Spec.Before != nil {
 		q.Before = rs.Spec.Before.Time
@@ -118,16 +127,48 @@ func (r *restores) run(ctx context.Context, rs *v1alpha1.EtcdRestore) error {
 		return err
 	}
 	rs.Status.BackupID, rs.Status.Destination = b.ID, b.Source
-	restorer := &restore.Restorer{Identities: r.identities, Observer: &restoreEvents{events: r.events, obj: rs},
-		Logger: r.log, Now: r.now, Pins: r.pins, Job: rs.Namespace + "/" + rs.Name}
-	rm, err := restorer.Restore(ctx, b, restore.Member{
-		Name: m.Name, DataDir: filepath.Join(r.dir, m.DataDir), PeerURLs: m.PeerURLs,
-		InitialCluster: m.InitialCluster, ClusterToken: m.ClusterToken, RevisionBump: uint64(max(m.RevisionBump, 0)),
-	})
+	rm, err := restorer.Restore(ctx, b, member)
 	if err != nil {
 		return err
 	}
 	rs.Status.MemberID = strconv.FormatUint(rm.MemberID, 16)
 	rs.Status.ClusterID = strconv.FormatUint(rm.ClusterID, 16)
+	if m := b.Manifest; m != nil && m.Etcd.Revision.Low == m.Etcd.Revision.High {
+		rs.Status.Revision = m.Etcd.Revision.High // exact; bounds say nothing
+	}
+	return nil
+}
+
+// restorePoint returns the point of the continuous backup a restore asks
+// for, and false when it asks for a full backup.
+func restorePoint(s *v1alpha1.EtcdRestoreSpec) (restore.Point, bool) {
+	p := restore.Point{Cluster: s.Cluster, Revision: s.Revision, NearestEarlier: s.NearestEarlier}
+	if s.Time != nil {
+		p.Time = s.Time.Time
+	}
+	return p, p.Revision > 0 || !p.Time.IsZero()
+}
+
+// runPoint restores a member to a point: the newest full backup at or
+// before it, then the segments up to it. A point in a gap of the
+// continuous backup fails, unless the restore asks for the nearest
+// earlier point: the status then says what was skipped.
+func (r *restores) runPoint(ctx context.Context, rs *v1alpha1.EtcdRestore, restorer *restore.Restorer,
+	sources []restore.Source, p restore.Point, m restore.Member) error {
+	plan, err := restore.FindPoint(ctx, sources, p)
+	if err != nil {
+		return err
+	}
+	rs.Status.BackupID, rs.Status.Destination = plan.Full.ID, plan.Full.Source
+	if plan.Gap != nil {
+		rs.Status.Gap = plan.Gap.Error()
+	}
+	res, err := restorer.RestorePoint(ctx, plan, m)
+	if err != nil {
+		return err
+	}
+	rs.Status.MemberID = strconv.FormatUint(res.MemberID, 16)
+	rs.Status.ClusterID = strconv.FormatUint(res.ClusterID, 16)
+	rs.Status.Revision, rs.Status.Segments = res.Revision, res.Segments
 	return nil
 }

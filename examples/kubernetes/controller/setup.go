@@ -143,18 +143,20 @@ func Setup(mgr manager.Manager, o Options) (*Controllers, error) {
 	dests.registry = registry
 
 	metrics := backup.NewMetrics()
+	followMetrics := backup.NewFollowerMetrics()
 	configs := &configs{client: c, events: rec, registry: registry, metrics: metrics, ran: make(chan event.GenericEvent, 64), loaded: loaded}
 	dests.configs = configs
 	clusters := &clusters{client: c, events: rec, registry: registry, pins: pins, configs: configs, loaded: loaded, now: now}
 	configs.clusters = clusters
 	run := &runner{
 		base: schedule.PipelineRunner{
-			Snapshotter: clusters.snapshotter,
-			Uploader:    byName[backup.Uploader](registry),
-			Store:       byName[retention.Store](registry),
-			Pins:        pins,
-			Now:         now,
-			Logger:      o.Logger,
+			Snapshotter:    clusters.snapshotter,
+			Uploader:       byName[backup.Uploader](registry),
+			Store:          byName[retention.Store](registry),
+			Pins:           pins,
+			FollowObserver: followMetrics,
+			Now:            now,
+			Logger:         o.Logger,
 		},
 		metrics: metrics, configs: configs, events: rec,
 	}
@@ -176,7 +178,7 @@ func Setup(mgr manager.Manager, o Options) (*Controllers, error) {
 	if reg == nil {
 		reg = ctrlmetrics.Registry
 	}
-	for _, col := range []prometheus.Collector{metrics, registry.Collector(), scheduler.Collector()} {
+	for _, col := range []prometheus.Collector{metrics, followMetrics, registry.Collector(), scheduler.Collector()} {
 		if err := reg.Register(col); err != nil {
 			registry.Close()
 			return nil, fmt.Errorf("register metrics: %w", err)

@@ -36,6 +36,8 @@ type RestoreMember struct {
 // cluster's backup.
 //
 // +kubebuilder:validation:XValidation:rule="self == oldSelf",message="an EtcdRestore's spec is immutable"
+// +kubebuilder:validation:XValidation:rule="(has(self.backupID) ? 1 : 0) + (has(self.before) ? 1 : 0) + (has(self.revision) ? 1 : 0) + (has(self.time) ? 1 : 0) <= 1",message="give at most one of backupID, before, revision and time: backupID and before pick a full backup, revision and time a point of the continuous backup"
+// +kubebuilder:validation:XValidation:rule="!has(self.nearestEarlier) || !self.nearestEarlier || has(self.revision) || has(self.time)",message="nearestEarlier is for a restore to a revision or a time"
 type EtcdRestoreSpec struct {
 	// Cluster names the cluster whose backup is restored.
 	// +kubebuilder:validation:MinLength=1
@@ -45,11 +47,27 @@ type EtcdRestoreSpec struct {
 	// +optional
 	Destination string `json:"destination,omitempty"`
 	// BackupID selects a backup by ID. Empty means the newest restorable.
+	// +kubebuilder:validation:MinLength=1
 	// +optional
 	BackupID string `json:"backupID,omitempty"`
 	// Before restricts the search to backups created strictly before it.
 	// +optional
 	Before *metav1.Time `json:"before,omitempty"`
+	// Revision restores the cluster's store at that revision: the newest
+	// full backup at or before it, then the continuous backup's segments
+	// up to it.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	Revision int64 `json:"revision,omitempty"`
+	// Time restores the last revision the continuous backup received at
+	// or before it.
+	// +optional
+	Time *metav1.Time `json:"time,omitempty"`
+	// NearestEarlier, when the revision or time lies in a gap of the
+	// continuous backup, restores the nearest earlier point that can be
+	// restored, and says so in status. By default such a restore fails.
+	// +optional
+	NearestEarlier bool `json:"nearestEarlier,omitempty"`
 	// Member is the data directory to restore.
 	Member RestoreMember `json:"member"`
 }
@@ -78,6 +96,18 @@ type EtcdRestoreStatus struct {
 	MemberID string `json:"memberID,omitempty"`
 	// +optional
 	ClusterID string `json:"clusterID,omitempty"`
+	// Revision is the revision the member's store holds, before any
+	// revision bump: the point's, or the full backup's.
+	// +optional
+	Revision int64 `json:"revision,omitempty"`
+	// Segments counts the continuous backup's segments applied after the
+	// full backup.
+	// +optional
+	Segments int64 `json:"segments,omitempty"`
+	// Gap says what was skipped when nearestEarlier restored an earlier
+	// point than the one asked for.
+	// +optional
+	Gap string `json:"gap,omitempty"`
 	// Message says why the restore failed.
 	// +optional
 	Message string `json:"message,omitempty"`
