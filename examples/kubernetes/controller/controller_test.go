@@ -385,7 +385,7 @@ func TestSeedController(t *testing.T) {
 		peer := &url.URL{Scheme: "http", Host: freeAddr(t)}
 		create(t, c, &v1alpha1.EtcdRestore{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "m1"},
 			Spec: v1alpha1.EtcdRestoreSpec{Cluster: "prod-b", Destination: "default", BackupID: b.Status.BackupID,
-				Member: v1alpha1.RestoreMember{Name: "m1", DataDir: "m1", PeerURLs: []string{peer.String()}}}})
+				Member: &v1alpha1.RestoreMember{Name: "m1", DataDir: "m1", PeerURLs: []string{peer.String()}}}})
 		var rs v1alpha1.EtcdRestore
 		eventually(t, "the restore completes", func() bool {
 			if err := c.Get(ctx, types.NamespacedName{Namespace: "default", Name: "m1"}, &rs); err != nil {
@@ -440,7 +440,7 @@ func TestSeedController(t *testing.T) {
 		})
 		create(t, c, &v1alpha1.EtcdRestore{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "early"},
 			Spec: v1alpha1.EtcdRestoreSpec{Cluster: "prod-a", Destination: "late", BackupID: "prod-a-early",
-				Member: v1alpha1.RestoreMember{Name: "early", DataDir: "early", PeerURLs: []string{"http://" + freeAddr(t)}}}})
+				Member: &v1alpha1.RestoreMember{Name: "early", DataDir: "early", PeerURLs: []string{"http://" + freeAddr(t)}}}})
 		eventually(t, "the restore waits", func() bool {
 			var rs v1alpha1.EtcdRestore
 			if err := c.Get(ctx, types.NamespacedName{Namespace: "default", Name: "early"}, &rs); err != nil {

@@ -149,7 +149,7 @@ func TestContinuousConfigAndPointRestore(t *testing.T) {
 		peer := &url.URL{Scheme: "http", Host: freeAddr(t)}
 		create(t, c, &v1alpha1.EtcdRestore{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "to-rev"},
 			Spec: v1alpha1.EtcdRestoreSpec{Cluster: "pitr", Revision: revA,
-				Member: v1alpha1.RestoreMember{Name: "r1", DataDir: "r1", PeerURLs: []string{peer.String()}}}})
+				Member: &v1alpha1.RestoreMember{Name: "r1", DataDir: "r1", PeerURLs: []string{peer.String()}}}})
 		rs := waitRestore(t, c, "to-rev")
 		if rs.Phase != v1alpha1.PhaseCompleted || rs.Revision != revA || rs.BackupID == "" {
 			t.Fatalf("restore status %+v, want revision %d", rs, revA)
@@ -173,7 +173,7 @@ func TestContinuousConfigAndPointRestore(t *testing.T) {
 		at := metav1.NewTime(time.Now())
 		create(t, c, &v1alpha1.EtcdRestore{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "to-time"},
 			Spec: v1alpha1.EtcdRestoreSpec{Cluster: "pitr", Time: &at,
-				Member: v1alpha1.RestoreMember{Name: "r2", DataDir: "r2", PeerURLs: []string{"http://" + freeAddr(t)}}}})
+				Member: &v1alpha1.RestoreMember{Name: "r2", DataDir: "r2", PeerURLs: []string{"http://" + freeAddr(t)}}}})
 		if rs := waitRestore(t, c, "to-time"); rs.Phase != v1alpha1.PhaseCompleted || rs.Revision < revB || rs.Segments == 0 {
 			t.Fatalf("restore status %+v, want revision %d or later", rs, revB)
 		}

@@ -7,9 +7,11 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
 	"filippo.io/age"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -32,6 +34,11 @@ type restores struct {
 	now        func() time.Time
 	log        *slog.Logger
 	loaded     *gate
+
+	// held releases the pins of each restore beside the members, while
+	// the members read its backups.
+	mu   sync.Mutex
+	held map[types.NamespacedName]func()
 }
 
 func (r *restores) setup(mgr ctrl.Manager) error {
@@ -48,9 +55,11 @@ func (r *restores) setup(mgr ctrl.Manager) error {
 func (r *restores) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	var rs v1alpha1.EtcdRestore
 	if err := r.client.Get(ctx, req.NamespacedName, &rs); err != nil {
+		r.release(req.NamespacedName)
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if !rs.DeletionTimestamp.IsZero() || rs.Status.Phase == v1alpha1.PhaseCompleted || rs.Status.Phase == v1alpha1.PhaseFailed {
+		r.release(req.NamespacedName)
 		return reconcile.Result{}, nil
 	}
 	st := phaseStatus{&rs.Status.Phase, &rs.Status.Message, &rs.Status.Conditions, &rs.Status.ObservedGeneration}
@@ -63,6 +72,9 @@ func (r *restores) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 		}
 	case len(r.registry.List()) == 0:
 		return wait(ctx, r.client, &rs, st, errNoDestinations)
+	}
+	if len(rs.Spec.Members) > 0 {
+		return r.reconcilePlan(ctx, &rs, st)
 	}
 	// Update, not Patch: a cache that has not seen the end of the last
 	// run yet holds an old resourceVersion, and the conflict stops a
@@ -94,20 +106,15 @@ func (r *restores) run(ctx context.Context, rs *v1alpha1.EtcdRestore) error {
 		return fmt.Errorf("restores are disabled: the controller has no restore directory")
 	}
 	m := rs.Spec.Member
+	if m == nil {
+		return errors.New("no member to restore")
+	}
 	if !filepath.IsLocal(m.DataDir) {
 		return fmt.Errorf("member data directory %q is not a relative path inside the restore directory", m.DataDir)
 	}
-	var sources []restore.Source
-	if rs.Spec.Destination != "" {
-		d, err := r.registry.Get(rs.Spec.Destination)
-		if err != nil {
-			return err
-		}
-		sources = append(sources, restore.Source{Name: d.Name(), Catalog: d})
-	} else {
-		for _, d := range r.registry.List() {
-			sources = append(sources, restore.Source{Name: d.Name(), Catalog: d})
-		}
+	sources, err := r.sources(rs)
+	if err != nil {
+		return err
 	}
 	restorer := &restore.Restorer{Identities: r.identities, Observer: &restoreEvents{events: r.events, obj: rs},
 		Logger: r.log, Now: r.now, Pins: r.pins, Job: rs.Namespace + "/" + rs.Name}
@@ -137,6 +144,23 @@ func (r *restores) run(ctx context.Context, rs *v1alpha1.EtcdRestore) error {
 		rs.Status.Revision = m.Etcd.Revision.High // exact; bounds say nothing
 	}
 	return nil
+}
+
+// sources are the destinations a restore reads: the one it names, or
+// every one.
+func (r *restores) sources(rs *v1alpha1.EtcdRestore) ([]restore.Source, error) {
+	var sources []restore.Source
+	if rs.Spec.Destination != "" {
+		d, err := r.registry.Get(rs.Spec.Destination)
+		if err != nil {
+			return nil, err
+		}
+		return append(sources, restore.Source{Name: d.Name(), Catalog: d}), nil
+	}
+	for _, d := range r.registry.List() {
+		sources = append(sources, restore.Source{Name: d.Name(), Catalog: d})
+	}
+	return sources, nil
 }
 
 // restorePoint returns the point of the continuous backup a restore asks

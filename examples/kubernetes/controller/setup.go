@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -187,7 +188,7 @@ func Setup(mgr manager.Manager, o Options) (*Controllers, error) {
 
 	oneShots := &oneShots{client: c, events: rec, registry: registry, clusters: clusters, metrics: metrics, now: now, log: o.Logger, loaded: loaded}
 	restores := &restores{client: c, events: rec, registry: registry, pins: pins, dir: o.RestoreDir,
-		identities: o.Identities, now: now, log: o.Logger, loaded: loaded}
+		identities: o.Identities, now: now, log: o.Logger, loaded: loaded, held: map[types.NamespacedName]func(){}}
 	err = errors.Join(
 		indexFields(context.Background(), mgr.GetFieldIndexer(), o.Namespace),
 		mgr.Add(secrets),

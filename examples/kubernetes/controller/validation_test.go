@@ -25,7 +25,7 @@ func TestNewFieldsValidation(t *testing.T) {
 	}
 	restoreSpec := func(mod func(*v1alpha1.EtcdRestoreSpec)) *v1alpha1.EtcdRestoreSpec {
 		s := &v1alpha1.EtcdRestoreSpec{Cluster: "c",
-			Member: v1alpha1.RestoreMember{Name: "m", DataDir: "m", PeerURLs: []string{"http://127.0.0.1:2380"}}}
+			Member: &v1alpha1.RestoreMember{Name: "m", DataDir: "m", PeerURLs: []string{"http://127.0.0.1:2380"}}}
 		mod(s)
 		return s
 	}
@@ -77,6 +77,17 @@ func TestNewFieldsValidation(t *testing.T) {
 		{"a time and before", restoreSpec(func(s *v1alpha1.EtcdRestoreSpec) { s.Before, s.Time = &now, &now }),
 			"give at most one of backupID, before, revision and time"},
 		{"a negative revision", restoreSpec(func(s *v1alpha1.EtcdRestoreSpec) { s.Revision = -1 }), "spec.revision"},
+		{"member and members", restoreSpec(func(s *v1alpha1.EtcdRestoreSpec) {
+			s.Members = []v1alpha1.PlannedMember{{Name: "a", PeerURLs: []string{"http://127.0.0.1:2380"}}}
+		}), "give member (the controller restores it into its restore directory) or members"},
+		{"neither member nor members", restoreSpec(func(s *v1alpha1.EtcdRestoreSpec) { s.Member = nil }),
+			"give member (the controller restores it into its restore directory) or members"},
+		{"a token of a member restore", restoreSpec(func(s *v1alpha1.EtcdRestoreSpec) { s.ClusterToken = "t" }),
+			"clusterToken and revisionBump are for members"},
+		{"a member twice", restoreSpec(func(s *v1alpha1.EtcdRestoreSpec) {
+			s.Member = nil
+			s.Members = []v1alpha1.PlannedMember{{Name: "a", PeerURLs: []string{"http://127.0.0.1:2380"}}, {Name: "a", PeerURLs: []string{"http://127.0.0.1:2381"}}}
+		}), "Duplicate value"},
 		{"nearestEarlier of a backup", restoreSpec(func(s *v1alpha1.EtcdRestoreSpec) { s.NearestEarlier = true }),
 			"nearestEarlier is for a restore to a revision or a time"},
 	} {
@@ -99,6 +110,10 @@ func TestNewFieldsValidation(t *testing.T) {
 		&v1alpha1.EtcdBackupSpec{Cluster: "c", Logical: v1alpha1.Logical{Type: v1alpha1.TypeKeysJSON, Prefixes: []string{"/a/"}}},
 		restoreSpec(func(s *v1alpha1.EtcdRestoreSpec) { s.Revision, s.NearestEarlier = 5, true }),
 		restoreSpec(func(s *v1alpha1.EtcdRestoreSpec) { s.Time = &now }),
+		restoreSpec(func(s *v1alpha1.EtcdRestoreSpec) {
+			s.Member, s.ClusterToken, s.RevisionBump = nil, "t", 1000
+			s.Members = []v1alpha1.PlannedMember{{Name: "a", PeerURLs: []string{"http://127.0.0.1:2380"}}, {Name: "b", PeerURLs: []string{"http://127.0.0.1:2381"}}}
+		}),
 	} {
 		if err := c.Create(t.Context(), object(good, "good", i)); err != nil {
 			t.Errorf("good object %d refused: %v", i, err)

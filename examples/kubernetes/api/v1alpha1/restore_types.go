@@ -38,6 +38,8 @@ type RestoreMember struct {
 // +kubebuilder:validation:XValidation:rule="self == oldSelf",message="an EtcdRestore's spec is immutable"
 // +kubebuilder:validation:XValidation:rule="(has(self.backupID) ? 1 : 0) + (has(self.before) ? 1 : 0) + (has(self.revision) ? 1 : 0) + (has(self.time) ? 1 : 0) <= 1",message="give at most one of backupID, before, revision and time: backupID and before pick a full backup, revision and time a point of the continuous backup"
 // +kubebuilder:validation:XValidation:rule="!has(self.nearestEarlier) || !self.nearestEarlier || has(self.revision) || has(self.time)",message="nearestEarlier is for a restore to a revision or a time"
+// +kubebuilder:validation:XValidation:rule="has(self.member) != has(self.members)",message="give member (the controller restores it into its restore directory) or members (each member restores beside its etcd), one of them"
+// +kubebuilder:validation:XValidation:rule="has(self.members) || (!has(self.clusterToken) && !has(self.revisionBump))",message="clusterToken and revisionBump are for members; a member has its own"
 type EtcdRestoreSpec struct {
 	// Cluster names the cluster whose backup is restored.
 	// +kubebuilder:validation:MinLength=1
@@ -68,8 +70,87 @@ type EtcdRestoreSpec struct {
 	// restored, and says so in status. By default such a restore fails.
 	// +optional
 	NearestEarlier bool `json:"nearestEarlier,omitempty"`
-	// Member is the data directory to restore.
-	Member RestoreMember `json:"member"`
+	// Member is the data directory the controller restores, in its
+	// restore directory.
+	// +optional
+	Member *RestoreMember `json:"member,omitempty"`
+	// Members restores every member of the cluster where its etcd runs:
+	// the controller publishes what to restore in status.plan, and the
+	// restore step beside each member (cmd/restore-member, an init
+	// container of the member's pod) writes that member's data directory
+	// and reports in status.members.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=9
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Members []PlannedMember `json:"members,omitempty"`
+	// ClusterToken is the members' initial cluster token. Empty means
+	// etcd-cluster.
+	// +optional
+	ClusterToken string `json:"clusterToken,omitempty"`
+	// RevisionBump raises the members' revision by that much and marks it
+	// compacted, so that watchers relist.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	RevisionBump int64 `json:"revisionBump,omitempty"`
+}
+
+// PlannedMember is a member of the cluster restored beside its etcd.
+type PlannedMember struct {
+	// Name is the member's name.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// PeerURLs are its initial advertise peer URLs.
+	// +kubebuilder:validation:MinItems=1
+	// +listType=atomic
+	PeerURLs []string `json:"peerURLs"`
+}
+
+// RestorePlan is what the restore step beside each member restores: the
+// backups are named exactly, so that every member restores the same data.
+type RestorePlan struct {
+	// Destination names the BackupDestination, and URL is its location:
+	// the restore step opens it with credentials of its own (its pod's
+	// environment), never the controller's.
+	Destination string `json:"destination"`
+	URL         string `json:"url"`
+	// BackupID is the full backup restored first.
+	BackupID string `json:"backupID"`
+	// Segments are the IDs of the continuous backup's segments applied
+	// after it, in order.
+	// +optional
+	// +listType=atomic
+	Segments []string `json:"segments,omitempty"`
+	// Revision or Time is the point the segments are applied to.
+	// +optional
+	Revision int64 `json:"revision,omitempty"`
+	// +optional
+	Time *metav1.Time `json:"time,omitempty"`
+	// InitialCluster lists every member as name=peerURL,...
+	InitialCluster string `json:"initialCluster"`
+	// +optional
+	ClusterToken string `json:"clusterToken,omitempty"`
+	// +optional
+	RevisionBump int64 `json:"revisionBump,omitempty"`
+}
+
+// MemberRestoreStatus is what the restore step of a member reported.
+type MemberRestoreStatus struct {
+	// Name is the member's name.
+	Name string `json:"name"`
+	// Phase is Completed or Failed.
+	Phase Phase `json:"phase"`
+	// MemberID is the member's ID when it starts, in hexadecimal.
+	// +optional
+	MemberID string `json:"memberID,omitempty"`
+	// Message says why the step failed.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// Time is when the step reported.
+	// +optional
+	Time *metav1.Time `json:"time,omitempty"`
 }
 
 // EtcdRestoreStatus is the outcome of a restore.
@@ -111,6 +192,14 @@ type EtcdRestoreStatus struct {
 	// Message says why the restore failed.
 	// +optional
 	Message string `json:"message,omitempty"`
+	// Plan is, for members, what each restores.
+	// +optional
+	Plan *RestorePlan `json:"plan,omitempty"`
+	// Members is what the restore step of each member reported.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Members []MemberRestoreStatus `json:"members,omitempty"`
 	// StartTime and CompletionTime bound the restore.
 	// +optional
 	StartTime *metav1.Time `json:"startTime,omitempty"`
