@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -32,7 +33,7 @@ func TestRestoreBesideEachMember(t *testing.T) {
 	data := startEtcd(t, "data", t.TempDir(), nil)
 	endpoint := "http://" + data.Clients[0].Addr().String()
 	writeKeys(t, endpoint, "/registry/things/", 50, "/registry/things/007")
-	startManager(t, cfg, manager.Options{}, controller.Options{})
+	startManager(t, cfg, manager.Options{}, controller.Options{Registerer: prometheus.NewRegistry()})
 	create(t, c, secret("default", "minio", s3.access, s3.secret), dest("default", s3.bucket(t, "main"), "minio"),
 		cluster("three", []string{endpoint}),
 		&v1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "full"}, Spec: v1alpha1.EtcdBackupSpec{Cluster: "three"}})
@@ -69,8 +70,8 @@ func TestRestoreBesideEachMember(t *testing.T) {
 	create(t, c, &v1alpha1.EtcdRestore{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "beside"},
 		Spec: v1alpha1.EtcdRestoreSpec{Cluster: "three", BackupID: full.BackupID, Members: members, ClusterToken: "restored"}})
 	volume := t.TempDir() // each member's volume, as its pod mounts it
-	step := func(name string) error {
-		cmd := exec.Command(bin, "--restore=default/beside", "--member="+name, "--data-dir="+filepath.Join(volume, name, "data"),
+	step := func(restore, name string) error {
+		cmd := exec.Command(bin, "--restore="+restore, "--member="+name, "--data-dir="+filepath.Join(volume, name, "data"),
 			"--kubeconfig="+kcPath, "--wait=30s")
 		cmd.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID="+s3.access, "AWS_SECRET_ACCESS_KEY="+s3.secret)
 		out, err := cmd.CombinedOutput()
@@ -85,7 +86,7 @@ func TestRestoreBesideEachMember(t *testing.T) {
 			t.Fatal(err)
 		}
 		wg.Go(func() {
-			if err := step(n); err != nil {
+			if err := step("default/beside", n); err != nil {
 				t.Errorf("restore step of %s: %v", n, err)
 			}
 		})
@@ -103,8 +104,11 @@ func TestRestoreBesideEachMember(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := step("m1"); err != nil { // the pod restarted
+	if err := step("default/beside", "m1"); err != nil { // the pod restarted
 		t.Fatalf("the step run again: %v", err)
+	}
+	if err := step("default/deleted", "m1"); err != nil { // left in place after the restore went
+		t.Fatalf("the step of a restore that does not exist: %v", err)
 	}
 	if after, err := os.ReadFile(marker); err != nil || string(after) != string(before) {
 		t.Fatalf("the step run again rewrote the member: %q, %v", after, err)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -90,7 +91,7 @@ func TestContinuousConfigAndPointRestore(t *testing.T) {
 	data := startEtcd(t, "data", t.TempDir(), nil)
 	endpoint := "http://" + data.Clients[0].Addr().String()
 	restoreDir := t.TempDir()
-	controllers, _, _ := startManager(t, cfg, manager.Options{}, controller.Options{RestoreDir: restoreDir})
+	controllers, _, _ := startManager(t, cfg, manager.Options{}, controller.Options{RestoreDir: restoreDir, Registerer: prometheus.NewRegistry()})
 	ctx := t.Context()
 	writeKeys(t, endpoint, "/a/before/", 20, "")
 

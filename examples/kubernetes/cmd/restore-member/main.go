@@ -14,7 +14,9 @@
 // deleted. The destination's credentials come from the pod's environment
 // (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, or the default chain), never
 // from the controller; the pod's service account needs get on etcdrestores
-// and update on etcdrestores/status.
+// and update on etcdrestores/status. When the EtcdRestore does not exist,
+// the step does nothing and succeeds: the member starts on its data as it
+// is.
 package main
 
 import (
@@ -28,6 +30,7 @@ import (
 	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -79,6 +82,13 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	}
 	key := types.NamespacedName{Namespace: ns, Name: n}
 	rs, err := waitPlan(ctx, c, key, *waitFor)
+	if apierrors.IsNotFound(err) {
+		// No restore is asked for (any more): the member starts on its
+		// data directory as it is, so an init container left in place
+		// after the EtcdRestore was deleted never holds etcd back.
+		log.Info("no such restore: nothing to do", "restore", key.String())
+		return nil
+	}
 	if err != nil {
 		return err
 	}
