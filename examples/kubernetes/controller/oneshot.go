@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -198,13 +197,7 @@ func (o *oneShots) run(ctx context.Context, b *v1alpha1.EtcdBackup, name string,
 	}
 	req := backup.Request{Cluster: b.Spec.Cluster, Job: b.Namespace + "/" + b.Name, Name: name, Targets: []backup.Target{d.Target()}}
 	if backupKind(b.Spec.Type) == backup.KindKeysJSON {
-		src, ok := snap.(interface {
-			Client(context.Context) (*clientv3.Client, error)
-		})
-		if !ok {
-			return nil, errors.New("keys-json backup: the cluster's snapshotter gives no etcd client")
-		}
-		cli, err := src.Client(ctx)
+		cli, err := clientOf(ctx, snap)
 		if err != nil {
 			return nil, err
 		}

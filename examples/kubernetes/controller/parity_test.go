@@ -201,6 +201,56 @@ func TestContinuousConfigAndPointRestore(t *testing.T) {
 		}
 		t.Fatalf("backup %s is not on the destination", st.BackupID)
 	})
+
+	t.Run("a keys-json import of one prefix: a dry run reports the diff and changes nothing, then it restores", func(t *testing.T) {
+		backupID := get(t, c, "logical", &v1alpha1.EtcdBackup{}).Status.BackupID
+		if backupID == "" {
+			t.Fatal("no keys-json backup")
+		}
+		saved, _ := etcdKeys(t, endpoint, 0)
+		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cli.Close()
+		for _, k := range []string{"/a/one/000", "/a/one/001", "/a/before/000"} {
+			if _, err := cli.Delete(ctx, k); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := cli.Put(ctx, "/a/one/002", "changed since"); err != nil {
+			t.Fatal(err)
+		}
+		before, _ := etcdKeys(t, endpoint, 0)
+		importOf := func(name string, imp v1alpha1.KeysImport) v1alpha1.EtcdRestoreStatus {
+			create(t, c, &v1alpha1.EtcdRestore{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
+				Spec: v1alpha1.EtcdRestoreSpec{Cluster: "pitr", BackupID: backupID, Import: &imp}})
+			return waitRestore(t, c, name)
+		}
+		dry := importOf("import-dry", v1alpha1.KeysImport{Prefixes: []string{"/a/one/"}, Mode: "overwrite", DryRun: true})
+		if dry.Phase != v1alpha1.PhaseCompleted || dry.Import == nil || !dry.Import.DryRun ||
+			dry.Import.Created != 2 || dry.Import.Overwritten != 1 || len(dry.Import.Changes) != 3 {
+			t.Fatalf("dry run status %+v, import %+v", dry, dry.Import)
+		}
+		if after, _ := etcdKeys(t, endpoint, 0); len(after) != len(before) || after["/a/one/002"] != "changed since" {
+			t.Fatalf("the dry run changed etcd: %d keys, /a/one/002 = %q", len(after), after["/a/one/002"])
+		}
+		done := importOf("import", v1alpha1.KeysImport{Prefixes: []string{"/a/one/"}, Mode: "overwrite"})
+		if done.Phase != v1alpha1.PhaseCompleted || done.Import == nil || done.Import.DryRun || done.Import.Created != 2 || done.Import.Overwritten != 1 {
+			t.Fatalf("import status %+v, import %+v", done, done.Import)
+		}
+		after, _ := etcdKeys(t, endpoint, 0)
+		for k, v := range saved {
+			switch {
+			case k == "/a/before/000":
+				if _, ok := after[k]; ok {
+					t.Errorf("%s, outside the prefix, was restored", k)
+				}
+			case after[k] != v:
+				t.Errorf("key %s = %q, want %q", k, after[k], v)
+			}
+		}
+	})
 }
 
 // waitRestore waits until a restore ended and returns its status.

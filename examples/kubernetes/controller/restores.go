@@ -34,6 +34,8 @@ type restores struct {
 	now        func() time.Time
 	log        *slog.Logger
 	loaded     *gate
+	// clusters gives imports a client of the cluster's etcd.
+	clusters *clusters
 
 	// held releases the pins of each restore beside the members, while
 	// the members read its backups.
@@ -102,6 +104,9 @@ func (r *restores) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 var errNoDestinations = errors.New("no destination to restore from")
 
 func (r *restores) run(ctx context.Context, rs *v1alpha1.EtcdRestore) error {
+	if rs.Spec.Import != nil {
+		return r.runImport(ctx, rs)
+	}
 	if r.dir == "" {
 		return fmt.Errorf("restores are disabled: the controller has no restore directory")
 	}

@@ -188,7 +188,7 @@ func Setup(mgr manager.Manager, o Options) (*Controllers, error) {
 
 	oneShots := &oneShots{client: c, events: rec, registry: registry, clusters: clusters, metrics: metrics, now: now, log: o.Logger, loaded: loaded}
 	restores := &restores{client: c, events: rec, registry: registry, pins: pins, dir: o.RestoreDir,
-		identities: o.Identities, now: now, log: o.Logger, loaded: loaded, held: map[types.NamespacedName]func(){}}
+		identities: o.Identities, now: now, log: o.Logger, loaded: loaded, held: map[types.NamespacedName]func(){}, clusters: clusters}
 	err = errors.Join(
 		indexFields(context.Background(), mgr.GetFieldIndexer(), o.Namespace),
 		mgr.Add(secrets),

@@ -79,15 +79,21 @@ func TestNewFieldsValidation(t *testing.T) {
 		{"a negative revision", restoreSpec(func(s *v1alpha1.EtcdRestoreSpec) { s.Revision = -1 }), "spec.revision"},
 		{"member and members", restoreSpec(func(s *v1alpha1.EtcdRestoreSpec) {
 			s.Members = []v1alpha1.PlannedMember{{Name: "a", PeerURLs: []string{"http://127.0.0.1:2380"}}}
-		}), "give member (the controller restores it into its restore directory) or members"},
+		}), "give one of member (the controller restores it into its restore directory), members"},
 		{"neither member nor members", restoreSpec(func(s *v1alpha1.EtcdRestoreSpec) { s.Member = nil }),
-			"give member (the controller restores it into its restore directory) or members"},
+			"give one of member (the controller restores it into its restore directory), members"},
 		{"a token of a member restore", restoreSpec(func(s *v1alpha1.EtcdRestoreSpec) { s.ClusterToken = "t" }),
 			"clusterToken and revisionBump are for members"},
 		{"a member twice", restoreSpec(func(s *v1alpha1.EtcdRestoreSpec) {
 			s.Member = nil
 			s.Members = []v1alpha1.PlannedMember{{Name: "a", PeerURLs: []string{"http://127.0.0.1:2380"}}, {Name: "a", PeerURLs: []string{"http://127.0.0.1:2381"}}}
 		}), "Duplicate value"},
+		{"an import and a member", restoreSpec(func(s *v1alpha1.EtcdRestoreSpec) { s.Import = &v1alpha1.KeysImport{} }),
+			"give one of member (the controller restores it into its restore directory), members"},
+		{"an import to a revision", restoreSpec(func(s *v1alpha1.EtcdRestoreSpec) { s.Member, s.Import, s.Revision = nil, &v1alpha1.KeysImport{}, 5 }),
+			"import restores a keys-json backup: revision and time are for snapshot restores"},
+		{"an import of an unknown mode", restoreSpec(func(s *v1alpha1.EtcdRestoreSpec) { s.Member, s.Import = nil, &v1alpha1.KeysImport{Mode: "merge"} }),
+			"Unsupported value"},
 		{"nearestEarlier of a backup", restoreSpec(func(s *v1alpha1.EtcdRestoreSpec) { s.NearestEarlier = true }),
 			"nearestEarlier is for a restore to a revision or a time"},
 	} {
@@ -110,6 +116,9 @@ func TestNewFieldsValidation(t *testing.T) {
 		&v1alpha1.EtcdBackupSpec{Cluster: "c", Logical: v1alpha1.Logical{Type: v1alpha1.TypeKeysJSON, Prefixes: []string{"/a/"}}},
 		restoreSpec(func(s *v1alpha1.EtcdRestoreSpec) { s.Revision, s.NearestEarlier = 5, true }),
 		restoreSpec(func(s *v1alpha1.EtcdRestoreSpec) { s.Time = &now }),
+		restoreSpec(func(s *v1alpha1.EtcdRestoreSpec) {
+			s.Member, s.Import = nil, &v1alpha1.KeysImport{Prefixes: []string{"/registry/configmaps/"}, Mode: "overwrite", DryRun: true}
+		}),
 		restoreSpec(func(s *v1alpha1.EtcdRestoreSpec) {
 			s.Member, s.ClusterToken, s.RevisionBump = nil, "t", 1000
 			s.Members = []v1alpha1.PlannedMember{{Name: "a", PeerURLs: []string{"http://127.0.0.1:2380"}}, {Name: "b", PeerURLs: []string{"http://127.0.0.1:2381"}}}

@@ -38,7 +38,8 @@ type RestoreMember struct {
 // +kubebuilder:validation:XValidation:rule="self == oldSelf",message="an EtcdRestore's spec is immutable"
 // +kubebuilder:validation:XValidation:rule="(has(self.backupID) ? 1 : 0) + (has(self.before) ? 1 : 0) + (has(self.revision) ? 1 : 0) + (has(self.time) ? 1 : 0) <= 1",message="give at most one of backupID, before, revision and time: backupID and before pick a full backup, revision and time a point of the continuous backup"
 // +kubebuilder:validation:XValidation:rule="!has(self.nearestEarlier) || !self.nearestEarlier || has(self.revision) || has(self.time)",message="nearestEarlier is for a restore to a revision or a time"
-// +kubebuilder:validation:XValidation:rule="has(self.member) != has(self.members)",message="give member (the controller restores it into its restore directory) or members (each member restores beside its etcd), one of them"
+// +kubebuilder:validation:XValidation:rule="(has(self.member) ? 1 : 0) + (has(self.members) ? 1 : 0) + (has(self.import) ? 1 : 0) == 1",message="give one of member (the controller restores it into its restore directory), members (each member restores beside its etcd) and import (a keys-json backup into the live etcd)"
+// +kubebuilder:validation:XValidation:rule="!has(self.import) || (!has(self.revision) && !has(self.time))",message="import restores a keys-json backup: revision and time are for snapshot restores"
 // +kubebuilder:validation:XValidation:rule="has(self.members) || (!has(self.clusterToken) && !has(self.revisionBump))",message="clusterToken and revisionBump are for members; a member has its own"
 type EtcdRestoreSpec struct {
 	// Cluster names the cluster whose backup is restored.
@@ -85,6 +86,11 @@ type EtcdRestoreSpec struct {
 	// +listMapKey=name
 	// +optional
 	Members []PlannedMember `json:"members,omitempty"`
+	// Import imports a keys-json backup (by ID, before a time, or the
+	// newest) into the cluster's live etcd, through its client, instead of
+	// restoring a data directory.
+	// +optional
+	Import *KeysImport `json:"import,omitempty"`
 	// ClusterToken is the members' initial cluster token. Empty means
 	// etcd-cluster.
 	// +optional
@@ -94,6 +100,58 @@ type EtcdRestoreSpec struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	RevisionBump int64 `json:"revisionBump,omitempty"`
+}
+
+// KeysImport is an import of a keys-json backup into a live etcd.
+type KeysImport struct {
+	// Prefixes narrow the keys imported, such as /registry/configmaps/.
+	// Empty means every key of the backup. An import never touches a key
+	// outside the backup's prefixes and these.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=1024
+	// +listType=set
+	// +optional
+	Prefixes []string `json:"prefixes,omitempty"`
+	// Mode is create-only (the default: an existing key is left alone and
+	// counted as a conflict) or overwrite.
+	// +kubebuilder:validation:Enum=create-only;overwrite
+	// +kubebuilder:default=create-only
+	// +optional
+	Mode string `json:"mode,omitempty"`
+	// DryRun counts and lists in status what the import would change, and
+	// changes nothing.
+	// +optional
+	DryRun bool `json:"dryRun,omitempty"`
+}
+
+// ImportStatus counts what an import changed, or with dryRun would change.
+type ImportStatus struct {
+	// Revision is the revision the backup was read at.
+	Revision int64 `json:"revision,omitempty"`
+	// Keys is how many keys of the backup the prefixes selected.
+	Keys int64 `json:"keys,omitempty"`
+	// Created, Overwritten and Unchanged count the keys; Conflicts the
+	// existing keys with another value that create-only left alone;
+	// Leased the keys that had a lease in the source, not imported.
+	// +optional
+	Created int64 `json:"created,omitempty"`
+	// +optional
+	Overwritten int64 `json:"overwritten,omitempty"`
+	// +optional
+	Unchanged int64 `json:"unchanged,omitempty"`
+	// +optional
+	Conflicts int64 `json:"conflicts,omitempty"`
+	// +optional
+	Leased int64 `json:"leased,omitempty"`
+	// DryRun says nothing was changed.
+	// +optional
+	DryRun bool `json:"dryRun,omitempty"`
+	// Changes are the first changes, in key order, as "OP KEY" (added,
+	// removed, changed; keys quoted).
+	// +optional
+	// +listType=atomic
+	Changes []string `json:"changes,omitempty"`
 }
 
 // PlannedMember is a member of the cluster restored beside its etcd.
@@ -192,6 +250,9 @@ type EtcdRestoreStatus struct {
 	// Message says why the restore failed.
 	// +optional
 	Message string `json:"message,omitempty"`
+	// Import is, for an import, what it changed or would change.
+	// +optional
+	Import *ImportStatus `json:"import,omitempty"`
 	// Plan is, for members, what each restores.
 	// +optional
 	Plan *RestorePlan `json:"plan,omitempty"`
