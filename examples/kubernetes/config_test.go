@@ -187,11 +187,11 @@ func applyDryRun(t *testing.T, objs []*unstructured.Unstructured) {
 		return boolInt(b.GetKind() == "Namespace") - boolInt(a.GetKind() == "Namespace")
 	})
 	for _, o := range objs {
-		opts := []client.PatchOption{client.ForceOwnership, client.FieldOwner("etcdbackup-manifests-test")}
+		opts := []client.ApplyOption{client.ForceOwnership, client.FieldOwner("etcdbackup-manifests-test")}
 		if o.GetKind() != "Namespace" {
 			opts = append(opts, client.DryRunAll)
 		}
-		if err := c.Patch(t.Context(), o, client.Apply, opts...); err != nil {
+		if err := c.Apply(t.Context(), client.ApplyConfigurationFromUnstructured(o), opts...); err != nil {
 			t.Errorf("apply %s %s: %v", o.GetKind(), o.GetName(), err)
 		}
 	}
