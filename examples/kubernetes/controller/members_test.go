@@ -1,6 +1,7 @@
 package controller_test
 
 import (
+	"errors"
 	"net/url"
 	"os"
 	"os/exec"
@@ -70,9 +71,10 @@ func TestRestoreBesideEachMember(t *testing.T) {
 	create(t, c, &v1alpha1.EtcdRestore{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "beside"},
 		Spec: v1alpha1.EtcdRestoreSpec{Cluster: "three", BackupID: full.BackupID, Members: members, ClusterToken: "restored"}})
 	volume := t.TempDir() // each member's volume, as its pod mounts it
-	step := func(restore, name string) error {
+	mainURL := getDest(t, c, "default").Spec.URL
+	step := func(restore, name string, url ...string) error {
 		cmd := exec.Command(bin, "--restore="+restore, "--member="+name, "--data-dir="+filepath.Join(volume, name, "data"),
-			"--kubeconfig="+kcPath, "--wait=30s")
+			"--kubeconfig="+kcPath, "--wait=30s", "--destination-url="+append(url, mainURL)[0])
 		cmd.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID="+s3.access, "AWS_SECRET_ACCESS_KEY="+s3.secret)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
@@ -80,11 +82,21 @@ func TestRestoreBesideEachMember(t *testing.T) {
 		}
 		return err
 	}
-	var wg sync.WaitGroup
 	for _, n := range names {
 		if err := os.MkdirAll(filepath.Join(volume, n), 0o700); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// The plan is in a status others may write: a step sends its keys only
+	// to the destination its own pod names.
+	if err := step("default/beside", "m0", "s3://elsewhere?endpoint="+freeAddr(t)); err == nil {
+		t.Fatal("a step restored from a plan naming another destination than its own")
+	}
+	if _, err := os.Stat(filepath.Join(volume, "m0", "data")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the refused step wrote the data directory: %v", err)
+	}
+	var wg sync.WaitGroup
+	for _, n := range names {
 		wg.Go(func() {
 			if err := step("default/beside", n); err != nil {
 				t.Errorf("restore step of %s: %v", n, err)

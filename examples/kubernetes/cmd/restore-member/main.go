@@ -13,7 +13,8 @@
 // data (the member's old one) is moved aside to DIR.replaced-UID, never
 // deleted. The destination's credentials come from the pod's environment
 // (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, or the default chain), never
-// from the controller; the pod's service account needs get on etcdrestores
+// from the controller, and go only to --destination-url: a plan naming
+// another destination is refused; the pod's service account needs get on etcdrestores
 // and update on etcdrestores/status. When the EtcdRestore does not exist,
 // the step does nothing and succeeds: the member starts on its data as it
 // is.
@@ -58,13 +59,14 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	member := fs.String("member", "", "this member's `name` in the restore's members")
 	dataDir := fs.String("data-dir", "", "the member's data `directory` (not the volume's root: it is renamed into place)")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig `file` outside the cluster (default: $KUBECONFIG, the pod's service account)")
+	destURL := fs.String("destination-url", "", "the `URL` of the destination this pod's credentials are for: a plan naming another is refused")
 	waitFor := fs.Duration("wait", 10*time.Minute, "how long to wait for the controller's plan")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	ns, n, ok := strings.Cut(*name, "/")
-	if !ok || ns == "" || n == "" || *member == "" || *dataDir == "" {
-		return errors.New("--restore=NAMESPACE/NAME, --member and --data-dir are required")
+	if !ok || ns == "" || n == "" || *member == "" || *dataDir == "" || *destURL == "" {
+		return errors.New("--restore=NAMESPACE/NAME, --member, --data-dir and --destination-url are required")
 	}
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = *kubeconfig
@@ -91,6 +93,11 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	}
 	if err != nil {
 		return err
+	}
+	// The plan is in a status that others may write: the pod's
+	// credentials go only where the pod's own spec says.
+	if rs.Status.Plan.URL != *destURL {
+		return fmt.Errorf("the plan of restore %s reads destination %s at %s, not --destination-url", key, rs.Status.Plan.Destination, rs.Status.Plan.URL)
 	}
 	i := slices.IndexFunc(rs.Spec.Members, func(m v1alpha1.PlannedMember) bool { return m.Name == *member })
 	if i < 0 {
