@@ -44,23 +44,6 @@ func TestRestoreBesideEachMember(t *testing.T) {
 	}
 	want, _ := etcdKeys(t, endpoint, 0)
 
-	bin := filepath.Join(t.TempDir(), "restore-member")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/restore-member").CombinedOutput(); err != nil {
-		t.Fatalf("build restore-member: %v\n%s", err, out)
-	}
-	user, err := env.ControlPlane.AddUser(envtest.User{Name: "member", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig, err := user.KubeConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kcPath := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kcPath, kubeconfig, 0o600); err != nil {
-		t.Fatal(err)
-	}
-
 	names := []string{"m0", "m1", "m2"}
 	peers := map[string]*url.URL{}
 	var members []v1alpha1.PlannedMember
@@ -72,15 +55,9 @@ func TestRestoreBesideEachMember(t *testing.T) {
 		Spec: v1alpha1.EtcdRestoreSpec{Cluster: "three", BackupID: full.BackupID, Members: members, ClusterToken: "restored"}})
 	volume := t.TempDir() // each member's volume, as its pod mounts it
 	mainURL := getDest(t, c, "default").Spec.URL
+	run := stepRunner(t, env, s3)
 	step := func(restore, name string, url ...string) error {
-		cmd := exec.Command(bin, "--restore="+restore, "--member="+name, "--data-dir="+filepath.Join(volume, name, "data"),
-			"--kubeconfig="+kcPath, "--wait=30s", "--destination-url="+append(url, mainURL)[0])
-		cmd.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID="+s3.access, "AWS_SECRET_ACCESS_KEY="+s3.secret)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Logf("restore step of %s:\n%s", name, out)
-		}
-		return err
+		return run(restore, name, filepath.Join(volume, name, "data"), append(url, mainURL)[0])
 	}
 	for _, n := range names {
 		if err := os.MkdirAll(filepath.Join(volume, n), 0o700); err != nil {
@@ -174,4 +151,37 @@ func startRestoredMember(t *testing.T, name, dir string, peer *url.URL) *embed.E
 	}
 	t.Cleanup(e.Close)
 	return e
+}
+
+// stepRunner builds cmd/restore-member and returns a function that runs
+// it as a member's init container would: with a kubeconfig of its own and
+// the destination's keys in its environment.
+func stepRunner(t *testing.T, env *envtest.Environment, s3 *minioServer) func(restore, member, dataDir, destURL string) error {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "restore-member")
+	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/restore-member").CombinedOutput(); err != nil {
+		t.Fatalf("build restore-member: %v\n%s", err, out)
+	}
+	user, err := env.ControlPlane.AddUser(envtest.User{Name: "member", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, err := user.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kcPath := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kcPath, kubeconfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return func(restore, member, dataDir, destURL string) error {
+		cmd := exec.Command(bin, "--restore="+restore, "--member="+member, "--data-dir="+dataDir,
+			"--kubeconfig="+kcPath, "--wait=30s", "--destination-url="+destURL)
+		cmd.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID="+s3.access, "AWS_SECRET_ACCESS_KEY="+s3.secret)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Logf("restore step of %s:\n%s", member, out)
+		}
+		return err
+	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -86,7 +87,7 @@ func get[T client.Object](t *testing.T, c client.Client, name string, obj T) T {
 // revision and to a time restore exactly the source's keys at that point.
 // A keys-json EtcdBackup stores the keys of its prefix only.
 func TestContinuousConfigAndPointRestore(t *testing.T) {
-	cfg, c := startAPIServer(t)
+	env, cfg, c := startEnv(t)
 	s3 := startMinIO(t)
 	data := startEtcd(t, "data", t.TempDir(), nil)
 	endpoint := "http://" + data.Clients[0].Addr().String()
@@ -162,6 +163,48 @@ func TestContinuousConfigAndPointRestore(t *testing.T) {
 		}
 		if len(got) != len(wantA) {
 			t.Fatalf("restored %d keys, want %d", len(got), len(wantA))
+		}
+		for k, v := range wantA {
+			if got[k] != v {
+				t.Fatalf("key %s = %q, want %q", k, got[k], v)
+			}
+		}
+	})
+
+	t.Run("a restore to a revision beside each member gives exactly the keys at it", func(t *testing.T) {
+		run := stepRunner(t, env, s3)
+		volume := t.TempDir()
+		peers := []*url.URL{{Scheme: "http", Host: freeAddr(t)}, {Scheme: "http", Host: freeAddr(t)}}
+		names := []string{"p0", "p1"}
+		var members []v1alpha1.PlannedMember
+		for i, n := range names {
+			members = append(members, v1alpha1.PlannedMember{Name: n, PeerURLs: []string{peers[i].String()}})
+		}
+		create(t, c, &v1alpha1.EtcdRestore{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "beside-rev"},
+			Spec: v1alpha1.EtcdRestoreSpec{Cluster: "pitr", Revision: revA, Members: members}})
+		for _, n := range names {
+			if err := run("default/beside-rev", n, filepath.Join(volume, n), getDest(t, c, "default").Spec.URL); err != nil {
+				t.Fatalf("restore step of %s: %v", n, err)
+			}
+		}
+		rs := waitRestore(t, c, "beside-rev")
+		if rs.Phase != v1alpha1.PhaseCompleted || rs.Plan == nil || rs.Plan.Revision != revA || len(rs.Plan.Segments) == 0 {
+			t.Fatalf("restore status %+v, plan %+v", rs, rs.Plan)
+		}
+		var servers []*embed.Etcd
+		for i, n := range names {
+			servers = append(servers, startRestoredMember(t, n, filepath.Join(volume, n), peers[i]))
+		}
+		for _, e := range servers {
+			select {
+			case <-e.Server.ReadyNotify():
+			case <-time.After(30 * time.Second):
+				t.Fatal("restored member not ready")
+			}
+		}
+		got, rev := etcdKeys(t, "http://"+servers[1].Clients[0].Addr().String(), 0)
+		if rev != revA || len(got) != len(wantA) {
+			t.Fatalf("the restored members serve %d keys at revision %d, want %d at %d", len(got), rev, len(wantA), revA)
 		}
 		for k, v := range wantA {
 			if got[k] != v {
