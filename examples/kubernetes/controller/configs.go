@@ -51,12 +51,17 @@ type configs struct {
 	// follows holds what each job's follower last reported.
 	follows follows
 
-	mu      sync.Mutex
-	applied map[string]destination.BackupConfig // by job ID: what each job was set from
+	// drills runs the configs' restore drills.
+	drills *drills
+
+	mu         sync.Mutex
+	applied    map[string]destination.BackupConfig // by job ID: what each job was set from
+	drillEvery map[string]time.Duration            // by job ID: the drill interval of configs with drills
 }
 
 func (c *configs) setup(mgr ctrl.Manager) error {
 	c.applied = map[string]destination.BackupConfig{}
+	c.drillEvery = map[string]time.Duration{}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.EtcdBackupConfig{}).
 		Watches(&v1alpha1.BackupDestination{}, handler.EnqueueRequestsFromMapFunc(c.byField(indexDestination))).
@@ -136,6 +141,11 @@ func (c *configs) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 			bc.Status.Continuous = continuousStatus(c.follows.status(js.Job.ID), js.Status)
 		}
 	}
+	if bc.Spec.Drill != nil && err == nil && c.drills != nil {
+		drillStatus(&bc.Status, c.drills.status(jobID(req.NamespacedName)), bc.Generation)
+	} else {
+		drillStatus(&bc.Status, nil, bc.Generation)
+	}
 	if !equalStatus(before, &bc.Status) {
 		if err := c.client.Status().Update(ctx, &bc); err != nil {
 			return reconcile.Result{}, client.IgnoreNotFound(err)
@@ -182,6 +192,11 @@ func (c *configs) set(ctx context.Context, bc *v1alpha1.EtcdBackupConfig) error 
 			c.metrics.Known(job.Cluster, job.Destinations...)
 		}
 		c.applied[id] = valid
+		if dr := bc.Spec.Drill; dr != nil {
+			c.drillEvery[id] = dr.Interval.Duration
+		} else {
+			delete(c.drillEvery, id)
+		}
 		return nil
 	})
 }
@@ -197,7 +212,11 @@ func (c *configs) remove(ctx context.Context, id string) error {
 		return err
 	}
 	delete(c.applied, id)
+	delete(c.drillEvery, id)
 	c.follows.forget(id)
+	if c.drills != nil {
+		c.drills.forget(id)
+	}
 	return nil
 }
 

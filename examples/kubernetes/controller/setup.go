@@ -25,6 +25,7 @@ import (
 	"github.com/etcdbackup/etcdbackup/backup"
 	"github.com/etcdbackup/etcdbackup/destination"
 	"github.com/etcdbackup/etcdbackup/examples/kubernetes/api/v1alpha1"
+	"github.com/etcdbackup/etcdbackup/restore"
 	"github.com/etcdbackup/etcdbackup/retention"
 	"github.com/etcdbackup/etcdbackup/schedule"
 )
@@ -186,6 +187,9 @@ func Setup(mgr manager.Manager, o Options) (*Controllers, error) {
 		}
 	}
 
+	drills := &drills{configs: configs, events: rec,
+		restorer: &restore.Restorer{Identities: o.Identities, Pins: pins, Logger: o.Logger, Now: now}}
+	configs.drills = drills
 	oneShots := &oneShots{client: c, events: rec, registry: registry, clusters: clusters, metrics: metrics, now: now, log: o.Logger, loaded: loaded}
 	restores := &restores{client: c, events: rec, registry: registry, pins: pins, dir: o.RestoreDir,
 		identities: o.Identities, now: now, log: o.Logger, loaded: loaded, held: map[types.NamespacedName]func(){}, clusters: clusters}
@@ -201,6 +205,7 @@ func Setup(mgr manager.Manager, o Options) (*Controllers, error) {
 		// the registry's checks and syncs, and the scheduler.
 		mgr.Add(manager.RunnableFunc(registry.Run)),
 		mgr.Add(scheduler),
+		mgr.Add(drills),
 	)
 	if err != nil {
 		registry.Close()

@@ -55,6 +55,12 @@ func TestNewFieldsValidation(t *testing.T) {
 		{"a zero flush interval", spec(func(s *v1alpha1.EtcdBackupConfigSpec) {
 			s.Continuous = &v1alpha1.ContinuousBackup{Window: metav1.Duration{Duration: time.Hour}, FlushInterval: dur(0)}
 		}), "continuous.flushInterval must be positive"},
+		{"a drill of keys-json", spec(func(s *v1alpha1.EtcdBackupConfigSpec) {
+			s.Type, s.Drill = v1alpha1.TypeKeysJSON, &v1alpha1.Drill{Interval: metav1.Duration{Duration: time.Hour}}
+		}), "drills restore snapshots: a keys-json config has none"},
+		{"a drill every 10s", spec(func(s *v1alpha1.EtcdBackupConfigSpec) {
+			s.Drill = &v1alpha1.Drill{Interval: metav1.Duration{Duration: 10 * time.Second}}
+		}), "drill.interval must be at least 1m"},
 		{"keep and retention", spec(func(s *v1alpha1.EtcdBackupConfigSpec) {
 			s.Keep, s.Retention = 3, &v1alpha1.Retention{Days: 7}
 		}), "give keep or retention, not both"},

@@ -26,6 +26,7 @@ type Encoding struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.prefixes) || self.type == 'keys-json'",message="prefixes are for keys-json backups only"
 // +kubebuilder:validation:XValidation:rule="!has(self.continuous) || self.type != 'keys-json'",message="continuous backup is for snapshot backups only: a keys-json backup cannot be continuous"
 // +kubebuilder:validation:XValidation:rule="!has(self.continuous) || (has(self.schedule) && size(self.schedule) > 0)",message="continuous backup needs a schedule: the schedule's full backups start its chains"
+// +kubebuilder:validation:XValidation:rule="!has(self.drill) || self.type != 'keys-json'",message="drills restore snapshots: a keys-json config has none"
 // +kubebuilder:validation:XValidation:rule="!has(self.retention) || !has(self.keep) || self.keep == 0",message="give keep or retention, not both (keep N is retention.keepLast N)"
 type EtcdBackupConfigSpec struct {
 	// Cluster names the EtcdCluster backed up.
@@ -62,8 +63,24 @@ type EtcdBackupConfigSpec struct {
 	// backups on a schedule only.
 	// +optional
 	Continuous *ContinuousBackup `json:"continuous,omitempty"`
-	Logical    `json:",inline"`
-	Encoding   `json:",inline"`
+	// Drill restores the config's newest backup on its destination into a
+	// scratch directory at this interval, and checks its revision and keys
+	// (the library's restore drill): condition DrillSucceeded and an Event
+	// DrillPassed or DrillFailed say how it went. Snapshot backups only.
+	// +optional
+	Drill    *Drill `json:"drill,omitempty"`
+	Logical  `json:",inline"`
+	Encoding `json:",inline"`
+}
+
+// Drill configures a config's restore drills.
+type Drill struct {
+	// Interval is how often a drill runs, the first as soon as the config
+	// is accepted. At least 1m.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1m')",message="drill.interval must be at least 1m"
+	Interval metav1.Duration `json:"interval"`
 }
 
 // BackupType is what a backup holds.
@@ -174,10 +191,28 @@ type EtcdBackupConfigStatus struct {
 	// ObservedGeneration is the generation the status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// LastDrill is the config's last restore drill. Nil before the first.
+	// +optional
+	LastDrill *DrillStatus `json:"lastDrill,omitempty"`
 	// Continuous is what the config's continuous backup reports. Nil when
 	// the config has none.
 	// +optional
 	Continuous *ContinuousStatus `json:"continuous,omitempty"`
+}
+
+// DrillStatus is the outcome of a restore drill.
+type DrillStatus struct {
+	// Time is when the drill started.
+	Time metav1.Time `json:"time"`
+	// BackupID is the backup drilled.
+	// +optional
+	BackupID string `json:"backupID,omitempty"`
+	// Passed says that etcd restored a data directory from the backup and
+	// that it holds the backup's revision and keys.
+	Passed bool `json:"passed"`
+	// Message says why the drill failed.
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // ContinuousStatus is the state of a config's continuous backup, as its
