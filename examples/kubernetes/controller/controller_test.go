@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -468,12 +469,16 @@ func TestSeedController(t *testing.T) {
 			&v1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "archived"},
 				Spec: v1alpha1.EtcdBackupSpec{Cluster: "prod-a", Destination: "archive"}})
 		eventually(t, "the archived backup", func() bool { return manifests(t, s3, "archive", "prod-a") == 1 })
-		var archive v1alpha1.BackupDestination
-		if err := c.Get(ctx, types.NamespacedName{Name: "archive"}, &archive); err != nil {
-			t.Fatal(err)
-		}
-		archive.Spec.ReadOnly = true
-		if err := c.Update(ctx, &archive); err != nil {
+		// The destinations controller writes the status meanwhile: update
+		// again on a conflict.
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			var archive v1alpha1.BackupDestination
+			if err := c.Get(ctx, types.NamespacedName{Name: "archive"}, &archive); err != nil {
+				return err
+			}
+			archive.Spec.ReadOnly = true
+			return c.Update(ctx, &archive)
+		}); err != nil {
 			t.Fatal(err)
 		}
 		cs := controllers
