@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -16,6 +17,11 @@ func generateArgs(crd, rbac string) []string {
 		"rbac:roleName=etcdbackup-controller", "paths=./controller/...", "output:rbac:dir=" + rbac,
 	}
 }
+
+// handwritten are the files of config/crd and config/rbac that
+// controller-gen does not write: kustomize's lists, and the service account
+// and bindings the generated roles are given to.
+var handwritten = map[string]bool{"kustomization.yaml": true, "service_account.yaml": true, "role_binding.yaml": true}
 
 // TestGeneratedManifestsAreCurrent regenerates the CRDs and the RBAC with
 // the pinned controller-gen and compares them with the committed files.
@@ -42,6 +48,7 @@ func TestGeneratedManifestsAreCurrent(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		committed = slices.DeleteFunc(committed, func(f string) bool { return handwritten[filepath.Base(f)] })
 		if len(gen) != len(committed) || len(gen) == 0 {
 			t.Errorf("%s holds %d files, controller-gen writes %d: run make generate", dir.committed, len(committed), len(gen))
 		}

@@ -26,7 +26,6 @@ import (
 	"github.com/etcdbackup/etcdbackup/backup"
 	"github.com/etcdbackup/etcdbackup/destination"
 	"github.com/etcdbackup/etcdbackup/examples/kubernetes/api/v1alpha1"
-	"github.com/etcdbackup/etcdbackup/retention"
 	"github.com/etcdbackup/etcdbackup/schedule"
 )
 
@@ -49,12 +48,20 @@ type configs struct {
 	// a config would be refused for a destination not loaded yet.
 	loaded *gate
 
-	mu      sync.Mutex
-	applied map[string]destination.BackupConfig // by job ID: what each job was set from
+	// follows holds what each job's follower last reported.
+	follows follows
+
+	// drills runs the configs' restore drills.
+	drills *drills
+
+	mu         sync.Mutex
+	applied    map[string]destination.BackupConfig // by job ID: what each job was set from
+	drillEvery map[string]time.Duration            // by job ID: the drill interval of configs with drills
 }
 
 func (c *configs) setup(mgr ctrl.Manager) error {
 	c.applied = map[string]destination.BackupConfig{}
+	c.drillEvery = map[string]time.Duration{}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.EtcdBackupConfig{}).
 		Watches(&v1alpha1.BackupDestination{}, handler.EnqueueRequestsFromMapFunc(c.byField(indexDestination))).
@@ -127,8 +134,17 @@ func (c *configs) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 		c.events.Eventf(&bc, nil, corev1.EventTypeWarning, "Refused", "Schedule", "%s", err.Error())
 	}
 	bc.Status.ObservedGeneration = bc.Generation
+	bc.Status.Continuous = nil
 	if js, ok := c.scheduler.Get(jobID(req.NamespacedName)); ok && err == nil {
 		jobStatus(&bc.Status, js.Status, bc.Generation)
+		if js.Job.Continuous != nil {
+			bc.Status.Continuous = continuousStatus(c.follows.status(js.Job.ID), js.Status)
+		}
+	}
+	if bc.Spec.Drill != nil && err == nil && c.drills != nil {
+		drillStatus(&bc.Status, c.drills.status(jobID(req.NamespacedName)), bc.Generation)
+	} else {
+		drillStatus(&bc.Status, nil, bc.Generation)
 	}
 	if !equalStatus(before, &bc.Status) {
 		if err := c.client.Status().Update(ctx, &bc); err != nil {
@@ -161,14 +177,9 @@ func (c *configs) set(ctx context.Context, bc *v1alpha1.EtcdBackupConfig) error 
 	if err != nil {
 		return err
 	}
-	job := schedule.Job{
-		ID: id, Schedule: valid.Schedule, Cluster: valid.Cluster, Name: valid.Name,
-		Destinations: []string{valid.Destination},
-		Compression:  backup.Compression(bc.Spec.Compression),
-		Encryption:   backup.Encryption{Recipients: bc.Spec.Recipients},
-	}
-	if valid.Keep > 0 {
-		job.Retention = retention.KeepLast(valid.Keep)
+	job, err := configJob(id, &bc.Spec, valid)
+	if err != nil {
+		return err
 	}
 	// A cluster being torn down gets no new job: its backups are being
 	// deleted. The check and Set hold the clusters' lock, which the
@@ -181,6 +192,11 @@ func (c *configs) set(ctx context.Context, bc *v1alpha1.EtcdBackupConfig) error 
 			c.metrics.Known(job.Cluster, job.Destinations...)
 		}
 		c.applied[id] = valid
+		if dr := bc.Spec.Drill; dr != nil {
+			c.drillEvery[id] = dr.Interval.Duration
+		} else {
+			delete(c.drillEvery, id)
+		}
 		return nil
 	})
 }
@@ -196,6 +212,11 @@ func (c *configs) remove(ctx context.Context, id string) error {
 		return err
 	}
 	delete(c.applied, id)
+	delete(c.drillEvery, id)
+	c.follows.forget(id)
+	if c.drills != nil {
+		c.drills.forget(id)
+	}
 	return nil
 }
 
@@ -213,6 +234,20 @@ func jobStatus(st *v1alpha1.EtcdBackupConfigStatus, s schedule.Status, gen int64
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.ConditionBackupSucceeded, Status: metav1.ConditionTrue,
 			Reason: "BackupCompleted", Message: fmt.Sprintf("%d backups succeeded since the job was set", s.Successes), ObservedGeneration: gen})
 	}
+}
+
+// continuousStatus is a config's continuous status: what its follower
+// last reported (nil before its first event) with the scheduler's view of
+// the follower.
+func continuousStatus(st *v1alpha1.ContinuousStatus, s schedule.Status) *v1alpha1.ContinuousStatus {
+	if st == nil {
+		st = &v1alpha1.ContinuousStatus{}
+	}
+	st.Following, st.Restarts, st.Message = s.Following, s.FollowRestarts, ""
+	if s.FollowError != nil {
+		st.Message = s.FollowError.Error()
+	}
+	return st
 }
 
 var errNoCluster = errors.New("no such cluster")

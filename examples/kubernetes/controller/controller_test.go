@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -385,7 +386,7 @@ func TestSeedController(t *testing.T) {
 		peer := &url.URL{Scheme: "http", Host: freeAddr(t)}
 		create(t, c, &v1alpha1.EtcdRestore{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "m1"},
 			Spec: v1alpha1.EtcdRestoreSpec{Cluster: "prod-b", Destination: "default", BackupID: b.Status.BackupID,
-				Member: v1alpha1.RestoreMember{Name: "m1", DataDir: "m1", PeerURLs: []string{peer.String()}}}})
+				Member: &v1alpha1.RestoreMember{Name: "m1", DataDir: "m1", PeerURLs: []string{peer.String()}}}})
 		var rs v1alpha1.EtcdRestore
 		eventually(t, "the restore completes", func() bool {
 			if err := c.Get(ctx, types.NamespacedName{Namespace: "default", Name: "m1"}, &rs); err != nil {
@@ -440,7 +441,7 @@ func TestSeedController(t *testing.T) {
 		})
 		create(t, c, &v1alpha1.EtcdRestore{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "early"},
 			Spec: v1alpha1.EtcdRestoreSpec{Cluster: "prod-a", Destination: "late", BackupID: "prod-a-early",
-				Member: v1alpha1.RestoreMember{Name: "early", DataDir: "early", PeerURLs: []string{"http://" + freeAddr(t)}}}})
+				Member: &v1alpha1.RestoreMember{Name: "early", DataDir: "early", PeerURLs: []string{"http://" + freeAddr(t)}}}})
 		eventually(t, "the restore waits", func() bool {
 			var rs v1alpha1.EtcdRestore
 			if err := c.Get(ctx, types.NamespacedName{Namespace: "default", Name: "early"}, &rs); err != nil {
@@ -468,12 +469,16 @@ func TestSeedController(t *testing.T) {
 			&v1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "archived"},
 				Spec: v1alpha1.EtcdBackupSpec{Cluster: "prod-a", Destination: "archive"}})
 		eventually(t, "the archived backup", func() bool { return manifests(t, s3, "archive", "prod-a") == 1 })
-		var archive v1alpha1.BackupDestination
-		if err := c.Get(ctx, types.NamespacedName{Name: "archive"}, &archive); err != nil {
-			t.Fatal(err)
-		}
-		archive.Spec.ReadOnly = true
-		if err := c.Update(ctx, &archive); err != nil {
+		// The destinations controller writes the status meanwhile: update
+		// again on a conflict.
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			var archive v1alpha1.BackupDestination
+			if err := c.Get(ctx, types.NamespacedName{Name: "archive"}, &archive); err != nil {
+				return err
+			}
+			archive.Spec.ReadOnly = true
+			return c.Update(ctx, &archive)
+		}); err != nil {
 			t.Fatal(err)
 		}
 		cs := controllers

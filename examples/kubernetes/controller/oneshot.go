@@ -195,6 +195,16 @@ func (o *oneShots) run(ctx context.Context, b *v1alpha1.EtcdBackup, name string,
 	if d.ReadOnly() {
 		return nil, destination.ErrReadOnly
 	}
+	req := backup.Request{Cluster: b.Spec.Cluster, Job: b.Namespace + "/" + b.Name, Name: name, Targets: []backup.Target{d.Target()}}
+	if backupKind(b.Spec.Type) == backup.KindKeysJSON {
+		cli, err := clientOf(ctx, snap)
+		if err != nil {
+			return nil, err
+		}
+		defer cli.Close()
+		snap = &backup.KeysExporter{Client: cli, Prefixes: b.Spec.Prefixes, Now: o.now}
+		req.Kind = backup.ManifestKindKeysJSON
+	}
 	p := &backup.Pipeline{
 		Snapshotter: snap,
 		Compression: backup.Compression(b.Spec.Compression),
@@ -203,7 +213,7 @@ func (o *oneShots) run(ctx context.Context, b *v1alpha1.EtcdBackup, name string,
 		Logger:      o.log,
 		Now:         o.now,
 	}
-	res, err := p.Run(ctx, backup.Request{Cluster: b.Spec.Cluster, Job: b.Namespace + "/" + b.Name, Name: name, Targets: []backup.Target{d.Target()}})
+	res, err := p.Run(ctx, req)
 	if err == nil && len(res.Succeeded()) == 0 {
 		err = errors.New("no destination stored the backup")
 		if out := res.Outcomes; len(out) == 1 && out[0].Err != nil {

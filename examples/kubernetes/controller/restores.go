@@ -7,9 +7,11 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
 	"filippo.io/age"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -32,6 +34,13 @@ type restores struct {
 	now        func() time.Time
 	log        *slog.Logger
 	loaded     *gate
+	// clusters gives imports a client of the cluster's etcd.
+	clusters *clusters
+
+	// held releases the pins of each restore beside the members, while
+	// the members read its backups.
+	mu   sync.Mutex
+	held map[types.NamespacedName]func()
 }
 
 func (r *restores) setup(mgr ctrl.Manager) error {
@@ -48,9 +57,11 @@ func (r *restores) setup(mgr ctrl.Manager) error {
 func (r *restores) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	var rs v1alpha1.EtcdRestore
 	if err := r.client.Get(ctx, req.NamespacedName, &rs); err != nil {
+		r.release(req.NamespacedName)
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if !rs.DeletionTimestamp.IsZero() || rs.Status.Phase == v1alpha1.PhaseCompleted || rs.Status.Phase == v1alpha1.PhaseFailed {
+		r.release(req.NamespacedName)
 		return reconcile.Result{}, nil
 	}
 	st := phaseStatus{&rs.Status.Phase, &rs.Status.Message, &rs.Status.Conditions, &rs.Status.ObservedGeneration}
@@ -63,6 +74,9 @@ func (r *restores) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 		}
 	case len(r.registry.List()) == 0:
 		return wait(ctx, r.client, &rs, st, errNoDestinations)
+	}
+	if len(rs.Spec.Members) > 0 {
+		return r.reconcilePlan(ctx, &rs, st)
 	}
 	// Update, not Patch: a cache that has not seen the end of the last
 	// run yet holds an old resourceVersion, and the conflict stops a
@@ -90,24 +104,31 @@ func (r *restores) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 var errNoDestinations = errors.New("no destination to restore from")
 
 func (r *restores) run(ctx context.Context, rs *v1alpha1.EtcdRestore) error {
+	if rs.Spec.Import != nil {
+		return r.runImport(ctx, rs)
+	}
 	if r.dir == "" {
 		return fmt.Errorf("restores are disabled: the controller has no restore directory")
 	}
 	m := rs.Spec.Member
+	if m == nil {
+		return errors.New("no member to restore")
+	}
 	if !filepath.IsLocal(m.DataDir) {
 		return fmt.Errorf("member data directory %q is not a relative path inside the restore directory", m.DataDir)
 	}
-	var sources []restore.Source
-	if rs.Spec.Destination != "" {
-		d, err := r.registry.Get(rs.Spec.Destination)
-		if err != nil {
-			return err
-		}
-		sources = append(sources, restore.Source{Name: d.Name(), Catalog: d})
-	} else {
-		for _, d := range r.registry.List() {
-			sources = append(sources, restore.Source{Name: d.Name(), Catalog: d})
-		}
+	sources, err := r.sources(rs)
+	if err != nil {
+		return err
+	}
+	restorer := &restore.Restorer{Identities: r.identities, Observer: &restoreEvents{events: r.events, obj: rs},
+		Logger: r.log, Now: r.now, Pins: r.pins, Job: rs.Namespace + "/" + rs.Name}
+	member := restore.Member{
+		Name: m.Name, DataDir: filepath.Join(r.dir, m.DataDir), PeerURLs: m.PeerURLs,
+		InitialCluster: m.InitialCluster, ClusterToken: m.ClusterToken, RevisionBump: uint64(max(m.RevisionBump, 0)),
+	}
+	if point, ok := restorePoint(&rs.Spec); ok {
+		return r.runPoint(ctx, rs, restorer, sources, point, member)
 	}
 	q := restore.Query{Cluster: rs.Spec.Cluster, ID: rs.Spec.BackupID}
 	if rs.Spec.Before != nil {
@@ -118,16 +139,65 @@ func (r *restores) run(ctx context.Context, rs *v1alpha1.EtcdRestore) error {
 		return err
 	}
 	rs.Status.BackupID, rs.Status.Destination = b.ID, b.Source
-	restorer := &restore.Restorer{Identities: r.identities, Observer: &restoreEvents{events: r.events, obj: rs},
-		Logger: r.log, Now: r.now, Pins: r.pins, Job: rs.Namespace + "/" + rs.Name}
-	rm, err := restorer.Restore(ctx, b, restore.Member{
-		Name: m.Name, DataDir: filepath.Join(r.dir, m.DataDir), PeerURLs: m.PeerURLs,
-		InitialCluster: m.InitialCluster, ClusterToken: m.ClusterToken, RevisionBump: uint64(max(m.RevisionBump, 0)),
-	})
+	rm, err := restorer.Restore(ctx, b, member)
 	if err != nil {
 		return err
 	}
 	rs.Status.MemberID = strconv.FormatUint(rm.MemberID, 16)
 	rs.Status.ClusterID = strconv.FormatUint(rm.ClusterID, 16)
+	if m := b.Manifest; m != nil && m.Etcd.Revision.Low == m.Etcd.Revision.High {
+		rs.Status.Revision = m.Etcd.Revision.High // exact; bounds say nothing
+	}
+	return nil
+}
+
+// sources are the destinations a restore reads: the one it names, or
+// every one.
+func (r *restores) sources(rs *v1alpha1.EtcdRestore) ([]restore.Source, error) {
+	var sources []restore.Source
+	if rs.Spec.Destination != "" {
+		d, err := r.registry.Get(rs.Spec.Destination)
+		if err != nil {
+			return nil, err
+		}
+		return append(sources, restore.Source{Name: d.Name(), Catalog: d}), nil
+	}
+	for _, d := range r.registry.List() {
+		sources = append(sources, restore.Source{Name: d.Name(), Catalog: d})
+	}
+	return sources, nil
+}
+
+// restorePoint returns the point of the continuous backup a restore asks
+// for, and false when it asks for a full backup.
+func restorePoint(s *v1alpha1.EtcdRestoreSpec) (restore.Point, bool) {
+	p := restore.Point{Cluster: s.Cluster, Revision: s.Revision, NearestEarlier: s.NearestEarlier}
+	if s.Time != nil {
+		p.Time = s.Time.Time
+	}
+	return p, p.Revision > 0 || !p.Time.IsZero()
+}
+
+// runPoint restores a member to a point: the newest full backup at or
+// before it, then the segments up to it. A point in a gap of the
+// continuous backup fails, unless the restore asks for the nearest
+// earlier point: the status then says what was skipped.
+func (r *restores) runPoint(ctx context.Context, rs *v1alpha1.EtcdRestore, restorer *restore.Restorer,
+	sources []restore.Source, p restore.Point, m restore.Member) error {
+	plan, err := restore.FindPoint(ctx, sources, p)
+	if err != nil {
+		return err
+	}
+	rs.Status.BackupID, rs.Status.Destination = plan.Full.ID, plan.Full.Source
+	if plan.Gap != nil {
+		rs.Status.Gap = plan.Gap.Error()
+	}
+	res, err := restorer.RestorePoint(ctx, plan, m)
+	if err != nil {
+		return err
+	}
+	rs.Status.MemberID = strconv.FormatUint(res.MemberID, 16)
+	rs.Status.ClusterID = strconv.FormatUint(res.ClusterID, 16)
+	rs.Status.Revision, rs.Status.Segments = res.Revision, res.Segments
 	return nil
 }

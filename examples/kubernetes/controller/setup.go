@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -24,6 +25,7 @@ import (
 	"github.com/etcdbackup/etcdbackup/backup"
 	"github.com/etcdbackup/etcdbackup/destination"
 	"github.com/etcdbackup/etcdbackup/examples/kubernetes/api/v1alpha1"
+	"github.com/etcdbackup/etcdbackup/restore"
 	"github.com/etcdbackup/etcdbackup/retention"
 	"github.com/etcdbackup/etcdbackup/schedule"
 )
@@ -144,18 +146,20 @@ func Setup(mgr manager.Manager, o Options) (*Controllers, error) {
 	dests.registry = registry
 
 	metrics := backup.NewMetrics()
+	followMetrics := backup.NewFollowerMetrics()
 	configs := &configs{client: c, events: rec, registry: registry, metrics: metrics, ran: make(chan event.GenericEvent, 64), loaded: loaded}
 	dests.configs = configs
 	clusters := &clusters{client: c, events: rec, registry: registry, pins: pins, configs: configs, loaded: loaded, now: now}
 	configs.clusters = clusters
 	run := &runner{
 		base: schedule.PipelineRunner{
-			Snapshotter: clusters.snapshotter,
-			Uploader:    byName[backup.Uploader](registry),
-			Store:       byName[retention.Store](registry),
-			Pins:        pins,
-			Now:         now,
-			Logger:      o.Logger,
+			Snapshotter:    clusters.snapshotter,
+			Uploader:       byName[backup.Uploader](registry),
+			Store:          byName[retention.Store](registry),
+			Pins:           pins,
+			FollowObserver: followMetrics,
+			Now:            now,
+			Logger:         o.Logger,
 		},
 		metrics: metrics, configs: configs, events: rec,
 	}
@@ -177,16 +181,19 @@ func Setup(mgr manager.Manager, o Options) (*Controllers, error) {
 	if reg == nil {
 		reg = ctrlmetrics.Registry
 	}
-	for _, col := range []prometheus.Collector{metrics, registry.Collector(), scheduler.Collector()} {
+	for _, col := range []prometheus.Collector{metrics, followMetrics, registry.Collector(), scheduler.Collector()} {
 		if err := reg.Register(col); err != nil {
 			registry.Close()
 			return nil, fmt.Errorf("register metrics: %w", err)
 		}
 	}
 
+	drills := &drills{configs: configs, events: rec,
+		restorer: &restore.Restorer{Identities: o.Identities, Pins: pins, Logger: o.Logger, Now: now}}
+	configs.drills = drills
 	oneShots := &oneShots{client: c, events: rec, registry: registry, clusters: clusters, metrics: metrics, now: now, log: o.Logger, loaded: loaded}
 	restores := &restores{client: c, events: rec, registry: registry, pins: pins, dir: o.RestoreDir,
-		identities: o.Identities, now: now, log: o.Logger, loaded: loaded}
+		identities: o.Identities, now: now, log: o.Logger, loaded: loaded, held: map[types.NamespacedName]func(){}, clusters: clusters}
 	err = errors.Join(
 		indexFields(context.Background(), mgr.GetFieldIndexer(), o.Namespace),
 		mgr.Add(secrets),
@@ -199,6 +206,7 @@ func Setup(mgr manager.Manager, o Options) (*Controllers, error) {
 		// the registry's checks and syncs, and the scheduler.
 		mgr.Add(manager.RunnableFunc(registry.Run)),
 		mgr.Add(scheduler),
+		mgr.Add(drills),
 	)
 	if err != nil {
 		registry.Close()

@@ -23,6 +23,11 @@ type Encoding struct {
 //
 // +kubebuilder:validation:XValidation:rule="self.destination == oldSelf.destination",message="destination is immutable: the config's backups live there; delete the config and create a new one"
 // +kubebuilder:validation:XValidation:rule="self.cluster == oldSelf.cluster",message="cluster is immutable"
+// +kubebuilder:validation:XValidation:rule="!has(self.prefixes) || self.type == 'keys-json'",message="prefixes are for keys-json backups only"
+// +kubebuilder:validation:XValidation:rule="!has(self.continuous) || self.type != 'keys-json'",message="continuous backup is for snapshot backups only: a keys-json backup cannot be continuous"
+// +kubebuilder:validation:XValidation:rule="!has(self.continuous) || (has(self.schedule) && size(self.schedule) > 0)",message="continuous backup needs a schedule: the schedule's full backups start its chains"
+// +kubebuilder:validation:XValidation:rule="!has(self.drill) || self.type != 'keys-json'",message="drills restore snapshots: a keys-json config has none"
+// +kubebuilder:validation:XValidation:rule="!has(self.retention) || !has(self.keep) || self.keep == 0",message="give keep or retention, not both (keep N is retention.keepLast N)"
 type EtcdBackupConfigSpec struct {
 	// Cluster names the EtcdCluster backed up.
 	// +kubebuilder:validation:MinLength=1
@@ -38,8 +43,133 @@ type EtcdBackupConfigSpec struct {
 	// destination. Zero means the library's default (20).
 	// +kubebuilder:validation:Minimum=0
 	// +optional
-	Keep     int32 `json:"keep,omitempty"`
+	Keep int32 `json:"keep,omitempty"`
+	// Retention says which backups to keep, as the library's
+	// retention.Policy: the newest of each of the last hours, days, weeks
+	// and months (GFS), the last N, those younger than keepWithin, and
+	// nothing older than maxAge. Give keep or retention, not both. Nil
+	// and keep zero mean the library's default (the last 20).
+	// +optional
+	Retention *Retention `json:"retention,omitempty"`
+	// TimeZone is the IANA time zone the schedule and the calendar rules
+	// of retention are read in, such as Europe/Berlin. Empty means UTC.
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[A-Za-z][A-Za-z0-9_+/-]*$`
+	// +optional
+	TimeZone string `json:"timeZone,omitempty"`
+	// Continuous also backs the cluster up continuously between the
+	// schedule's full backups: every revision of its window stays
+	// restorable (an EtcdRestore to a revision or a time). Snapshot
+	// backups on a schedule only.
+	// +optional
+	Continuous *ContinuousBackup `json:"continuous,omitempty"`
+	// Drill restores the config's newest backup on its destination into a
+	// scratch directory at this interval, and checks its revision and keys
+	// (the library's restore drill): condition DrillSucceeded and an Event
+	// DrillPassed or DrillFailed say how it went. Snapshot backups only.
+	// +optional
+	Drill    *Drill `json:"drill,omitempty"`
+	Logical  `json:",inline"`
 	Encoding `json:",inline"`
+}
+
+// Drill configures a config's restore drills.
+type Drill struct {
+	// Interval is how often a drill runs, the first as soon as the config
+	// is accepted. At least 1m.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1m')",message="drill.interval must be at least 1m"
+	Interval metav1.Duration `json:"interval"`
+}
+
+// BackupType is what a backup holds.
+// +kubebuilder:validation:Enum=snapshot;keys-json
+type BackupType string
+
+// The backup types.
+const (
+	// TypeSnapshot is an etcd snapshot: the whole keyspace, restored as a
+	// member's data directory.
+	TypeSnapshot BackupType = "snapshot"
+	// TypeKeysJSON is a logical backup of the keys under chosen prefixes
+	// at one revision, as JSON Lines: imported into a live etcd.
+	TypeKeysJSON BackupType = "keys-json"
+)
+
+// Logical selects the kind of a backup and, for keys-json, its keys.
+type Logical struct {
+	// Type is snapshot (the default) or keys-json.
+	// +kubebuilder:default=snapshot
+	// +optional
+	Type BackupType `json:"type,omitempty"`
+	// Prefixes are the key prefixes a keys-json backup holds, such as
+	// /registry/namespaces/. Empty means every key. keys-json only.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=1024
+	// +listType=set
+	// +optional
+	Prefixes []string `json:"prefixes,omitempty"`
+}
+
+// ContinuousBackup configures a config's continuous backup: a follower
+// watches etcd and stores every revision in delta segments that chain onto
+// the schedule's full backups.
+type ContinuousBackup struct {
+	// Window is how far back every revision stays restorable: retention
+	// keeps the full backups and segments it needs. At least 1m.
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1m')",message="continuous.window must be at least 1m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	Window metav1.Duration `json:"window"`
+	// FlushInterval bounds how long a revision waits before its segment is
+	// stored. Empty means the library's default (1s).
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="continuous.flushInterval must be positive"
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	FlushInterval *metav1.Duration `json:"flushInterval,omitempty"`
+}
+
+// Retention is the library's retention.Policy. A backup is kept when any
+// keep rule selects it; maxAge then deletes what is older, whatever the
+// keep rules say. The newest backup is always kept.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.maxAge) || !has(self.keepWithin) || duration(self.keepWithin) <= duration(self.maxAge)",message="retention.keepWithin is longer than retention.maxAge: maxAge would delete what keepWithin keeps"
+type Retention struct {
+	// KeepLast keeps the N newest backups.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	KeepLast int32 `json:"keepLast,omitempty"`
+	// KeepWithin keeps every backup younger than it.
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="retention.keepWithin must be positive"
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	KeepWithin *metav1.Duration `json:"keepWithin,omitempty"`
+	// Hours, Days, Weeks and Months keep the newest backup of each of the
+	// last N calendar hours, days, ISO weeks and months: 24, 7, 4 and 12
+	// is the classic grandfather-father-son scheme.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Hours int32 `json:"hours,omitempty"`
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Days int32 `json:"days,omitempty"`
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Weeks int32 `json:"weeks,omitempty"`
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Months int32 `json:"months,omitempty"`
+	// MaxAge deletes backups older than it, even those a keep rule
+	// selected.
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="retention.maxAge must be positive"
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	MaxAge *metav1.Duration `json:"maxAge,omitempty"`
 }
 
 // EtcdBackupConfigStatus is what the scheduler knows of a config.
@@ -61,6 +191,69 @@ type EtcdBackupConfigStatus struct {
 	// ObservedGeneration is the generation the status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// LastDrill is the config's last restore drill. Nil before the first.
+	// +optional
+	LastDrill *DrillStatus `json:"lastDrill,omitempty"`
+	// Continuous is what the config's continuous backup reports. Nil when
+	// the config has none.
+	// +optional
+	Continuous *ContinuousStatus `json:"continuous,omitempty"`
+}
+
+// DrillStatus is the outcome of a restore drill.
+type DrillStatus struct {
+	// Time is when the drill started.
+	Time metav1.Time `json:"time"`
+	// BackupID is the backup drilled.
+	// +optional
+	BackupID string `json:"backupID,omitempty"`
+	// Passed says that etcd restored a data directory from the backup and
+	// that it holds the backup's revision and keys.
+	Passed bool `json:"passed"`
+	// Message says why the drill failed.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// ContinuousStatus is the state of a config's continuous backup, as its
+// follower last reported it.
+type ContinuousStatus struct {
+	// Following is true while the follower watches etcd.
+	// +optional
+	Following bool `json:"following,omitempty"`
+	// ChainStart is the ID of the full backup the current chain of
+	// segments starts from.
+	// +optional
+	ChainStart string `json:"chainStart,omitempty"`
+	// CommittedRevision is the last revision stored on the destination,
+	// HeadRevision etcd's revision as last seen, and LagRevisions their
+	// difference.
+	// +optional
+	CommittedRevision int64 `json:"committedRevision,omitempty"`
+	// +optional
+	HeadRevision int64 `json:"headRevision,omitempty"`
+	// +optional
+	LagRevisions int64 `json:"lagRevisions,omitempty"`
+	// LagSeconds is, for the last segment stored, the time from the
+	// reception of its first revision to its commit, in seconds.
+	// +optional
+	LagSeconds string `json:"lagSeconds,omitempty"`
+	// LastSegment is when the last segment was stored.
+	// +optional
+	LastSegment *metav1.Time `json:"lastSegment,omitempty"`
+	// LastGap is when etcd last compacted revisions before the follower
+	// read them, and LastGapRevision the first revision lost: a new chain
+	// started, and the revisions between cannot be restored.
+	// +optional
+	LastGap *metav1.Time `json:"lastGap,omitempty"`
+	// +optional
+	LastGapRevision int64 `json:"lastGapRevision,omitempty"`
+	// Restarts counts the times the follower ended and was started again;
+	// Message says why it last ended.
+	// +optional
+	Restarts int64 `json:"restarts,omitempty"`
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // EtcdBackupConfig backs up a cluster's etcd to a destination on a
@@ -107,6 +300,7 @@ const (
 // EtcdBackupSpec is one backup of a cluster to a destination.
 //
 // +kubebuilder:validation:XValidation:rule="self == oldSelf",message="an EtcdBackup's spec is immutable"
+// +kubebuilder:validation:XValidation:rule="!has(self.prefixes) || self.type == 'keys-json'",message="prefixes are for keys-json backups only"
 type EtcdBackupSpec struct {
 	// Cluster names the EtcdCluster backed up.
 	// +kubebuilder:validation:MinLength=1
@@ -114,6 +308,7 @@ type EtcdBackupSpec struct {
 	// Destination names the BackupDestination. Empty means default.
 	// +optional
 	Destination string `json:"destination,omitempty"`
+	Logical     `json:",inline"`
 	Encoding    `json:",inline"`
 }
 

@@ -20,6 +20,9 @@ const (
 	// ConditionBackupSucceeded says whether the last backup of a config
 	// succeeded.
 	ConditionBackupSucceeded = "BackupSucceeded"
+	// ConditionDrillSucceeded says whether the last restore drill of a
+	// config passed.
+	ConditionDrillSucceeded = "DrillSucceeded"
 	// ConditionTornDown is set on an EtcdCluster being deleted: False
 	// while its backups could not all be deleted.
 	ConditionTornDown = "TornDown"

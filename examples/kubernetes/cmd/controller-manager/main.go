@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	_ "time/tzdata" // schedules' and retention's time zones, in a static image without zoneinfo
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
