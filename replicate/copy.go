@@ -18,6 +18,10 @@ import (
 // key. The copy never overwrites it. It matches backup.ErrBackupExists.
 var ErrConflict = fmt.Errorf("%w with other content on the target", backup.ErrBackupExists)
 
+// ErrPending says why a backup's outcome is Pending: its data object is on
+// the target, uncommitted, and another writer's.
+var ErrPending = errors.New("another writer's data object is on the target")
+
 // Target is where a copy writes.
 type Target struct {
 	// Name is the target destination's name, recorded in the manifests
@@ -248,9 +252,15 @@ func (r *copyRun) backup(e *backup.Entry) Item {
 	it := Item{ID: e.ID, Kind: e.Kind, Bytes: e.Size, Created: e.Created}
 	want := *e.Manifest
 	want.Destination = r.c.Target.Name
+	token, err := copyToken(&want)
+	if err != nil {
+		it.Outcome, it.Err = Failed, err
+		return it
+	}
+	want.Run = token
 	out, err := r.copyOnce(&want, true)
 	it.Outcome, it.Err = out, err
-	if err != nil {
+	if err != nil && out != Pending {
 		it.Outcome = Failed
 	}
 	if out == Copied {
@@ -270,12 +280,18 @@ func (r *copyRun) copyOnce(want *backup.Manifest, retry bool) (Outcome, error) {
 	}
 	switch {
 	case st.committed:
-		if err := r.ensureLocked(want); err != nil {
-			return Failed, err
+		if st.own {
+			// A copy with this token committed it: lock what it stopped
+			// before locking, never extending a lock that expired.
+			if err := r.ensureLocked(want, false); err != nil {
+				return Failed, err
+			}
 		}
 		return Skipped, nil
+	case st.pending:
+		return Pending, st.pendingErr
 	case st.dataStored:
-		if err := r.ensureLocked(want); err != nil {
+		if err := r.ensureLocked(want, true); err != nil {
 			return Failed, err
 		}
 		err = r.c.uploader().Commit(r.ctx, want)

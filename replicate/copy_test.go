@@ -163,13 +163,11 @@ func TestCopyResumesDataWithoutManifest(t *testing.T) {
 	src, dst := memBucket(), memBucket()
 	f := full(t, src, 0, 10)
 	// A copy killed between the data object and its manifest.
-	m := *f
-	m.Destination = "dst"
-	rc, _ := src.Get(ctx, "prod/"+f.DataKey)
-	if err := (&backup.BucketUploader{Bucket: dst}).Upload(ctx, &m, rc); err != nil {
-		t.Fatal(err)
+	killed := copier(src, dst)
+	killed.Target.Uploader = StopBeforeCommit{&backup.BucketUploader{Bucket: dst}}
+	if rep, _ := killed.Copy(ctx, "prod", Selection{IDs: []string{f.ID}}); outcomes(rep) != "failed" {
+		t.Fatalf("killed copy: %q", outcomes(rep))
 	}
-	rc.Close()
 	rep, err := copier(src, dst).Copy(ctx, "prod", Selection{IDs: []string{f.ID}})
 	if err != nil || outcomes(rep) != "resumed" {
 		t.Fatalf("copy: %v, %q", err, outcomes(rep))
@@ -177,6 +175,15 @@ func TestCopyResumesDataWithoutManifest(t *testing.T) {
 	if e := listed(t, dst); len(e) != 1 || e[0].Kind != backup.KindBackup {
 		t.Fatalf("target lists %+v", e)
 	}
+}
+
+// StopBeforeCommit is an uploader that stores data objects and never
+// commits, in doubt, as a copy killed between the two would leave it.
+type StopBeforeCommit struct{ backup.Uploader }
+
+// Commit implements backup.Uploader.
+func (StopBeforeCommit) Commit(context.Context, *backup.Manifest) error {
+	return context.DeadlineExceeded
 }
 
 func TestCopyRefusesAnotherObjectUnderTheSameKey(t *testing.T) {

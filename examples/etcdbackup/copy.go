@@ -38,6 +38,7 @@ type copyResult struct {
 	Skipped     int            `json:"skipped"`
 	Failed      int            `json:"failed"`
 	NotCopied   int            `json:"notCopied"`
+	Pending     int            `json:"pending"`
 	CopiedBytes int64          `json:"copiedBytes"`
 	Seconds     float64        `json:"seconds"`
 	Backups     []copiedBackup `json:"backups"`
@@ -142,7 +143,7 @@ func (f *copyFlags) selection(now time.Time) (replicate.Selection, error) {
 func copyResultOf(rep *replicate.Report) copyResult {
 	out := copyResult{Cluster: rep.Cluster, From: rep.Source, To: rep.Target,
 		Copied: rep.Count(replicate.Copied), Resumed: rep.Count(replicate.Resumed), Skipped: rep.Count(replicate.Skipped),
-		Failed: rep.Count(replicate.Failed), NotCopied: rep.Count(replicate.NotCopied),
+		Failed: rep.Count(replicate.Failed), NotCopied: rep.Count(replicate.NotCopied), Pending: rep.Count(replicate.Pending),
 		CopiedBytes: rep.CopiedBytes, Seconds: rep.Elapsed.Seconds(), Backups: []copiedBackup{}, Chains: []copiedChain{}}
 	for _, it := range rep.Items {
 		b := copiedBackup{ID: it.ID, Kind: string(it.Kind), Outcome: string(it.Outcome), Size: it.Bytes}
@@ -164,6 +165,9 @@ func printCopy(w io.Writer, rep *replicate.Report) error {
 		if !ch.Whole {
 			fmt.Fprintf(w, "chain %s: not whole on %s; it holds the chain through revision %d\n", ch.Full, rep.Target, ch.Through)
 		}
+	}
+	if n := rep.Count(replicate.Pending); n > 0 {
+		fmt.Fprintf(w, "%d backups pending: another writer's uncommitted data object is on %s; the next copy copies them\n", n, rep.Target)
 	}
 	_, err := fmt.Fprintf(w, "copied %d, resumed %d, skipped %d, failed %d, not copied %d: %s in %s from %s to %s\n",
 		rep.Count(replicate.Copied), rep.Count(replicate.Resumed), rep.Count(replicate.Skipped), rep.Count(replicate.Failed),
