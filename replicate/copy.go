@@ -86,7 +86,11 @@ func (c *Copier) Copy(ctx context.Context, cluster string, sel Selection) (*Repo
 	if err != nil {
 		return nil, fmt.Errorf("list source: %w", err)
 	}
-	groups, err := plan(entries, sel)
+	drop, err := sel.pruned(cluster, entries, started)
+	if err != nil {
+		return nil, err
+	}
+	groups, err := plan(entries, sel, drop)
 	if err != nil {
 		return nil, err
 	}

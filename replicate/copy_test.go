@@ -262,7 +262,7 @@ func TestPlanSegmentBringsItsChain(t *testing.T) {
 	s2 := segment(t, src, f, 13, 14)
 	segment(t, src, f, 15, 16)
 	lone := full(t, src, 5, 40)
-	groups, err := plan(listed(t, src), Selection{IDs: []string{s2.ID}})
+	groups, err := plan(listed(t, src), Selection{IDs: []string{s2.ID}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,11 +270,11 @@ func TestPlanSegmentBringsItsChain(t *testing.T) {
 		groups[0].segments[0].ID != s1.ID || groups[0].segments[1].ID != s2.ID {
 		t.Fatalf("groups %+v", groups)
 	}
-	groups, err = plan(listed(t, src), Selection{Since: lone.Created})
+	groups, err = plan(listed(t, src), Selection{Since: lone.Created}, nil)
 	if err != nil || len(groups) != 1 || groups[0].full.ID != lone.ID {
 		t.Fatalf("since: %v %+v", err, groups)
 	}
-	if _, err := plan(listed(t, src), Selection{IDs: []string{"prod-nope"}}); !errors.Is(err, storage.ErrNotFound) {
+	if _, err := plan(listed(t, src), Selection{IDs: []string{"prod-nope"}}, nil); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("unknown id: %v", err)
 	}
 }

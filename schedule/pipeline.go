@@ -188,7 +188,7 @@ func (r *PipelineRunner) Prune(ctx context.Context, job Job) error {
 			errs = append(errs, fmt.Errorf("destination %s: %w", name, err))
 			continue
 		}
-		p := &retention.Pruner{Store: store, Destination: name, Policy: job.Retention, Name: job.pruneName(),
+		p := &retention.Pruner{Store: store, Destination: name, Policy: job.Retention, Name: job.pruneName(), Scope: job.pruneScope(),
 			Kind: job.backupKind(), Pins: r.Pins, Metrics: r.RetentionMetrics, Now: r.Now, Logger: r.Logger}
 		if c := job.Continuous; c != nil {
 			chains := retention.PointInTime(c.Window)
