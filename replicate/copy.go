@@ -18,6 +18,10 @@ import (
 // key. The copy never overwrites it. It matches backup.ErrBackupExists.
 var ErrConflict = fmt.Errorf("%w with other content on the target", backup.ErrBackupExists)
 
+// ErrChainHole says why a chain's segments after a hole in the source's
+// chain (revisions no segment holds) were NotCopied.
+var ErrChainHole = errors.New("chain has a hole on the source")
+
 // ErrPending says why a backup's outcome is Pending: its data object is on
 // the target, uncommitted, and another writer's.
 var ErrPending = errors.New("another writer's data object is on the target")
@@ -225,6 +229,12 @@ func (r *copyRun) group(g group) {
 		if stop == nil && r.ctx.Err() != nil {
 			stop = r.ctx.Err()
 		}
+		if stop == nil && m.FirstRevision > through+1 {
+			// The source lacks the revisions between: a segment is gone
+			// or its manifest unreadable. What follows restores nothing.
+			stop = fmt.Errorf("%w: the source holds no segment of revisions %d to %d; the chain stops at revision %d on the target",
+				ErrChainHole, through+1, m.FirstRevision-1, through)
+		}
 		if stop != nil {
 			whole = false
 			r.record(Item{ID: s.ID, Kind: s.Kind, Outcome: NotCopied, Bytes: s.Size, Created: s.Created, Err: stop})
@@ -233,9 +243,7 @@ func (r *copyRun) group(g group) {
 		it := r.record(r.backup(s))
 		switch {
 		case present(it.Outcome):
-			if m.FirstRevision <= through+1 {
-				through = max(through, m.LastRevision)
-			}
+			through = max(through, m.LastRevision)
 		case m.LastRevision <= through:
 			// Another attempt at revisions the target holds already.
 			whole = false

@@ -119,7 +119,27 @@ func runCopy(ctx context.Context, s *streams, args []string) error {
 	if eerr := fs.emit(s.stdout, copyResultOf(rep), func(w io.Writer) error { return printCopy(w, rep) }); eerr != nil {
 		return eerr
 	}
+	if err == nil {
+		err = notWhole(rep)
+	}
 	return err
+}
+
+// notWhole returns an error when the target does not hold every selected
+// backup (a chain stopped at a hole, a backup another writer has not
+// committed yet), though no backup failed.
+func notWhole(rep *replicate.Report) error {
+	chains := 0
+	for _, ch := range rep.Chains {
+		if !ch.Whole {
+			chains++
+		}
+	}
+	pending, notCopied := rep.Count(replicate.Pending), rep.Count(replicate.NotCopied)
+	if chains == 0 && pending == 0 && notCopied == 0 {
+		return nil
+	}
+	return fmt.Errorf("the copy on %s is not whole: %d chains not whole, %d backups not copied, %d pending", rep.Target, chains, notCopied, pending)
 }
 
 // selection returns the backups the flags select.
@@ -167,7 +187,7 @@ func printCopy(w io.Writer, rep *replicate.Report) error {
 		}
 	}
 	if n := rep.Count(replicate.Pending); n > 0 {
-		fmt.Fprintf(w, "%d backups pending: another writer's uncommitted data object is on %s; the next copy copies them\n", n, rep.Target)
+		fmt.Fprintf(w, "%d backups pending: another writer's uncommitted data object is on %s; a later copy finds them committed\n", n, rep.Target)
 	}
 	_, err := fmt.Fprintf(w, "copied %d, resumed %d, skipped %d, failed %d, not copied %d: %s in %s from %s to %s\n",
 		rep.Count(replicate.Copied), rep.Count(replicate.Resumed), rep.Count(replicate.Skipped), rep.Count(replicate.Failed),
