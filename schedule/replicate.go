@@ -93,3 +93,15 @@ func (j *Job) pruneScope() func(*backup.Manifest) bool {
 	}
 	return nil
 }
+
+// owns reports whether the backup m describes is the job's work: a backup
+// of its name, or for a replication job a copy (replicate.IsCopy).
+func (j *Job) owns(m *backup.Manifest) bool {
+	switch {
+	case m == nil:
+		return false
+	case j.Replicate != nil:
+		return replicate.IsCopy(m)
+	}
+	return m.Name == j.Name
+}
