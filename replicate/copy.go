@@ -71,6 +71,15 @@ type Copier struct {
 	// ProgressInterval is the least time between Progress events of one
 	// backup; zero means one second.
 	ProgressInterval time.Duration
+	// StallTimeout bounds how long a data object's transfer may go
+	// without a byte moving from the source to the target: a transfer
+	// stalled longer (a source that stopped sending, a target that stopped
+	// taking) is cancelled and its backup fails with an error matching
+	// backup.ErrDestinationStalled; the copy goes on with the next. As
+	// with backup.Pipeline.StallTimeout, an uploader may stop reading
+	// while it sends a buffered part, so set it well above the time one
+	// part takes. Zero means no bound.
+	StallTimeout time.Duration
 }
 
 // Copy copies the selected backups of cluster from the source to the
@@ -326,7 +335,9 @@ func (r *copyRun) copyOnce(want *backup.Manifest, retry bool) (Outcome, error) {
 // verifying it on the way, and commits the manifest.
 func (r *copyRun) transfer(want *backup.Manifest) error {
 	key := backup.ClusterPrefix(want.Cluster) + want.DataKey
-	rc, err := r.c.Source.Get(r.ctx, key)
+	ctx, stalled := r.watchdog()
+	defer stalled.release()
+	rc, err := r.c.Source.Get(ctx, key)
 	if errors.Is(err, storage.ErrNotFound) {
 		return fmt.Errorf("data object %s vanished from the source (pruned meanwhile?): %w", key, err)
 	}
@@ -334,12 +345,15 @@ func (r *copyRun) transfer(want *backup.Manifest) error {
 		return fmt.Errorf("read source: %w", err)
 	}
 	defer rc.Close()
-	pr := &progressReader{r: rc, run: r, id: want.ID, size: want.Stored.Size, interval: r.c.ProgressInterval}
+	pr := &progressReader{r: rc, run: r, id: want.ID, size: want.Stored.Size, interval: r.c.ProgressInterval, step: stalled.step}
 	vr := newVerifyingReader(pr, want.Stored)
 	up := r.c.uploader()
-	if err := up.Upload(r.ctx, want, vr); err != nil {
+	if err := up.Upload(ctx, want, vr); err != nil {
 		if vr.err != nil && errors.Is(vr.err, ErrDigestMismatch) {
 			return fmt.Errorf("source %s: %w", key, vr.err)
+		}
+		if cause := context.Cause(ctx); errors.Is(cause, backup.ErrDestinationStalled) && r.ctx.Err() == nil {
+			return fmt.Errorf("upload: %w", cause)
 		}
 		return fmt.Errorf("upload: %w", err)
 	}
@@ -357,6 +371,50 @@ func (r *copyRun) transfer(want *backup.Manifest) error {
 	return nil
 }
 
+// stallWatch cancels a transfer's context when no byte moved for the
+// copier's StallTimeout, until the source's object was read to its end.
+type stallWatch struct {
+	t      *time.Timer
+	d      time.Duration
+	cancel context.CancelCauseFunc
+}
+
+// watchdog returns the context of one transfer and its stall watch; the
+// caller releases the watch when the transfer ended.
+func (r *copyRun) watchdog() (context.Context, *stallWatch) {
+	d := r.c.StallTimeout
+	if d <= 0 {
+		return r.ctx, &stallWatch{}
+	}
+	ctx, cancel := context.WithCancelCause(r.ctx)
+	w := &stallWatch{d: d, cancel: cancel}
+	w.t = time.AfterFunc(d, func() {
+		cancel(fmt.Errorf("%w: no byte of the transfer moved for %s", backup.ErrDestinationStalled, d))
+	})
+	return ctx, w
+}
+
+// step records a read of n bytes that returned err: bytes moved restart
+// the watch, the end of the object stops it (the uploader may then take
+// its time to store the last part).
+func (w *stallWatch) step(n int, err error) {
+	switch {
+	case w.t == nil:
+	case err != nil:
+		w.t.Stop()
+	case n > 0:
+		w.t.Reset(w.d)
+	}
+}
+
+// release ends the watch and the transfer's context.
+func (w *stallWatch) release() {
+	if w.t != nil {
+		w.t.Stop()
+		w.cancel(nil)
+	}
+}
+
 // progressReader reports Progress events while a data object is copied.
 type progressReader struct {
 	r        io.Reader
@@ -365,11 +423,13 @@ type progressReader struct {
 	size, n  int64
 	interval time.Duration
 	last     time.Time
+	step     func(n int, err error)
 }
 
 func (p *progressReader) Read(b []byte) (int, error) {
 	n, err := p.r.Read(b)
 	p.n += int64(n)
+	p.step(n, err)
 	if p.run.c.Observer == nil {
 		return n, err
 	}

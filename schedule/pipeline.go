@@ -45,7 +45,8 @@ type PipelineRunner struct {
 	Client func(ctx context.Context, cluster string) (*clientv3.Client, error)
 
 	// Spool, Observer, ProgressInterval and StallTimeout configure each
-	// backup.Pipeline (nil and zero mean its defaults).
+	// backup.Pipeline (nil and zero mean its defaults); StallTimeout also
+	// bounds each transfer of a replication job (replicate.Copier).
 	Spool            *backup.Spool
 	Observer         backup.Observer
 	ProgressInterval time.Duration

@@ -37,7 +37,7 @@ func (r *PipelineRunner) replicate(ctx context.Context, job Job) error {
 			continue
 		}
 		c := &replicate.Copier{Source: src, SourceName: job.Replicate.From, Target: target,
-			Observer: r.ReplicationObserver, Logger: r.Logger, Now: r.Now}
+			Observer: r.ReplicationObserver, Logger: r.Logger, Now: r.Now, StallTimeout: r.StallTimeout}
 		rep, err := c.Copy(ctx, job.Cluster, sel)
 		r.ReplicationMetrics.Record(rep, r.now())
 		if err != nil {
