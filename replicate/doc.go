@@ -27,9 +27,11 @@
 // own (backup.Manifest.Run), derived from the manifest it commits and never
 // the source's: a backup run fanned out to the source and the target
 // writes the same data object on both with the run's token, and a copy
-// never takes that object for its own. For each backup it first looks at
-// the target: a committed copy of the same backup is skipped (Recheck also
-// reads its data back); a data object without a manifest carrying the
+// never takes that object for its own. It lists the target once (its
+// manifests read concurrently, as backup.ListBackups does), and for each
+// backup looks at what the target holds: a committed copy of the same
+// backup is skipped without another request (Recheck reads each data
+// object back instead); a data object without a manifest carrying the
 // copy's token (a copy killed between the two) is read back, verified and
 // committed; one carrying another token is another writer's in-flight
 // backup, left alone and reported Pending (the next copy finds it
