@@ -32,7 +32,8 @@
 // backup looks at what the target holds: a committed copy of the same
 // backup is skipped without another request (Recheck reads each data
 // object back instead); a data object without a manifest carrying the
-// copy's token (a copy killed between the two) is read back, verified and
+// copy's token (a copy killed between the two) or none (no writer can then
+// prove it its own, so none removes it) is read back, verified and
 // committed; one carrying another token is another writer's in-flight
 // backup, left alone and reported Pending (the next copy finds it
 // committed); anything else under the backup's keys (another backup's
@@ -44,8 +45,8 @@
 //
 // Chains stay whole. A delta segment is copied only after its chain's full
 // backup and the segments before it, in revision order; a segment that
-// cannot be copied (pruned on the source since it was listed) stops its
-// chain there, so the target holds the chain contiguously up to a
+// cannot be copied (pruned on the source since it was listed), or a hole
+// in the source's chain (ErrChainHole), stops its chain there, so the target holds the chain contiguously up to a
 // revision (Report.Chains) and never a chain with a hole. Selecting a
 // segment selects what it restores on top of.
 package replicate

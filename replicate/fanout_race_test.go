@@ -147,3 +147,27 @@ func TestCopyRefusedCommitKeepsRunsData(t *testing.T) {
 	}
 	assertCommittedWithData(t, raw, base.DataKey)
 }
+
+// TestCopyResumesDataWithoutToken: a data object without a manifest and
+// without any run token (a store keeping no metadata, a file write killed
+// before its attributes) is verified and committed: no writer can prove it
+// its own, so no refused commit removes it after.
+func TestCopyResumesDataWithoutToken(t *testing.T) {
+	ctx := context.Background()
+	src, dst := memBucket(), memBucket()
+	f := full(t, src, 0, 10)
+	rc, err := src.Get(ctx, "prod/"+f.DataKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = dst.Put(ctx, "prod/"+f.DataKey, rc, nil)
+	rc.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := copier(src, dst).Copy(ctx, "prod", Selection{All: true})
+	if err != nil || outcomes(rep) != "resumed" {
+		t.Fatalf("copy: %v, %q", err, outcomes(rep))
+	}
+	assertCommittedWithData(t, dst, f.DataKey)
+}

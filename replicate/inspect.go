@@ -17,8 +17,8 @@ type targetState struct {
 	// own: the manifest or data object found carries the copy's token: a
 	// copy of this backup between the same names wrote it.
 	own bool
-	// dataStored: its data object, written by a copy with this token and
-	// verified, without a manifest (a copy stopped between the two).
+	// dataStored: its data object, verified, without a manifest, carrying
+	// the copy's token or none (a copy stopped between the two).
 	dataStored bool
 	// pending: a data object of the backup's size without a manifest,
 	// written by another writer (a backup run fanned out to the target,
@@ -71,9 +71,12 @@ func (r *copyRun) inspect(want *backup.Manifest) (targetState, error) {
 		}
 		return targetState{}, err
 	}
-	if info.Metadata[backup.MetadataRun] != want.Run {
-		// The backup's bytes, not this copy's: never resumed, committed
-		// or removed by it.
+	if tok := info.Metadata[backup.MetadataRun]; tok != "" && tok != want.Run {
+		// The backup's bytes, another writer's: never resumed,
+		// committed or removed by this copy. One without a token (an
+		// older version's, a store keeping no metadata, a file write
+		// killed before its attributes) is committed: no writer can
+		// prove it its own, so none removes it after a refused commit.
 		return targetState{pending: true, pendingErr: fmt.Errorf("%w: data object %s has no manifest yet and another writer's token", ErrPending, dkey)}, nil
 	}
 	return targetState{dataStored: true, own: true}, nil
