@@ -30,10 +30,10 @@ func fanOutBase(data []byte) backup.Manifest {
 
 // A backup fanned out to primary and vault: primary committed, vault's data
 // uploaded and its commit a moment later. A replication copy primary->vault
-// runs in between: it "resumes" the run's uncommitted data object on vault and
-// commits its own manifest; the run's own Commit on vault then meets a
-// different manifest (other Completed) and removes "its" data object (same
-// run token): vault holds a committed manifest whose data object is gone.
+// runs in between. It used to "resume" the run's uncommitted data object
+// (same run token) and commit its own manifest; the run's Commit then met a
+// different manifest and removed "its" data object: a committed manifest
+// without data. The copy now leaves it pending and the run commits.
 func TestCopyRacingFanOutRunKeepsItsData(t *testing.T) {
 	ctx := context.Background()
 	data := []byte(strings.Repeat("snapshot bytes ", 100))
@@ -106,10 +106,13 @@ func (h *hookBucket) PutIfAbsent(ctx context.Context, key string, r io.Reader, o
 	return storage.PutIfAbsent(ctx, h.Bucket, key, r, o)
 }
 
-// The other order: the run's commit on vault lands between the copier's look
-// and its commit. The copier's Commit is refused, and it removes the data
-// object (the source's run token matches): the backup run's committed backup
-// on vault loses its data, deleted by the copy, which never wrote it.
+// The other order: the run's commit on vault lands between the copier's
+// look and its commit. The copy used to take the run's data object (same
+// run token) for its own, and its refused commit removed it under the
+// run's committed manifest. Now it leaves that object alone (pending) and
+// writes nothing; the hook commits the run's manifest before any write of
+// the copy's, or after the copy when it wrote none. The run's backup keeps
+// its data.
 func TestCopyRefusedCommitKeepsRunsData(t *testing.T) {
 	ctx := context.Background()
 	data := []byte(strings.Repeat("snapshot bytes ", 100))
