@@ -18,6 +18,14 @@ import (
 // key. The copy never overwrites it. It matches backup.ErrBackupExists.
 var ErrConflict = fmt.Errorf("%w with other content on the target", backup.ErrBackupExists)
 
+// ErrChainHole says why a chain's segments after a hole in the source's
+// chain (revisions no segment holds) were NotCopied.
+var ErrChainHole = errors.New("chain has a hole on the source")
+
+// ErrPending says why a backup's outcome is Pending: its data object is on
+// the target, uncommitted, and another writer's.
+var ErrPending = errors.New("another writer's data object is on the target")
+
 // Target is where a copy writes.
 type Target struct {
 	// Name is the target destination's name, recorded in the manifests
@@ -63,6 +71,15 @@ type Copier struct {
 	// ProgressInterval is the least time between Progress events of one
 	// backup; zero means one second.
 	ProgressInterval time.Duration
+	// StallTimeout bounds how long a data object's transfer may go
+	// without a byte moving from the source to the target: a transfer
+	// stalled longer (a source that stopped sending, a target that stopped
+	// taking) is cancelled and its backup fails with an error matching
+	// backup.ErrDestinationStalled; the copy goes on with the next. As
+	// with backup.Pipeline.StallTimeout, an uploader may stop reading
+	// while it sends a buffered part, so set it well above the time one
+	// part takes. Zero means no bound.
+	StallTimeout time.Duration
 }
 
 // Copy copies the selected backups of cluster from the source to the
@@ -82,7 +99,11 @@ func (c *Copier) Copy(ctx context.Context, cluster string, sel Selection) (*Repo
 	if err != nil {
 		return nil, fmt.Errorf("list source: %w", err)
 	}
-	groups, err := plan(entries, sel)
+	drop, err := sel.pruned(cluster, entries, started)
+	if err != nil {
+		return nil, err
+	}
+	groups, err := plan(entries, sel, drop)
 	if err != nil {
 		return nil, err
 	}
@@ -95,6 +116,7 @@ func (c *Copier) Copy(ctx context.Context, cluster string, sel Selection) (*Repo
 	}
 	r := &copyRun{c: c, ctx: ctx, cluster: cluster, total: total,
 		rep: &Report{Cluster: cluster, Source: c.SourceName, Target: c.Target.Name}}
+	r.held = c.listTarget(ctx, cluster)
 	r.event(Event{Kind: Planned, Total: total})
 	c.logger().Info("copy started", "cluster", cluster, "from", c.SourceName, "to", c.Target.Name, "backups", total)
 	for _, g := range groups {
@@ -156,6 +178,30 @@ func (c *Copier) uploader() backup.Uploader {
 	return &backup.BucketUploader{Bucket: c.Target.Bucket}
 }
 
+// listTarget returns the committed backups the target lists, by ID: a
+// backup listed there, the same as the source's with its data object of
+// the right size, is skipped without another request. Nil with Recheck
+// (every backup is read back) or when the listing fails (each backup is
+// then looked at alone).
+func (c *Copier) listTarget(ctx context.Context, cluster string) map[string]*backup.Manifest {
+	if c.Recheck {
+		return nil
+	}
+	entries, err := backup.ListBackups(ctx, c.Target.Bucket, cluster)
+	if err != nil {
+		c.logger().Warn("list target: looking at each backup alone", "target", c.Target.Name, "error", err)
+		return nil
+	}
+	held := map[string]*backup.Manifest{}
+	for _, e := range entries {
+		switch e.Kind {
+		case backup.KindBackup, backup.KindDelta, backup.KindKeysJSON:
+			held[e.ID] = e.Manifest
+		}
+	}
+	return held
+}
+
 // copyRun is the state of one Copy.
 type copyRun struct {
 	c       *Copier
@@ -164,6 +210,8 @@ type copyRun struct {
 	total   int
 	index   int
 	rep     *Report
+	// held is what the target listed when the copy started (listTarget).
+	held map[string]*backup.Manifest
 }
 
 func (r *copyRun) event(e Event) {
@@ -217,6 +265,12 @@ func (r *copyRun) group(g group) {
 		if stop == nil && r.ctx.Err() != nil {
 			stop = r.ctx.Err()
 		}
+		if stop == nil && m.FirstRevision > through+1 {
+			// The source lacks the revisions between: a segment is gone
+			// or its manifest unreadable. What follows restores nothing.
+			stop = fmt.Errorf("%w: the source holds no segment of revisions %d to %d; the chain stops at revision %d on the target",
+				ErrChainHole, through+1, m.FirstRevision-1, through)
+		}
 		if stop != nil {
 			whole = false
 			r.record(Item{ID: s.ID, Kind: s.Kind, Outcome: NotCopied, Bytes: s.Size, Created: s.Created, Err: stop})
@@ -225,9 +279,7 @@ func (r *copyRun) group(g group) {
 		it := r.record(r.backup(s))
 		switch {
 		case present(it.Outcome):
-			if m.FirstRevision <= through+1 {
-				through = max(through, m.LastRevision)
-			}
+			through = max(through, m.LastRevision)
 		case m.LastRevision <= through:
 			// Another attempt at revisions the target holds already.
 			whole = false
@@ -248,9 +300,15 @@ func (r *copyRun) backup(e *backup.Entry) Item {
 	it := Item{ID: e.ID, Kind: e.Kind, Bytes: e.Size, Created: e.Created}
 	want := *e.Manifest
 	want.Destination = r.c.Target.Name
+	token, err := copyToken(&want)
+	if err != nil {
+		it.Outcome, it.Err = Failed, err
+		return it
+	}
+	want.Run = token
 	out, err := r.copyOnce(&want, true)
 	it.Outcome, it.Err = out, err
-	if err != nil {
+	if err != nil && out != Pending {
 		it.Outcome = Failed
 	}
 	if out == Copied {
@@ -264,18 +322,27 @@ func (r *copyRun) backup(e *backup.Entry) Item {
 // holds. retry allows one more look when another writer took a key
 // between the look and the write.
 func (r *copyRun) copyOnce(want *backup.Manifest, retry bool) (Outcome, error) {
-	st, err := r.inspect(want)
-	if err != nil {
+	var st targetState
+	var err error
+	if have := r.held[want.ID]; have != nil && sameBackup(have, want) {
+		st = targetState{committed: true, own: have.Run == want.Run}
+	} else if st, err = r.inspect(want); err != nil {
 		return Failed, err
 	}
 	switch {
 	case st.committed:
-		if err := r.ensureLocked(want); err != nil {
-			return Failed, err
+		if st.own {
+			// A copy with this token committed it: lock what it stopped
+			// before locking, never extending a lock that expired.
+			if err := r.ensureLocked(want, false); err != nil {
+				return Failed, err
+			}
 		}
 		return Skipped, nil
+	case st.pending:
+		return Pending, st.pendingErr
 	case st.dataStored:
-		if err := r.ensureLocked(want); err != nil {
+		if err := r.ensureLocked(want, true); err != nil {
 			return Failed, err
 		}
 		err = r.c.uploader().Commit(r.ctx, want)
@@ -298,7 +365,9 @@ func (r *copyRun) copyOnce(want *backup.Manifest, retry bool) (Outcome, error) {
 // verifying it on the way, and commits the manifest.
 func (r *copyRun) transfer(want *backup.Manifest) error {
 	key := backup.ClusterPrefix(want.Cluster) + want.DataKey
-	rc, err := r.c.Source.Get(r.ctx, key)
+	ctx, stalled := r.watchdog()
+	defer stalled.release()
+	rc, err := r.c.Source.Get(ctx, key)
 	if errors.Is(err, storage.ErrNotFound) {
 		return fmt.Errorf("data object %s vanished from the source (pruned meanwhile?): %w", key, err)
 	}
@@ -306,12 +375,15 @@ func (r *copyRun) transfer(want *backup.Manifest) error {
 		return fmt.Errorf("read source: %w", err)
 	}
 	defer rc.Close()
-	pr := &progressReader{r: rc, run: r, id: want.ID, size: want.Stored.Size, interval: r.c.ProgressInterval}
+	pr := &progressReader{r: rc, run: r, id: want.ID, size: want.Stored.Size, interval: r.c.ProgressInterval, step: stalled.step}
 	vr := newVerifyingReader(pr, want.Stored)
 	up := r.c.uploader()
-	if err := up.Upload(r.ctx, want, vr); err != nil {
+	if err := up.Upload(ctx, want, vr); err != nil {
 		if vr.err != nil && errors.Is(vr.err, ErrDigestMismatch) {
 			return fmt.Errorf("source %s: %w", key, vr.err)
+		}
+		if cause := context.Cause(ctx); errors.Is(cause, backup.ErrDestinationStalled) && r.ctx.Err() == nil {
+			return fmt.Errorf("upload: %w", cause)
 		}
 		return fmt.Errorf("upload: %w", err)
 	}
@@ -329,6 +401,50 @@ func (r *copyRun) transfer(want *backup.Manifest) error {
 	return nil
 }
 
+// stallWatch cancels a transfer's context when no byte moved for the
+// copier's StallTimeout, until the source's object was read to its end.
+type stallWatch struct {
+	t      *time.Timer
+	d      time.Duration
+	cancel context.CancelCauseFunc
+}
+
+// watchdog returns the context of one transfer and its stall watch; the
+// caller releases the watch when the transfer ended.
+func (r *copyRun) watchdog() (context.Context, *stallWatch) {
+	d := r.c.StallTimeout
+	if d <= 0 {
+		return r.ctx, &stallWatch{}
+	}
+	ctx, cancel := context.WithCancelCause(r.ctx)
+	w := &stallWatch{d: d, cancel: cancel}
+	w.t = time.AfterFunc(d, func() {
+		cancel(fmt.Errorf("%w: no byte of the transfer moved for %s", backup.ErrDestinationStalled, d))
+	})
+	return ctx, w
+}
+
+// step records a read of n bytes that returned err: bytes moved restart
+// the watch, the end of the object stops it (the uploader may then take
+// its time to store the last part).
+func (w *stallWatch) step(n int, err error) {
+	switch {
+	case w.t == nil:
+	case err != nil:
+		w.t.Stop()
+	case n > 0:
+		w.t.Reset(w.d)
+	}
+}
+
+// release ends the watch and the transfer's context.
+func (w *stallWatch) release() {
+	if w.t != nil {
+		w.t.Stop()
+		w.cancel(nil)
+	}
+}
+
 // progressReader reports Progress events while a data object is copied.
 type progressReader struct {
 	r        io.Reader
@@ -337,11 +453,13 @@ type progressReader struct {
 	size, n  int64
 	interval time.Duration
 	last     time.Time
+	step     func(n int, err error)
 }
 
 func (p *progressReader) Read(b []byte) (int, error) {
 	n, err := p.r.Read(b)
 	p.n += int64(n)
+	p.step(n, err)
 	if p.run.c.Observer == nil {
 		return n, err
 	}

@@ -163,13 +163,11 @@ func TestCopyResumesDataWithoutManifest(t *testing.T) {
 	src, dst := memBucket(), memBucket()
 	f := full(t, src, 0, 10)
 	// A copy killed between the data object and its manifest.
-	m := *f
-	m.Destination = "dst"
-	rc, _ := src.Get(ctx, "prod/"+f.DataKey)
-	if err := (&backup.BucketUploader{Bucket: dst}).Upload(ctx, &m, rc); err != nil {
-		t.Fatal(err)
+	killed := copier(src, dst)
+	killed.Target.Uploader = StopBeforeCommit{&backup.BucketUploader{Bucket: dst}}
+	if rep, _ := killed.Copy(ctx, "prod", Selection{IDs: []string{f.ID}}); outcomes(rep) != "failed" {
+		t.Fatalf("killed copy: %q", outcomes(rep))
 	}
-	rc.Close()
 	rep, err := copier(src, dst).Copy(ctx, "prod", Selection{IDs: []string{f.ID}})
 	if err != nil || outcomes(rep) != "resumed" {
 		t.Fatalf("copy: %v, %q", err, outcomes(rep))
@@ -177,6 +175,15 @@ func TestCopyResumesDataWithoutManifest(t *testing.T) {
 	if e := listed(t, dst); len(e) != 1 || e[0].Kind != backup.KindBackup {
 		t.Fatalf("target lists %+v", e)
 	}
+}
+
+// StopBeforeCommit is an uploader that stores data objects and never
+// commits, in doubt, as a copy killed between the two would leave it.
+type StopBeforeCommit struct{ backup.Uploader }
+
+// Commit implements backup.Uploader.
+func (StopBeforeCommit) Commit(context.Context, *backup.Manifest) error {
+	return context.DeadlineExceeded
 }
 
 func TestCopyRefusesAnotherObjectUnderTheSameKey(t *testing.T) {
@@ -255,7 +262,7 @@ func TestPlanSegmentBringsItsChain(t *testing.T) {
 	s2 := segment(t, src, f, 13, 14)
 	segment(t, src, f, 15, 16)
 	lone := full(t, src, 5, 40)
-	groups, err := plan(listed(t, src), Selection{IDs: []string{s2.ID}})
+	groups, err := plan(listed(t, src), Selection{IDs: []string{s2.ID}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,11 +270,11 @@ func TestPlanSegmentBringsItsChain(t *testing.T) {
 		groups[0].segments[0].ID != s1.ID || groups[0].segments[1].ID != s2.ID {
 		t.Fatalf("groups %+v", groups)
 	}
-	groups, err = plan(listed(t, src), Selection{Since: lone.Created})
+	groups, err = plan(listed(t, src), Selection{Since: lone.Created}, nil)
 	if err != nil || len(groups) != 1 || groups[0].full.ID != lone.ID {
 		t.Fatalf("since: %v %+v", err, groups)
 	}
-	if _, err := plan(listed(t, src), Selection{IDs: []string{"prod-nope"}}); !errors.Is(err, storage.ErrNotFound) {
+	if _, err := plan(listed(t, src), Selection{IDs: []string{"prod-nope"}}, nil); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("unknown id: %v", err)
 	}
 }

@@ -23,17 +23,30 @@
 // object fails when its size or sha256 is not the manifest's, so the upload
 // is abandoned and nothing of that backup is committed.
 //
-// A copy is idempotent and resumable. For each backup it first looks at
-// the target: a committed copy of the same backup is skipped (Recheck also
-// reads its data back); a data object without a manifest (a copy killed
-// between the two) is read back, verified and committed; anything else
-// under the backup's keys (another backup's manifest or data object) is a
-// conflict, reported with ErrConflict and never overwritten.
+// A copy is idempotent and resumable. It writes with a run token of its
+// own (backup.Manifest.Run), derived from the manifest it commits and never
+// the source's: a backup run fanned out to the source and the target
+// writes the same data object on both with the run's token, and a copy
+// never takes that object for its own. It lists the target once (its
+// manifests read concurrently, as backup.ListBackups does), and for each
+// backup looks at what the target holds: a committed copy of the same
+// backup is skipped without another request (Recheck reads each data
+// object back instead); a data object without a manifest carrying the
+// copy's token (a copy killed between the two) or none (no writer can then
+// prove it its own, so none removes it) is read back, verified and
+// committed; one carrying another token is another writer's in-flight
+// backup, left alone and reported Pending (the next copy finds it
+// committed); anything else under the backup's keys (another backup's
+// manifest or data object) is a conflict, reported with ErrConflict and
+// never overwritten. A copy removes only data objects carrying its token,
+// and locks (a target with an object lock) only objects a copy with its
+// token wrote and never an expired lock again, so the target's retention
+// keeps its say over what it holds.
 //
 // Chains stay whole. A delta segment is copied only after its chain's full
 // backup and the segments before it, in revision order; a segment that
-// cannot be copied (pruned on the source since it was listed) stops its
-// chain there, so the target holds the chain contiguously up to a
+// cannot be copied (pruned on the source since it was listed), or a hole
+// in the source's chain (ErrChainHole), stops its chain there, so the target holds the chain contiguously up to a
 // revision (Report.Chains) and never a chain with a hole. Selecting a
 // segment selects what it restores on top of.
 package replicate

@@ -21,6 +21,12 @@ const (
 	Skipped Outcome = "skipped"
 	// Failed: it could not be copied; nothing of it was committed.
 	Failed Outcome = "failed"
+	// Pending: its data object is on the target without a manifest,
+	// written by another writer (a backup run fanned out to the target
+	// too, or a copy under another target name) that may still commit
+	// it. The copy leaves it alone; the next copy finds it committed, or
+	// copies it once retention collected the orphan. Not an error.
+	Pending Outcome = "pending"
 	// NotCopied: it was not tried, because something it depends on (its
 	// chain's full backup, an earlier segment) was not copied: copying it
 	// would leave a chain with a hole on the target.

@@ -14,9 +14,17 @@ import (
 type targetState struct {
 	// committed: its manifest, the same backup's, and its data object.
 	committed bool
-	// dataStored: its data object, verified, without a manifest (a copy
-	// stopped between the two).
+	// own: the manifest or data object found carries the copy's token: a
+	// copy of this backup between the same names wrote it.
+	own bool
+	// dataStored: its data object, verified, without a manifest, carrying
+	// the copy's token or none (a copy stopped between the two).
 	dataStored bool
+	// pending: a data object of the backup's size without a manifest,
+	// written by another writer (a backup run fanned out to the target,
+	// another copy) that may still commit it: the copy leaves it alone.
+	pending    bool
+	pendingErr error
 }
 
 // inspect looks at what the target holds under want's keys. A manifest or
@@ -49,7 +57,7 @@ func (r *copyRun) inspect(want *backup.Manifest) (targetState, error) {
 				return targetState{}, fmt.Errorf("the target's committed copy is damaged: %w", err)
 			}
 		}
-		return targetState{committed: true}, nil
+		return targetState{committed: true, own: have.Run == want.Run}, nil
 	}
 	if !dataFound {
 		return targetState{}, nil
@@ -63,7 +71,15 @@ func (r *copyRun) inspect(want *backup.Manifest) (targetState, error) {
 		}
 		return targetState{}, err
 	}
-	return targetState{dataStored: true}, nil
+	if tok := info.Metadata[backup.MetadataRun]; tok != "" && tok != want.Run {
+		// The backup's bytes, another writer's: never resumed,
+		// committed or removed by this copy. One without a token (an
+		// older version's, a store keeping no metadata, a file write
+		// killed before its attributes) is committed: no writer can
+		// prove it its own, so none removes it after a refused commit.
+		return targetState{pending: true, pendingErr: fmt.Errorf("%w: data object %s has no manifest yet and another writer's token", ErrPending, dkey)}, nil
+	}
+	return targetState{dataStored: true, own: true}, nil
 }
 
 // targetManifest reads the target's manifest at key; nil when there is
@@ -108,8 +124,12 @@ type lockPolicy interface {
 
 // ensureLocked applies the target's object lock to want's objects that
 // lack it: a copy stopped between storing an object and locking it leaves
-// it unlocked, and the target asks every backup to be locked.
-func (r *copyRun) ensureLocked(want *backup.Manifest) error {
+// it unlocked, and the target asks every backup to be locked. It is called
+// only for objects a copy with want's token wrote. With relock false it
+// locks only objects that were never locked: a lock that expired is left
+// so, since the target's own retention may delete the backup then; with
+// relock true (a copy resumed now) an expired lock is renewed too.
+func (r *copyRun) ensureLocked(want *backup.Manifest, relock bool) error {
 	lp, ok := r.c.Target.Bucket.(lockPolicy)
 	if !ok || !lp.ObjectLock().Enabled() {
 		return nil
@@ -129,7 +149,7 @@ func (r *copyRun) ensureLocked(want *backup.Manifest) error {
 		if err != nil {
 			return fmt.Errorf("read lock of %s: %w", key, err)
 		}
-		if have.Active(now) {
+		if have.Active(now) || !relock && (have.Mode != "" || !have.Until.IsZero()) {
 			continue
 		}
 		if err := locker.SetRetention(r.ctx, key, storage.Retention{Mode: lock.Mode, Until: now.Add(lock.RetainFor)}); err != nil {

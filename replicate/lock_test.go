@@ -49,12 +49,10 @@ func TestCopyLocksOnTheTarget(t *testing.T) {
 	}
 	// A copy stopped after storing the second backup's data object, before
 	// locking it: the bucket holds it unlocked.
-	m := *ms[1]
-	m.Destination = "vault"
-	rc, err := src.Get(ctx, "prod/"+m.DataKey)
-	require.NoError(t, err)
-	require.NoError(t, (&backup.BucketUploader{Bucket: vault}).Upload(ctx, &m, rc))
-	rc.Close()
+	killed := &replicate.Copier{Source: src, SourceName: "primary", Now: func() time.Time { return now },
+		Target: replicate.Target{Name: "vault", Bucket: vault, Uploader: replicate.StopBeforeCommit{Uploader: &backup.BucketUploader{Bucket: vault}}}}
+	_, err = killed.Copy(ctx, "prod", replicate.Selection{IDs: []string{ms[1].ID}})
+	require.Error(t, err)
 
 	c := &replicate.Copier{Source: src, SourceName: "primary", Target: replicate.DestinationTarget(vault), Now: func() time.Time { return now }}
 	rep, err := c.Copy(ctx, "prod", replicate.Selection{All: true})

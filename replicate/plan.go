@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/etcdbackup/etcdbackup/backup"
+	"github.com/etcdbackup/etcdbackup/retention"
 	"github.com/etcdbackup/etcdbackup/storage"
 )
 
@@ -26,6 +27,14 @@ type Selection struct {
 	All bool
 	// Since selects the backups created at or after it; zero selects none.
 	Since time.Time
+	// Retention, when set, narrows what the fields above select: a full
+	// backup this policy would delete among the source's snapshot backups
+	// (retention.MakePlan over the source's listing, every name counted,
+	// at the copy's now) is not selected, nor are its chain's segments.
+	// Give it the target's retention of the copies: what that prunes is
+	// then never selected again, so no copy copies back what the last
+	// prune deleted.
+	Retention *retention.Policy
 }
 
 // Validate checks that the selection selects something.
@@ -33,7 +42,29 @@ func (s Selection) Validate() error {
 	if len(s.IDs) == 0 && len(s.Chains) == 0 && !s.All && s.Since.IsZero() {
 		return fmt.Errorf("selection is empty: name backups, chains, all, or a time")
 	}
+	if s.Retention != nil {
+		return s.Retention.Validate()
+	}
 	return nil
+}
+
+// pruned returns the IDs of the full backups sel.Retention would delete
+// among the source's entries at now; nil without a Retention.
+func (s Selection) pruned(cluster string, entries []backup.Entry, now time.Time) (map[string]bool, error) {
+	if s.Retention == nil {
+		return nil, nil
+	}
+	p, err := retention.MakePlan(cluster, entries, *s.Retention, now, retention.PlanOptions{Kind: backup.KindBackup})
+	if err != nil {
+		return nil, fmt.Errorf("selection's retention: %w", err)
+	}
+	drop := map[string]bool{}
+	for _, d := range p.Deletes() {
+		if d.Entry.Kind == backup.KindBackup {
+			drop[d.Entry.ID] = true
+		}
+	}
+	return drop, nil
 }
 
 // group is a unit of copying: a backup that stands alone (no segments), or
@@ -48,7 +79,7 @@ type group struct {
 // plan returns the groups to copy, oldest first, from what the source
 // lists. Entries that are not backups (legacy, orphan, invalid, foreign)
 // are never copied.
-func plan(entries []backup.Entry, sel Selection) ([]group, error) {
+func plan(entries []backup.Entry, sel Selection, drop map[string]bool) ([]group, error) {
 	byID := map[string]backup.Entry{}
 	chains := map[string][]backup.Entry{} // chain ID -> segments
 	for _, e := range entries {
@@ -89,6 +120,13 @@ func plan(entries []backup.Entry, sel Selection) ([]group, error) {
 	for id, e := range byID {
 		if sel.All || !sel.Since.IsZero() && !e.Created.Before(sel.Since) {
 			selected[id] = true
+		}
+	}
+	// What the retention would delete, and its chains' segments.
+	for id := range drop {
+		delete(selected, id)
+		for _, s := range chains[id] {
+			delete(selected, s.ID)
 		}
 	}
 	// A selected segment brings its full and the segments before it.

@@ -77,6 +77,12 @@ type PlanOptions struct {
 	// (out of its scope). Empty plans over every backup of the cluster.
 	Name string
 
+	// Scope, when set, scopes the policy further to the backups whose
+	// manifest it accepts; the others are kept by the plan, out of its
+	// scope. A replication job's retention counts only the copies it can
+	// prove it made (replicate.IsCopy).
+	Scope func(*backup.Manifest) bool
+
 	// Kind is the kind of backup the policy counts: backup.KindBackup
 	// (snapshots; the zero value means it) or backup.KindKeysJSON (logical
 	// backups). Kinds are never counted together: the other kinds are kept
@@ -111,11 +117,12 @@ const DefaultOrphanGrace = 24 * time.Hour
 
 // Reasons shared by plans, for callers that match on them.
 const (
-	ReasonNewest  = "newest backup: always kept"
-	ReasonLegacy  = "legacy object: never deleted by retention"
-	ReasonForeign = "not written by etcdbackup: never deleted by retention"
-	ReasonInvalid = "unreadable or inconsistent manifest: kept for inspection"
-	ReasonDelta   = "delta segment: kept unless a point-in-time policy applies"
+	ReasonNewest     = "newest backup: always kept"
+	ReasonLegacy     = "legacy object: never deleted by retention"
+	ReasonForeign    = "not written by etcdbackup: never deleted by retention"
+	ReasonInvalid    = "unreadable or inconsistent manifest: kept for inspection"
+	ReasonDelta      = "delta segment: kept unless a point-in-time policy applies"
+	ReasonOutOfScope = "out of the policy's scope (PlanOptions.Scope): never deleted by it"
 	// ReasonFuture and ReasonAfterStore keep a backup whose manifest is
 	// dated beyond the clock skew: after now, or after the store wrote
 	// the manifest (the writer's clock ran fast, or the store's runs
@@ -186,6 +193,8 @@ func MakePlan(cluster string, entries []backup.Entry, policy Policy, now time.Ti
 			d.Action, d.Reason = Keep, fmt.Sprintf("a %s backup: counted apart from %s backups", e.Kind, opts.Kind)
 		case counted && e.Manifest != nil && opts.Name != "" && e.Manifest.Name != opts.Name:
 			d.Action, d.Reason = Keep, fmt.Sprintf("backup of config %q: out of the scope of config %q", e.Manifest.Name, opts.Name)
+		case counted && e.Manifest != nil && opts.Scope != nil && !opts.Scope(e.Manifest):
+			d.Action, d.Reason = Keep, ReasonOutOfScope
 		case counted && e.Manifest != nil:
 			scoped = append(scoped, i)
 			if reason := opts.misdated(e, now); reason != "" {

@@ -52,6 +52,9 @@ type Pruner struct {
 	// Name, when set, prunes the backups of one backup config only (see
 	// PlanOptions.Name): give each config's policy its own Pruner.Name.
 	Name string
+	// Scope, when set, prunes only the backups whose manifest it accepts
+	// (see PlanOptions.Scope).
+	Scope func(*backup.Manifest) bool
 	// Kind is the kind of backup the policy counts (see PlanOptions.Kind):
 	// snapshots by default, or keys-json backups.
 	Kind backup.Kind
@@ -182,7 +185,7 @@ func (p *Pruner) Prune(ctx context.Context, cluster string) (*Report, error) {
 	}
 	now := p.now()
 	plan, err := MakePlan(cluster, entries, p.Policy, now,
-		PlanOptions{OrphanGrace: p.OrphanGrace, Name: p.Name, Kind: p.Kind, ClockSkew: p.ClockSkew, ModTimes: listing.mod})
+		PlanOptions{OrphanGrace: p.OrphanGrace, Name: p.Name, Scope: p.Scope, Kind: p.Kind, ClockSkew: p.ClockSkew, ModTimes: listing.mod})
 	if err != nil {
 		return nil, err
 	}

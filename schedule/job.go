@@ -74,8 +74,12 @@ type Job struct {
 	// copies the cluster's backups from Replicate.From to every one of
 	// Destinations, as stored (see replicate.Copier), instead of taking a
 	// backup, and the job's Retention then prunes the copies on the
-	// targets (backups of every name). Schedule, Cluster and Name keep
-	// their meaning; Compression, Encryption, Kind, Prefixes and
+	// targets: the backups of every name that a copy committed there
+	// (replicate.IsCopy), never what another job or a backup run fanned
+	// out to a target wrote. A scheduled job copies only the backups its
+	// Retention keeps among the source's (replicate.Selection.Retention),
+	// so a prune's deletions are not copied back. Schedule, Cluster and
+	// Name keep their meaning; Compression, Encryption, Kind, Prefixes and
 	// Continuous do not apply and must be zero.
 	Replicate *Replicate
 
@@ -101,9 +105,10 @@ type Replicate struct {
 	// Required; not one of the job's Destinations.
 	From string
 	// Window copies the backups created within this long before each run
-	// (and what their chains need); zero copies every backup. The job's
-	// Retention on the targets must keep at least the window's backups,
-	// or each run copies again what the last prune deleted.
+	// (and what their chains need); zero copies every backup. Either way
+	// a scheduled job copies only what its Retention keeps (the zero
+	// Retention keeps the last retention.DefaultKeepLast), so what its
+	// prune deleted is not copied again.
 	Window time.Duration
 }
 

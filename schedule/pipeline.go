@@ -45,7 +45,8 @@ type PipelineRunner struct {
 	Client func(ctx context.Context, cluster string) (*clientv3.Client, error)
 
 	// Spool, Observer, ProgressInterval and StallTimeout configure each
-	// backup.Pipeline (nil and zero mean its defaults).
+	// backup.Pipeline (nil and zero mean its defaults); StallTimeout also
+	// bounds each transfer of a replication job (replicate.Copier).
 	Spool            *backup.Spool
 	Observer         backup.Observer
 	ProgressInterval time.Duration
@@ -188,7 +189,7 @@ func (r *PipelineRunner) Prune(ctx context.Context, job Job) error {
 			errs = append(errs, fmt.Errorf("destination %s: %w", name, err))
 			continue
 		}
-		p := &retention.Pruner{Store: store, Destination: name, Policy: job.Retention, Name: job.pruneName(),
+		p := &retention.Pruner{Store: store, Destination: name, Policy: job.Retention, Name: job.pruneName(), Scope: job.pruneScope(),
 			Kind: job.backupKind(), Pins: r.Pins, Metrics: r.RetentionMetrics, Now: r.Now, Logger: r.Logger}
 		if c := job.Continuous; c != nil {
 			chains := retention.PointInTime(c.Window)
@@ -204,8 +205,10 @@ func (r *PipelineRunner) Prune(ctx context.Context, job Job) error {
 
 // CatalogInventory is the Inventory that lists a job's destinations: the
 // job's last backup on a destination is its newest backup (with a
-// manifest) of the job's cluster and backup name there (of any name for a
-// replication job: its copies keep their source's names). It reads every
+// manifest) of the job's cluster and backup name there (for a replication
+// job, its newest copy of any name, replicate.IsCopy: its copies keep
+// their source's names, and what other jobs wrote there is not its work,
+// so a one-shot copy to a target that holds backups still runs). It reads every
 // manifest of the cluster's folder on each destination; a host with
 // thousands of jobs answers from a synced inventory instead.
 type CatalogInventory struct {
@@ -233,7 +236,7 @@ func (c *CatalogInventory) LastBackup(ctx context.Context, job Job) (time.Time, 
 		}
 		var newest time.Time
 		for _, e := range entries {
-			if e.Kind == job.backupKind() && e.Manifest != nil && (job.Replicate != nil || e.Manifest.Name == job.Name) && e.Created.After(newest) {
+			if e.Kind == job.backupKind() && job.owns(e.Manifest) && e.Created.After(newest) {
 				newest = e.Created
 			}
 		}

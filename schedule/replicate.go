@@ -23,6 +23,12 @@ func (r *PipelineRunner) replicate(ctx context.Context, job Job) error {
 	if w := job.Replicate.Window; w > 0 {
 		sel = replicate.Selection{Since: r.now().Add(-w)}
 	}
+	if !job.OneShot() {
+		// Copy only what the job's retention keeps of the copies: never
+		// again what its last prune deleted.
+		policy := job.Retention
+		sel.Retention = &policy
+	}
 	var errs []error
 	for _, name := range job.Destinations {
 		target, err := r.replicationTarget(ctx, name)
@@ -31,7 +37,7 @@ func (r *PipelineRunner) replicate(ctx context.Context, job Job) error {
 			continue
 		}
 		c := &replicate.Copier{Source: src, SourceName: job.Replicate.From, Target: target,
-			Observer: r.ReplicationObserver, Logger: r.Logger, Now: r.Now}
+			Observer: r.ReplicationObserver, Logger: r.Logger, Now: r.Now, StallTimeout: r.StallTimeout}
 		rep, err := c.Copy(ctx, job.Cluster, sel)
 		r.ReplicationMetrics.Record(rep, r.now())
 		if err != nil {
@@ -70,10 +76,32 @@ func (r *PipelineRunner) now() time.Time {
 }
 
 // pruneName is the backup name a job's prune counts:
-// a replication job prunes the copies of every backup config.
+// a replication job prunes the copies of every backup config (pruneScope).
 func (j *Job) pruneName() string {
 	if j.Replicate != nil {
 		return ""
 	}
 	return j.Name
+}
+
+// pruneScope returns the filter of a job's prune: a replication job counts
+// and prunes only the copies it can prove a copy made (replicate.IsCopy),
+// never what other jobs or runs wrote to its targets.
+func (j *Job) pruneScope() func(*backup.Manifest) bool {
+	if j.Replicate != nil {
+		return replicate.IsCopy
+	}
+	return nil
+}
+
+// owns reports whether the backup m describes is the job's work: a backup
+// of its name, or for a replication job a copy (replicate.IsCopy).
+func (j *Job) owns(m *backup.Manifest) bool {
+	switch {
+	case m == nil:
+		return false
+	case j.Replicate != nil:
+		return replicate.IsCopy(m)
+	}
+	return m.Name == j.Name
 }

@@ -38,6 +38,7 @@ type copyResult struct {
 	Skipped     int            `json:"skipped"`
 	Failed      int            `json:"failed"`
 	NotCopied   int            `json:"notCopied"`
+	Pending     int            `json:"pending"`
 	CopiedBytes int64          `json:"copiedBytes"`
 	Seconds     float64        `json:"seconds"`
 	Backups     []copiedBackup `json:"backups"`
@@ -118,7 +119,27 @@ func runCopy(ctx context.Context, s *streams, args []string) error {
 	if eerr := fs.emit(s.stdout, copyResultOf(rep), func(w io.Writer) error { return printCopy(w, rep) }); eerr != nil {
 		return eerr
 	}
+	if err == nil {
+		err = notWhole(rep)
+	}
 	return err
+}
+
+// notWhole returns an error when the target does not hold every selected
+// backup (a chain stopped at a hole, a backup another writer has not
+// committed yet), though no backup failed.
+func notWhole(rep *replicate.Report) error {
+	chains := 0
+	for _, ch := range rep.Chains {
+		if !ch.Whole {
+			chains++
+		}
+	}
+	pending, notCopied := rep.Count(replicate.Pending), rep.Count(replicate.NotCopied)
+	if chains == 0 && pending == 0 && notCopied == 0 {
+		return nil
+	}
+	return fmt.Errorf("the copy on %s is not whole: %d chains not whole, %d backups not copied, %d pending", rep.Target, chains, notCopied, pending)
 }
 
 // selection returns the backups the flags select.
@@ -142,7 +163,7 @@ func (f *copyFlags) selection(now time.Time) (replicate.Selection, error) {
 func copyResultOf(rep *replicate.Report) copyResult {
 	out := copyResult{Cluster: rep.Cluster, From: rep.Source, To: rep.Target,
 		Copied: rep.Count(replicate.Copied), Resumed: rep.Count(replicate.Resumed), Skipped: rep.Count(replicate.Skipped),
-		Failed: rep.Count(replicate.Failed), NotCopied: rep.Count(replicate.NotCopied),
+		Failed: rep.Count(replicate.Failed), NotCopied: rep.Count(replicate.NotCopied), Pending: rep.Count(replicate.Pending),
 		CopiedBytes: rep.CopiedBytes, Seconds: rep.Elapsed.Seconds(), Backups: []copiedBackup{}, Chains: []copiedChain{}}
 	for _, it := range rep.Items {
 		b := copiedBackup{ID: it.ID, Kind: string(it.Kind), Outcome: string(it.Outcome), Size: it.Bytes}
@@ -164,6 +185,9 @@ func printCopy(w io.Writer, rep *replicate.Report) error {
 		if !ch.Whole {
 			fmt.Fprintf(w, "chain %s: not whole on %s; it holds the chain through revision %d\n", ch.Full, rep.Target, ch.Through)
 		}
+	}
+	if n := rep.Count(replicate.Pending); n > 0 {
+		fmt.Fprintf(w, "%d backups pending: another writer's uncommitted data object is on %s; a later copy finds them committed\n", n, rep.Target)
 	}
 	_, err := fmt.Fprintf(w, "copied %d, resumed %d, skipped %d, failed %d, not copied %d: %s in %s from %s to %s\n",
 		rep.Count(replicate.Copied), rep.Count(replicate.Resumed), rep.Count(replicate.Skipped), rep.Count(replicate.Failed),

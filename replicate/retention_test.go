@@ -1,0 +1,42 @@
+package replicate
+
+import (
+	"context"
+	"testing"
+
+	"github.com/etcdbackup/etcdbackup/backup"
+	"github.com/etcdbackup/etcdbackup/retention"
+)
+
+// TestCopySelectsOnlyWhatRetentionKeeps copies with the target's retention
+// in the selection: what that retention deletes is never copied, so a
+// prune of the target followed by a copy copies nothing back.
+func TestCopySelectsOnlyWhatRetentionKeeps(t *testing.T) {
+	ctx := context.Background()
+	src, dst := memBucket(), memBucket()
+	var fulls []*backup.Manifest
+	for i := range 5 {
+		fulls = append(fulls, full(t, src, i, int64(10*(i+1))))
+	}
+	keep2 := retention.KeepLast(2)
+	sel := Selection{All: true, Retention: &keep2}
+	rep, err := copier(src, dst).Copy(ctx, "prod", sel)
+	if err != nil || outcomes(rep) != "copied copied" {
+		t.Fatalf("copy: %v, %q", err, outcomes(rep))
+	}
+	var got []string
+	for _, e := range listed(t, dst) {
+		got = append(got, e.ID)
+		if !IsCopy(e.Manifest) {
+			t.Errorf("%s: a copy's manifest is not recognised as a copy", e.ID)
+		}
+	}
+	if len(got) != 2 || got[0] != fulls[3].ID || got[1] != fulls[4].ID {
+		t.Fatalf("target holds %v, want the two newest", got)
+	}
+	for _, e := range listed(t, src) {
+		if IsCopy(e.Manifest) {
+			t.Errorf("%s: a backup run's manifest taken for a copy", e.ID)
+		}
+	}
+}

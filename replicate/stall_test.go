@@ -1,0 +1,68 @@
+package replicate
+
+import (
+	"context"
+	"errors"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/etcdbackup/etcdbackup/backup"
+	"github.com/etcdbackup/etcdbackup/storage"
+)
+
+// stallingSource serves the data object at key half, then sends nothing
+// more until the reader's context ends, as a source whose connection hung.
+type stallingSource struct {
+	storage.Bucket
+	key string
+}
+
+func (s stallingSource) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	rc, err := s.Bucket.Get(ctx, key)
+	if err != nil || key != s.key {
+		return rc, err
+	}
+	return &stallingReader{rc: rc, ctx: ctx}, nil
+}
+
+type stallingReader struct {
+	rc  io.ReadCloser
+	ctx context.Context
+	n   int
+}
+
+func (r *stallingReader) Read(b []byte) (int, error) {
+	if r.n > 0 {
+		<-r.ctx.Done()
+		return 0, r.ctx.Err()
+	}
+	n, err := r.rc.Read(b[:min(len(b), 16)])
+	r.n += n
+	return n, err
+}
+
+func (r *stallingReader) Close() error { return r.rc.Close() }
+
+// TestCopyStalledTransferFails: a source that stops sending mid-object
+// fails that backup with ErrDestinationStalled after StallTimeout, commits
+// nothing of it, and the copy goes on with the next backup.
+func TestCopyStalledTransferFails(t *testing.T) {
+	src, dst := memBucket(), memBucket()
+	stalled := full(t, src, 0, 10)
+	next := full(t, src, 1, 20)
+	c := copier(stallingSource{src, "prod/" + stalled.DataKey}, dst)
+	c.StallTimeout = 100 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rep, err := c.Copy(ctx, "prod", Selection{All: true})
+	if ctx.Err() != nil {
+		t.Fatal("the stalled transfer was never cancelled")
+	}
+	if !errors.Is(err, backup.ErrDestinationStalled) || outcomes(rep) != "failed copied" {
+		t.Fatalf("copy: %v, %q", err, outcomes(rep))
+	}
+	if e := listed(t, dst); len(e) != 1 || e[0].ID != next.ID {
+		t.Fatalf("target lists %+v", e)
+	}
+}

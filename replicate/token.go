@@ -1,0 +1,73 @@
+package replicate
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"slices"
+
+	"github.com/etcdbackup/etcdbackup/backup"
+)
+
+// copyToken returns the run token a copy writes want with (want is the
+// source's manifest with the target's name, its Run still the source's).
+//
+// A copy never writes with the source's token: a backup run fanned out to
+// the source and the target writes the same data object with that token on
+// both, and a writer removes an uncommitted data object only when it
+// carries the writer's token (backup.RemoveOwnData). Were the copy to share
+// it, the copy would take the run's in-flight data object for its own, and
+// either writer's refused commit would delete the other's committed data.
+//
+// The token is derived from the manifest the copy commits (without its
+// token), so that the next copy of the same backup under the same target
+// name resumes a copy stopped between its data object and its manifest,
+// two copies with one token commit byte-identical manifests (the second
+// commit then finds its own bytes and succeeds), and anyone can tell a
+// copy from its manifest (IsCopy). A copy under another target name
+// derives another token and leaves the first one's objects alone.
+func copyToken(want *backup.Manifest) (string, error) {
+	tokens, err := copyTokens(want)
+	if err != nil {
+		return "", err
+	}
+	for _, t := range tokens {
+		if t != want.Run {
+			return t, nil
+		}
+	}
+	return "", errors.New("no copy token differs from the source's run token")
+}
+
+// copyTokens returns the tokens a copy may write m with: the first, or
+// the second when the first is the source's (one chance in 2^32).
+func copyTokens(m *backup.Manifest) ([]string, error) {
+	bare := *m
+	bare.Run = ""
+	body, err := bare.Marshal()
+	if err != nil {
+		return nil, err
+	}
+	var tokens []string
+	for i := range 2 {
+		h := sha256.New()
+		h.Write([]byte("etcdbackup copy\n"))
+		h.Write([]byte{byte(i)})
+		h.Write(body)
+		tokens = append(tokens, hex.EncodeToString(h.Sum(nil)[:backup.RunLen/2]))
+	}
+	return tokens, nil
+}
+
+// IsCopy reports whether the backup m describes was committed by a
+// Copier: its run token is the one a copy derives from its manifest. A
+// backup run's random token passes with one chance in 2^31, the odds at
+// which run tokens already prove which run wrote an object. Retention of a
+// replication job counts and prunes only copies (see schedule).
+func IsCopy(m *backup.Manifest) bool {
+	if m == nil || m.Run == "" {
+		return false
+	}
+	tokens, err := copyTokens(m)
+	return err == nil && slices.Contains(tokens, m.Run)
+}
