@@ -10,6 +10,7 @@ import (
 
 	"github.com/etcdbackup/etcdbackup/backup"
 	"github.com/etcdbackup/etcdbackup/destination"
+	"github.com/etcdbackup/etcdbackup/internal/cleanup"
 	"github.com/etcdbackup/etcdbackup/storage"
 )
 
@@ -390,7 +391,7 @@ func (r *copyRun) transfer(want *backup.Manifest) error {
 	if !vr.verified() {
 		// The store took the object before it was read to its end: it is
 		// not proven to be the manifest's, so it is never committed.
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), time.Minute)
+		cctx, cancel := cleanup.Context(r.ctx, time.Minute) // bounded by a scheduler's stop budget
 		defer cancel()
 		derr := backup.RemoveOwnData(cctx, r.c.Target.Bucket, want)
 		return errors.Join(fmt.Errorf("%w: the target stored %s before it was read to its end", ErrDigestMismatch, key), derr)
