@@ -27,7 +27,7 @@ import (
 )
 
 // The stop budget test runs a scheduler in a child process (this test
-// binary, running TestStopBudgetChild, told so by stopChildEnv).
+// binary, running stopChild from TestMain, told so by stopChildEnv).
 const stopChildEnv = "ETCDBACKUP_STOP_CHILD"
 
 const (
@@ -47,9 +47,6 @@ const (
 // stopped at the end of its budget or killed there, shows only complete
 // backups, and the follower's chain has no gap.
 func TestStopWithinBudget(t *testing.T) {
-	if os.Getenv("ETCDBACKUP_MINIO_BIN") == "" {
-		t.Skip("ETCDBACKUP_MINIO_BIN is not set")
-	}
 	srv := etcdtest.Start(t)
 	cli := newEtcdClient(t, srv)
 	defer cli.Close()
@@ -60,7 +57,7 @@ func TestStopWithinBudget(t *testing.T) {
 	require.NoError(t, err)
 	put(t, cli, 20)
 
-	child := exec.Command(os.Args[0], "-test.run=^TestStopBudgetChild$", "-test.v")
+	child := exec.Command(os.Args[0], "-test.run=^$")
 	child.Env = append(os.Environ(), stopChildEnv+"=1",
 		"STOP_ETCD="+strings.Join(srv.Endpoints(), ","), "STOP_S3="+proxy.Addr(), "STOP_BUCKET="+bucketName,
 		"STOP_ACCESS="+minio.AccessKey(), "STOP_SECRET="+minio.SecretKey(), "STOP_BUDGET="+stopBudget.String())
@@ -149,16 +146,18 @@ func TestStopWithinBudget(t *testing.T) {
 	assert.Equal(t, full.ID, plan.Full.ID)
 }
 
-// TestStopBudgetChild is the child process of TestStopWithinBudget: it
-// runs a scheduler with a continuous job until SIGTERM, sets a one-shot
-// job when it reads "run", and says "following" and "running" when they
-// are.
-func TestStopBudgetChild(t *testing.T) {
-	if os.Getenv(stopChildEnv) == "" {
-		t.Skip("the child of TestStopWithinBudget")
+// TestMain runs the child process of TestStopWithinBudget when
+// stopChildEnv says so, and the package's tests otherwise.
+func TestMain(m *testing.M) {
+	if os.Getenv(stopChildEnv) != "" {
+		os.Exit(stopChild())
 	}
-	os.Exit(stopChild())
+	os.Exit(m.Run())
 }
+
+// stopChild is the child process of TestStopWithinBudget: it runs a
+// scheduler with a continuous job until SIGTERM, sets a one-shot job when
+// it reads "run", and says "following" and "running" when they are.
 
 func stopChild() int {
 	fail := func(err error) int {
