@@ -431,7 +431,10 @@ func (e *entry) currentStatus() Status {
 //     stopped") and, in the last quarter, remove the data they wrote and
 //     release their lock.
 //   - When StopTimeout has passed, whatever has not ended is abandoned:
-//     Start returns while it winds down, its cleanups ended.
+//     Start returns while it winds down, its cleanups ended. A continuous
+//     backup abandoned so is still the job's: Remove waits for it, and
+//     the next Start starts the job's continuous backup only once it has
+//     returned.
 //
 // Committed, whatever happens next: the backups of the runs that ended
 // before their cancellation (and their ticks, in the Lock), and the
@@ -896,7 +899,12 @@ func (s *Scheduler) shutdown(cancelRuns context.CancelCauseFunc, cancelChecks co
 	}
 	s.checks = nil
 	for _, e := range s.jobs {
-		e.follow = nil // each stores what it holds and returns; wg waits for them
+		// Each stores what it holds and returns; wg waits for them. One
+		// abandoned at the end of the budget stays on e as ending, for
+		// Remove and the next follower of the job to wait for.
+		if e.follow != nil {
+			e.follow, e.ending = nil, e.follow
+		}
 	}
 	s.cancelFollow()
 	now := s.clock.Now()
