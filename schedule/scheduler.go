@@ -764,15 +764,19 @@ func (s *Scheduler) whileHeld(ctx context.Context, held Held, what, jobID string
 	if endCleanup {
 		ctx, end = cleanup.Bound(ctx)
 	}
+	// The lock is watched until its release, not only until ctx ends: a
+	// continuous backup stores its last segment after its cancellation.
+	released := make(chan struct{})
 	go func() {
 		select {
 		case <-held.Lost():
 			end(errLockLost)
 			cancel(errLockLost)
-		case <-ctx.Done():
+		case <-released:
 		}
 	}()
 	return ctx, func(completed bool) {
+		close(released)
 		defer end(nil)
 		rctx, rcancel := cleanup.Context(releaseCtx, releaseTimeout)
 		defer rcancel()
