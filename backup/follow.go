@@ -1099,7 +1099,7 @@ func (st *followState) finalFlush(ctx context.Context) error {
 		}
 		return fmt.Errorf("last segment (revisions %d..%d) not stored: %w", first, last, err)
 	}
-	fctx, cancel := cleanup.Context(ctx, cmpOr(st.f.FinalCommitTimeout, DefaultFinalCommitTimeout))
+	fctx, cancel := cleanup.Publish(ctx, cmpOr(st.f.FinalCommitTimeout, DefaultFinalCommitTimeout))
 	defer cancel()
 	if _, err := st.flush(fctx); err != nil {
 		return fmt.Errorf("store the last segment: %w", err)

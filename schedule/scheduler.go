@@ -753,16 +753,17 @@ func (s *Scheduler) perform(ctx context.Context, job Job, tick time.Time) outcom
 // whileHeld returns a context that ends with errLockLost when held is
 // lost, and the function that releases the lock (completing its tick or
 // not) and ends that context. With endCleanup, losing the lock also ends
-// the cleanups of that context (see internal/cleanup), before the context
-// itself: a continuous backup must not store its last segment once
-// another replica may follow the cluster.
+// the cleanups of that context that publish (cleanup.PublishBound),
+// before the context itself: a continuous backup must not store its last
+// segment once another replica may follow the cluster; it still aborts
+// its own uploads and removes its own temporary files.
 func (s *Scheduler) whileHeld(ctx context.Context, held Held, what, jobID string, endCleanup bool) (context.Context, func(completed bool)) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	// The release is bounded by the stop budget only: a lost lock's
 	// lease may still be there to revoke.
 	releaseCtx, end := ctx, context.CancelCauseFunc(func(error) {})
 	if endCleanup {
-		ctx, end = cleanup.Bound(ctx)
+		ctx, end = cleanup.PublishBound(ctx)
 	}
 	// The lock is watched until its release, not only until ctx ends: a
 	// continuous backup stores its last segment after its cancellation.
