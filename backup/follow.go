@@ -1088,10 +1088,18 @@ func (st *followState) await(ctx context.Context, p *pendingSegment) (stopped bo
 // FinalCommitTimeout.
 func (st *followState) finalFlush(ctx context.Context) error {
 	if err := cleanup.Ended(ctx); err != nil && (!st.builder.empty() || st.pending != nil) {
-		sum := st.builder.sum
-		return fmt.Errorf("last segment (revisions %d..%d) not stored: %w", sum.FirstRevision, sum.LastRevision, err)
+		// What is held: the segment handed to the targets, if any, then
+		// the one being built.
+		first, last := st.builder.sum.FirstRevision, st.builder.sum.LastRevision
+		if st.pending != nil {
+			first = st.pending.sum.FirstRevision
+			if st.builder.empty() {
+				last = st.pending.sum.LastRevision
+			}
+		}
+		return fmt.Errorf("last segment (revisions %d..%d) not stored: %w", first, last, err)
 	}
-	fctx, cancel := cleanup.Context(ctx, cmpOr(st.f.FinalCommitTimeout, DefaultFinalCommitTimeout))
+	fctx, cancel := cleanup.Publish(ctx, cmpOr(st.f.FinalCommitTimeout, DefaultFinalCommitTimeout))
 	defer cancel()
 	if _, err := st.flush(fctx); err != nil {
 		return fmt.Errorf("store the last segment: %w", err)

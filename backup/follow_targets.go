@@ -104,10 +104,10 @@ func (f *Follower) maxBacklogBytes() int {
 
 // start runs the workers until stop; they outlive ctx, so that the last
 // segment is stored once Run's context ends, but not a bound of ctx's
-// cleanups (internal/cleanup): a spent stop budget or a lost lock ends
-// them at once.
+// publishing cleanups (internal/cleanup): a spent stop budget or a lost
+// lock ends them at once.
 func (all *followTargets) start(ctx context.Context) {
-	wctx, cancel := cleanup.Context(ctx, math.MaxInt64)
+	wctx, cancel := cleanup.Publish(ctx, math.MaxInt64)
 	all.cancel = cancel
 	for _, t := range all.list {
 		all.wg.Go(func() { t.run(wctx, all) })

@@ -37,7 +37,10 @@ var ErrNoMember = errors.New("no etcd member available")
 // leader (it is cut off from the cluster's majority, and its data may be
 // arbitrarily old), or it was more than EtcdConfig.MaxRevisionLag
 // revisions behind the leader. A snapshot of such a member would be
-// stored as fresh while it is not.
+// stored as fresh while it is not. It is also matched when the member
+// chosen lost its leader before its snapshot started and knew none again
+// within a few seconds: a momentary election, after the leader's
+// failure, is waited for.
 var ErrMemberNotCurrent = errors.New("etcd member has no leader or is behind its leader")
 
 // DefaultMaxRevisionLag is the bound of EtcdConfig.MaxRevisionLag when it
@@ -575,20 +578,13 @@ func (e endpointErrors) Unwrap() []error { return e }
 // open takes the lower revision bound and opens the snapshot stream of the
 // chosen member.
 func (s *EtcdSnapshotter) open(ctx context.Context, m *memberConn, name string, leader *pb.StatusResponse) (*Snapshot, error) {
-	before, err := s.status(ctx, m)
+	before, err := s.statusWithLeader(ctx, m)
 	if err != nil {
-		return nil, fmt.Errorf("etcd member %s: status: %w", m.endpoint, err)
+		return nil, err
 	}
-	if before.Header.MemberId != m.id() {
-		return nil, fmt.Errorf("etcd endpoint %s answered as member %x, then as %x; give one endpoint per member",
-			m.endpoint, m.id(), before.Header.MemberId)
-	}
-	// The member was chosen from statuses taken moments ago: it may have
-	// lost its leader since (cut off from the majority), and a snapshot
-	// from then on would hold data of unknown age.
 	if before.Leader == 0 {
-		return nil, fmt.Errorf("etcd member %s: %w: member %x lost its leader before its snapshot started",
-			m.endpoint, ErrMemberNotCurrent, m.id())
+		return nil, fmt.Errorf("etcd member %s: %w: member %x lost its leader before its snapshot started, and knew none %s later",
+			m.endpoint, ErrMemberNotCurrent, m.id(), leaderWait)
 	}
 	info := SnapshotInfo{
 		Endpoint:         m.endpoint,
@@ -628,6 +624,47 @@ func (s *EtcdSnapshotter) open(ctx context.Context, m *memberConn, name string, 
 		return s.finish(sctx, m, info)
 	}
 	return NewSnapshot(stream, info, finish), nil
+}
+
+// leaderWait bounds how long open waits for the chosen member to know a
+// leader again, and leaderProbe is its first pause between statuses:
+// after a leader's failure, the others elect a new one within one to two
+// election timeouts (one second each by default).
+var (
+	leaderWait  = 3 * time.Second
+	leaderProbe = 100 * time.Millisecond
+)
+
+// statusWithLeader asks m for its status again at open. The member was
+// chosen from statuses taken moments ago: it may have lost its leader
+// since, and a snapshot from then on would hold data of unknown age (it
+// may be cut off from the majority). A momentary election is waited for,
+// up to leaderWait; the status returned then may still have no leader.
+func (s *EtcdSnapshotter) statusWithLeader(ctx context.Context, m *memberConn) (*pb.StatusResponse, error) {
+	deadline := time.Now().Add(leaderWait)
+	pause := leaderProbe
+	for {
+		st, err := s.status(ctx, m)
+		if err != nil {
+			return nil, fmt.Errorf("etcd member %s: status: %w", m.endpoint, err)
+		}
+		if st.Header.MemberId != m.id() {
+			return nil, fmt.Errorf("etcd endpoint %s answered as member %x, then as %x; give one endpoint per member",
+				m.endpoint, m.id(), st.Header.MemberId)
+		}
+		if st.Leader != 0 || time.Now().Add(pause).After(deadline) {
+			return st, nil
+		}
+		s.log.DebugContext(ctx, "etcd member knows no leader: waiting for an election", "endpoint", m.endpoint, "pause", pause)
+		timer := time.NewTimer(pause)
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			timer.Stop()
+			return nil, fmt.Errorf("etcd member %s: wait for a leader: %w", m.endpoint, context.Cause(ctx))
+		}
+		pause = min(2*pause, 500*time.Millisecond)
+	}
 }
 
 // finish takes the upper revision bound once the stream has ended.

@@ -87,7 +87,12 @@
 // during three quarters of it, then they are cancelled and clean up in the
 // rest; continuous backups store their last segment within it; what has
 // not ended then is abandoned as a killed process would leave it, with
-// nothing uncommitted visible (see Scheduler.Start).
+// nothing uncommitted visible (see Scheduler.Start). A continuous backup
+// abandoned so stays the job's: Remove waits for it, and the next Start
+// starts the job's continuous backup only once it has returned. A
+// continuous backup whose lock is lost, also while it stores its last
+// segment, publishes nothing more (another replica may follow the cluster
+// now), but still aborts its own uploads and removes its temporary files.
 //
 // # Replicas
 //

@@ -47,9 +47,11 @@ type followRun struct {
 }
 
 // startFollow starts e's continuous backup once the one it replaces, if
-// any, has ended; a job that is not continuous (any more) gets none, and
-// the one it replaces stays on e as ending until it has stored what it
-// holds, for Remove to wait for. The caller holds s.mu.
+// any, has ended (also one a previous Start abandoned at the end of its
+// stop budget); a job that is not continuous (any more), or set while the
+// scheduler stops, gets none, and the one it replaces stays on e as ending
+// until it has stored what it holds, for Remove and the next follower to
+// wait for. The caller holds s.mu.
 func (s *Scheduler) startFollow(e *entry) {
 	prev := e.follow
 	e.follow = nil
@@ -60,7 +62,7 @@ func (s *Scheduler) startFollow(e *entry) {
 	}
 	e.ending = nil
 	if e.job.Continuous == nil || !s.running || s.stopping || e.removed {
-		if prev != nil && !s.stopping && !e.removed {
+		if prev != nil && !e.removed {
 			e.ending = prev
 		}
 		return

@@ -431,7 +431,10 @@ func (e *entry) currentStatus() Status {
 //     stopped") and, in the last quarter, remove the data they wrote and
 //     release their lock.
 //   - When StopTimeout has passed, whatever has not ended is abandoned:
-//     Start returns while it winds down, its cleanups ended.
+//     Start returns while it winds down, its cleanups ended. A continuous
+//     backup abandoned so is still the job's: Remove waits for it, and
+//     the next Start starts the job's continuous backup only once it has
+//     returned.
 //
 // Committed, whatever happens next: the backups of the runs that ended
 // before their cancellation (and their ticks, in the Lock), and the
@@ -750,26 +753,31 @@ func (s *Scheduler) perform(ctx context.Context, job Job, tick time.Time) outcom
 // whileHeld returns a context that ends with errLockLost when held is
 // lost, and the function that releases the lock (completing its tick or
 // not) and ends that context. With endCleanup, losing the lock also ends
-// the cleanups of that context (see internal/cleanup), before the context
-// itself: a continuous backup must not store its last segment once
-// another replica may follow the cluster.
+// the cleanups of that context that publish (cleanup.PublishBound),
+// before the context itself: a continuous backup must not store its last
+// segment once another replica may follow the cluster; it still aborts
+// its own uploads and removes its own temporary files.
 func (s *Scheduler) whileHeld(ctx context.Context, held Held, what, jobID string, endCleanup bool) (context.Context, func(completed bool)) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	// The release is bounded by the stop budget only: a lost lock's
 	// lease may still be there to revoke.
 	releaseCtx, end := ctx, context.CancelCauseFunc(func(error) {})
 	if endCleanup {
-		ctx, end = cleanup.Bound(ctx)
+		ctx, end = cleanup.PublishBound(ctx)
 	}
+	// The lock is watched until its release, not only until ctx ends: a
+	// continuous backup stores its last segment after its cancellation.
+	released := make(chan struct{})
 	go func() {
 		select {
 		case <-held.Lost():
 			end(errLockLost)
 			cancel(errLockLost)
-		case <-ctx.Done():
+		case <-released:
 		}
 	}()
 	return ctx, func(completed bool) {
+		close(released)
 		defer end(nil)
 		rctx, rcancel := cleanup.Context(releaseCtx, releaseTimeout)
 		defer rcancel()
@@ -896,7 +904,12 @@ func (s *Scheduler) shutdown(cancelRuns context.CancelCauseFunc, cancelChecks co
 	}
 	s.checks = nil
 	for _, e := range s.jobs {
-		e.follow = nil // each stores what it holds and returns; wg waits for them
+		// Each stores what it holds and returns; wg waits for them. One
+		// abandoned at the end of the budget stays on e as ending, for
+		// Remove and the next follower of the job to wait for.
+		if e.follow != nil {
+			e.follow, e.ending = nil, e.follow
+		}
 	}
 	s.cancelFollow()
 	now := s.clock.Now()

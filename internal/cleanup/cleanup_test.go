@@ -49,3 +49,44 @@ func TestContext(t *testing.T) {
 		t.Fatal("a cleanup context without a bound ended with its parent")
 	}
 }
+
+// TestPublish: a PublishBound ends the cleanup contexts of Publish only;
+// a Bound ends both kinds, and Ended reports either.
+func TestPublish(t *testing.T) {
+	errLost, errSpent := errors.New("lost"), errors.New("spent")
+	budget, endBudget := Bound(context.Background())
+	defer endBudget(nil)
+	held, endHeld := PublishBound(budget)
+	defer endHeld(nil)
+
+	pub, stopPub := Publish(held, time.Minute)
+	defer stopPub()
+	own, stopOwn := Context(held, time.Minute)
+	defer stopOwn()
+	endHeld(errLost)
+	select {
+	case <-pub.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the publish bound did not end the publishing cleanup")
+	}
+	if !errors.Is(context.Cause(pub), errLost) || !errors.Is(Ended(held), errLost) {
+		t.Fatalf("cause %v, ended %v", context.Cause(pub), Ended(held))
+	}
+	if own.Err() != nil {
+		t.Fatal("the publish bound ended a cleanup that publishes nothing")
+	}
+	late, stopLate := Publish(held, time.Minute)
+	defer stopLate()
+	if late.Err() == nil {
+		t.Fatal("a publishing cleanup made after its bound ended is live")
+	}
+	endBudget(errSpent)
+	select {
+	case <-own.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the budget bound did not end the cleanup")
+	}
+	if !errors.Is(context.Cause(own), errSpent) {
+		t.Fatalf("cause %v", context.Cause(own))
+	}
+}

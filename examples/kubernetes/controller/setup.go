@@ -49,7 +49,11 @@ type Options struct {
 	// flight cancelled at three quarters of it; zero means
 	// schedule.DefaultStopTimeout. Keep it below the manager's
 	// GracefulShutdownTimeout: the manager releases its lease only after
-	// the scheduler returned, so the next leader never overlaps a backup.
+	// the scheduler returned, so the next leader overlaps only what the
+	// scheduler abandoned at the end of its budget (a backup or a last
+	// segment still being stored, its cleanups ended), until this process
+	// exits: nothing of it becomes visible without its manifest, as when
+	// a process is killed (see schedule.Scheduler.Start).
 	StopTimeout time.Duration
 	// Identities decrypt encrypted backups for restores.
 	Identities []age.Identity
