@@ -335,13 +335,18 @@ func (f *Follower) targetLost(dest string, from int64, err error) {
 // that its catalog answers: the target's chain starts again after it, and
 // its backlog (what the follower cut meanwhile) continues it. A backlog
 // that no longer reaches back to the full backup's revision loses the
-// target again: its chain never has a hole.
+// target again: its chain never has a hole. A full backup that completes
+// after the follower started a new chain (restart) starts none: the
+// target's state is the new chain's.
 func (t *targetState) startOwnChain(ctx context.Context, f *Follower) error {
 	if t.catalog != nil {
 		if _, err := ListBackups(ctx, t.catalog, f.Cluster); err != nil {
 			return fmt.Errorf("list the destination: %w", err)
 		}
 	}
+	t.mu.Lock()
+	gen := t.gen
+	t.mu.Unlock()
 	req := Request{Cluster: f.Cluster, Name: f.fullName(), Scheduled: true, Targets: []Target{t.t}}
 	res, err := f.Pipeline.Run(ctx, req)
 	if err != nil {
@@ -352,6 +357,14 @@ func (t *targetState) startOwnChain(ctx context.Context, f *Follower) error {
 		return fmt.Errorf("full backup %s has no known revision: it starts no chain", res.ID)
 	}
 	t.mu.Lock()
+	if t.gen != gen {
+		// The follower started a new chain meanwhile, which set the
+		// target's state: the full backup may hold another history.
+		t.mu.Unlock()
+		f.logger().Info("a destination's own full backup completed after the follower started a new chain: it starts none",
+			"cluster", f.Cluster, "destination", t.t.Destination, "backup", res.ID)
+		return nil
+	}
 	t.chain, t.committed, t.lost, t.failing = res.ID, low, false, false
 	t.mu.Unlock()
 	f.event(FollowEvent{Kind: TargetRestarted, Destination: t.t.Destination, Chain: res.ID, Revision: low + 1})

@@ -1,0 +1,85 @@
+package backup
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"io"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// gatedSnapshotter returns a snapshot at rev once gate is closed; called
+// is closed when the first snapshot is asked.
+type gatedSnapshotter struct {
+	called, gate chan struct{}
+	once         sync.Once
+	rev          int64
+}
+
+func (s *gatedSnapshotter) Snapshot(ctx context.Context) (*Snapshot, error) {
+	s.once.Do(func() { close(s.called) })
+	select {
+	case <-s.gate:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	body := bytes.Repeat([]byte{7}, 2048)
+	sum := sha256.Sum256(body)
+	info := SnapshotInfo{Endpoint: "fake", MemberID: 0xabc, ClusterID: 0xdef, EtcdVersion: "3.7.3",
+		RevisionLow: s.rev, RevisionHigh: s.rev, Leader: true, Healthy: true}
+	return NewSnapshot(io.NopCloser(bytes.NewReader(append(body, sum[:]...))), info, nil), nil
+}
+
+// deltaRecorder records the segments committed.
+type deltaRecorder struct {
+	mu     sync.Mutex
+	deltas []Manifest
+}
+
+func (u *deltaRecorder) Upload(ctx context.Context, _ *Manifest, r io.Reader) error {
+	_, err := io.Copy(io.Discard, r)
+	return err
+}
+
+func (u *deltaRecorder) Commit(_ context.Context, m *Manifest) error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if m.IsDelta() {
+		u.deltas = append(u.deltas, *m)
+	}
+	return nil
+}
+
+// TestFollowerOwnChainAfterRestartIsDiscarded: a lost target's own full
+// backup is taken while the follower starts a new chain (etcd's history
+// rewound) that reaches the target; the own full completes after, of the
+// old history: the target continues the new chain, not the full's.
+func TestFollowerOwnChainAfterRestartIsDiscarded(t *testing.T) {
+	snap := &gatedSnapshotter{called: make(chan struct{}), gate: make(chan struct{}), rev: 100}
+	up := &deltaRecorder{}
+	f := &Follower{Cluster: "prod-a", Pipeline: &Pipeline{Snapshotter: snap},
+		Targets:       []Target{{Destination: "west", Uploader: up}},
+		RetryInterval: time.Millisecond}
+	all := f.newFollowTargets(51, "old-chain", nil)
+	all.list[0].lost, all.list[0].behind = true, true
+	all.start(t.Context())
+	defer all.stop()
+	<-snap.called // the own full backup is being taken (old history, revision 100)
+	all.restart(41, "new-chain", nil)
+	close(snap.gate)
+	codec, err := newSegmentCodec(f.Cluster, f.Pipeline)
+	require.NoError(t, err)
+	sum := SegmentSummary{FirstRevision: 41, LastRevision: 120}
+	seg, err := codec.encode([]byte("raw"), sum, "new-chain", 0)
+	require.NoError(t, err)
+	all.enqueue(&pendingSegment{encodedSegment: seg, sum: sum})
+	require.Eventually(t, func() bool { up.mu.Lock(); defer up.mu.Unlock(); return len(up.deltas) > 0 }, 30*time.Second, 5*time.Millisecond)
+	up.mu.Lock()
+	defer up.mu.Unlock()
+	require.Equal(t, "new-chain", up.deltas[0].Chain, "a segment of the new history continues a full of the old one")
+	require.Equal(t, int64(41), up.deltas[0].FirstRevision)
+}
