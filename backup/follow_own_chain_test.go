@@ -83,3 +83,39 @@ func TestFollowerOwnChainAfterRestartIsDiscarded(t *testing.T) {
 	require.Equal(t, "new-chain", up.deltas[0].Chain, "a segment of the new history continues a full of the old one")
 	require.Equal(t, int64(41), up.deltas[0].FirstRevision)
 }
+
+// TestFollowerRestartReportsDroppedBacklog: a destination that had not
+// stored its backlog when the follower starts a new chain loses those
+// revisions of the ended chain: it is reported lost and behind, and the
+// one that held everything is not.
+func TestFollowerRestartReportsDroppedBacklog(t *testing.T) {
+	var mu sync.Mutex
+	var events []FollowEvent
+	f := &Follower{Cluster: "prod-a", Pipeline: &Pipeline{},
+		Targets: []Target{{Destination: "east", Uploader: &deltaRecorder{}}, {Destination: "west", Uploader: &deltaRecorder{}}},
+		Observer: FollowObserverFunc(func(e FollowEvent) {
+			mu.Lock()
+			defer mu.Unlock()
+			events = append(events, e)
+		})}
+	all := f.newFollowTargets(51, "old-chain", nil)
+	codec, err := newSegmentCodec(f.Cluster, f.Pipeline)
+	require.NoError(t, err)
+	sum := SegmentSummary{FirstRevision: 51, LastRevision: 60}
+	seg, err := codec.encode([]byte("raw"), sum, "old-chain", 0)
+	require.NoError(t, err)
+	all.enqueue(&pendingSegment{encodedSegment: seg, sum: sum})
+	all.list[0].stored(f, all.list[0].backlog[0], all.list[0].gen) // east holds it, west is slow
+	all.restart(71, "new-chain", nil)
+
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, events, 1)
+	require.Equal(t, TargetLost, events[0].Kind)
+	require.Equal(t, "west", events[0].Destination)
+	require.Equal(t, int64(51), events[0].Revision)
+	require.ErrorContains(t, events[0].Err, "51..60")
+	require.True(t, all.list[1].behind)
+	require.False(t, all.list[1].lost, "it continues the new chain")
+	require.False(t, all.list[0].behind)
+}

@@ -184,16 +184,31 @@ func (all *followTargets) awaitDrained(ctx context.Context) []string {
 }
 
 // restart makes every target continue the new chain from next. Targets
-// the chain's full backup did not reach (missing) are lost.
+// the chain's full backup did not reach (missing) are lost. A target that
+// still lacked revisions of the ended chain its backlog held (it stored
+// slower than the others) does not hold them: it is reported lost for
+// that chain, and behind until it stores a segment of the new one.
 func (all *followTargets) restart(next int64, chain string, missing []string) {
 	for _, t := range all.list {
 		t.mu.Lock()
+		var dropped error
+		if !t.lost && t.lacking() {
+			dropped = fmt.Errorf("revisions %d..%d of the ended chain %s it had not stored were dropped",
+				t.committed+1, t.backlog[len(t.backlog)-1].sum.LastRevision, t.chain)
+			t.behind = true
+		}
+		from := t.committed + 1
 		t.gen++
 		t.backlog, t.bytes = nil, 0
 		t.chain, t.committed = chain, next-1
 		t.lost = slices.Contains(missing, t.t.Destination)
 		t.behind = t.behind || t.lost
 		t.mu.Unlock()
+		if dropped != nil {
+			all.f.event(FollowEvent{Kind: TargetLost, Destination: t.t.Destination, Revision: from, Err: dropped})
+			all.f.logger().Warn("destination lacks revisions of the chain that ended: it continues the new chain",
+				"cluster", all.f.Cluster, "destination", t.t.Destination, "revision", from, "chain", chain, "error", dropped)
+		}
 		if slices.Contains(missing, t.t.Destination) {
 			all.f.targetLost(t.t.Destination, next, errors.New("the new chain's full backup did not reach it"))
 		}
