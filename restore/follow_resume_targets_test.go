@@ -155,3 +155,42 @@ func TestFollowerLaggingDestinationKeepsOthersChains(t *testing.T) {
 	require.Equal(t, end, res.Revision)
 	requireSameAt(t, cli, restored, end)
 }
+
+// TestFollowerDestinationAddedStartsItsOwnChain: a destination added to a
+// follower that resumes holds no chain: it starts one of its own, and the
+// others' chain goes on.
+func TestFollowerDestinationAddedStartsItsOwnChain(t *testing.T) {
+	east, west := memBucket(t), memBucket(t)
+	bs := map[string]storage.Bucket{"east": east, "west": west}
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+
+	rec := &followEvents{}
+	stop := runFollower(t, destinationsFollower(t, etcd, rec, bs, "east"))
+	require.Eventually(t, func() bool { return rec.count(backup.ChainStarted) == 1 }, 30*time.Second, 10*time.Millisecond)
+	a := workload(t, cli, "/a", 6)
+	waitCommitted(t, rec, a[len(a)-1])
+	require.NoError(t, stop())
+	eastChains := chains(t, east, "prod-a")
+	require.Len(t, eastChains, 1)
+
+	rec = &followEvents{}
+	stop = runFollower(t, destinationsFollower(t, etcd, rec, bs, "east", "west"))
+	require.Eventually(t, func() bool { return rec.count(backup.ChainStarted)+rec.count(backup.ChainResumed) > 0 }, 30*time.Second, 10*time.Millisecond)
+	b := workload(t, cli, "/b", 6)
+	end := b[len(b)-1]
+	waitCommitted(t, rec, end)
+	require.Eventually(t, func() bool {
+		_, err := restore.FindPoint(t.Context(), []restore.Source{{Name: "west", Catalog: west}}, restore.Point{Cluster: "prod-a", Revision: end})
+		return err == nil
+	}, 30*time.Second, 50*time.Millisecond, "west starts a chain of its own and reaches revision %d", end)
+	require.NoError(t, stop())
+	require.Equal(t, 1, rec.count(backup.ChainResumed), "east's chain goes on")
+	require.Zero(t, rec.count(backup.ChainStarted))
+	require.Equal(t, 1, rec.count(backup.TargetRestarted))
+	after := chains(t, east, "prod-a")
+	require.Len(t, after, 1, "east keeps its chain")
+	for id := range after {
+		require.Contains(t, eastChains, id)
+	}
+}
