@@ -119,3 +119,41 @@ func TestFollowerRestartReportsDroppedBacklog(t *testing.T) {
 	require.False(t, all.list[1].lost, "it continues the new chain")
 	require.False(t, all.list[0].behind)
 }
+
+// TestFollowerTargetEventsOutsideLock: the events a target reports when
+// it catches up or is lost reach the observer while the target's state is
+// not locked, so that an observer may ask it.
+func TestFollowerTargetEventsOutsideLock(t *testing.T) {
+	var all *followTargets
+	var kinds []FollowEventKind
+	locked := 0
+	f := &Follower{Cluster: "prod-a", Pipeline: &Pipeline{},
+		Targets: []Target{{Destination: "west", Uploader: &deltaRecorder{}}},
+		Observer: FollowObserverFunc(func(e FollowEvent) {
+			kinds = append(kinds, e.Kind)
+			if !all.list[0].mu.TryLock() {
+				locked++
+				return
+			}
+			all.list[0].mu.Unlock()
+		})}
+	all = f.newFollowTargets(51, "chain", nil)
+	codec, err := newSegmentCodec(f.Cluster, f.Pipeline)
+	require.NoError(t, err)
+	segment := func(first, last int64) *pendingSegment {
+		sum := SegmentSummary{FirstRevision: first, LastRevision: last}
+		seg, err := codec.encode([]byte("raw"), sum, "chain", 0)
+		require.NoError(t, err)
+		return &pendingSegment{encodedSegment: seg, sum: sum}
+	}
+	ts := all.list[0]
+	ts.behind = true
+	all.enqueue(segment(51, 60))
+	seg, _, gen, _ := ts.next(f)
+	ts.stored(f, seg, gen) // caught up
+	all.enqueue(segment(71, 80))
+	_, _, _, lost := ts.next(f) // 61..70 left the backlog: lost
+	require.True(t, lost)
+	require.Equal(t, []FollowEventKind{TargetCaughtUp, TargetLost}, kinds)
+	require.Zero(t, locked, "events reported while the target's state was locked")
+}

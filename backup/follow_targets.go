@@ -228,22 +228,29 @@ func (t *targetState) popFront() {
 }
 
 // next returns the segment the target stores next, or lost when it lacks
-// revisions its backlog no longer holds.
+// revisions its backlog no longer holds (reported here, outside t.mu, the
+// first time).
 func (t *targetState) next(f *Follower) (seg *pendingSegment, chain string, gen int, lost bool) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	for !t.lost && len(t.backlog) > 0 && t.backlog[0].sum.LastRevision <= t.committed {
 		t.popFront()
 	}
-	if !t.lost && len(t.backlog) > 0 && t.backlog[0].sum.FirstRevision > t.committed+1 {
+	var dropped error
+	from := t.committed + 1
+	if !t.lost && len(t.backlog) > 0 && t.backlog[0].sum.FirstRevision > from {
 		t.lost, t.behind = true, true
-		f.targetLost(t.t.Destination, t.committed+1, fmt.Errorf("revisions %d..%d left its backlog (over %d bytes)",
-			t.committed+1, t.backlog[0].sum.FirstRevision-1, f.maxBacklogBytes()))
+		dropped = fmt.Errorf("revisions %d..%d left its backlog (over %d bytes)",
+			from, t.backlog[0].sum.FirstRevision-1, f.maxBacklogBytes())
 	}
-	if t.lost || len(t.backlog) == 0 {
-		return nil, "", 0, t.lost
+	if !t.lost && len(t.backlog) > 0 {
+		seg, chain, gen = t.backlog[0], t.chain, t.gen
 	}
-	return t.backlog[0], t.chain, t.gen, false
+	lost = t.lost
+	t.mu.Unlock()
+	if dropped != nil {
+		f.targetLost(t.t.Destination, from, dropped)
+	}
+	return seg, chain, gen, lost
 }
 
 // run stores the target's backlog in order, retrying a failed segment
@@ -299,22 +306,26 @@ func (t *targetState) run(ctx context.Context, all *followTargets) {
 	}
 }
 
-// stored records that the target holds seg.
+// stored records that the target holds seg. Events are reported outside
+// t.mu: an observer may ask the follower's state.
 func (t *targetState) stored(f *Follower, seg *pendingSegment, gen int) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	if gen != t.gen {
+		t.mu.Unlock()
 		return // of a chain the follower ended meanwhile
 	}
 	t.committed = max(t.committed, seg.sum.LastRevision)
 	t.failing = false
-	if !t.behind || t.lacking() {
+	caughtUp := t.behind && !t.lacking()
+	t.behind = t.behind && !caughtUp
+	chain, committed := t.chain, t.committed
+	t.mu.Unlock()
+	if !caughtUp {
 		return
 	}
-	t.behind = false
-	f.event(FollowEvent{Kind: TargetCaughtUp, Destination: t.t.Destination, Chain: t.chain, Committed: t.committed})
+	f.event(FollowEvent{Kind: TargetCaughtUp, Destination: t.t.Destination, Chain: chain, Committed: committed})
 	f.logger().Info("destination caught up", "cluster", f.Cluster, "destination", t.t.Destination,
-		"chain", t.chain, "committed_revision", t.committed)
+		"chain", chain, "committed_revision", committed)
 }
 
 // failed reports a failed attempt of the target; the first since it held
