@@ -152,6 +152,11 @@ const (
 	// (Event.Manifests holds the targets' manifests so far); targets
 	// behind store it from their backlog.
 	SegmentCommitted FollowEventKind = "SegmentCommitted"
+	// SegmentStored: a segment from Event.Revision is stored on
+	// Event.Destination (the first target or, later, one behind);
+	// Event.Manifests holds its manifest there (its chain and last
+	// revision), Event.StoredBytes its size.
+	SegmentStored FollowEventKind = "SegmentStored"
 	// SegmentFailed: an attempt to store a segment (or a lost target's
 	// full backup) on Event.Destination failed (Event.Err); it is retried.
 	// Event.Revision is the first revision the target lacks.

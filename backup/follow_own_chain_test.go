@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 )
 
@@ -156,4 +157,42 @@ func TestFollowerTargetEventsOutsideLock(t *testing.T) {
 	require.True(t, lost)
 	require.Equal(t, []FollowEventKind{TargetCaughtUp, TargetLost}, kinds)
 	require.Zero(t, locked, "events reported while the target's state was locked")
+}
+
+// gatedRecorder is a deltaRecorder whose commits wait for gate.
+type gatedRecorder struct {
+	deltaRecorder
+	gate chan struct{}
+}
+
+func (u *gatedRecorder) Commit(ctx context.Context, m *Manifest) error {
+	select {
+	case <-u.gate:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return u.deltaRecorder.Commit(ctx, m)
+}
+
+// TestFollowerBytesCountedPerDestination: the stored bytes metric counts
+// a segment on each destination when it stores it, a slow one too.
+func TestFollowerBytesCountedPerDestination(t *testing.T) {
+	east, west := &deltaRecorder{}, &gatedRecorder{gate: make(chan struct{})}
+	m := NewFollowerMetrics()
+	f := &Follower{Cluster: "prod-a", Pipeline: &Pipeline{}, RetryInterval: time.Millisecond, Observer: m,
+		Targets: []Target{{Destination: "east", Uploader: east}, {Destination: "west", Uploader: west}}}
+	all := f.newFollowTargets(51, "chain", nil)
+	all.start(t.Context())
+	defer all.stop()
+	codec, err := newSegmentCodec(f.Cluster, f.Pipeline)
+	require.NoError(t, err)
+	sum := SegmentSummary{FirstRevision: 51, LastRevision: 60}
+	seg, err := codec.encode([]byte("raw"), sum, "chain", 0)
+	require.NoError(t, err)
+	all.enqueue(&pendingSegment{encodedSegment: seg, sum: sum})
+	size := float64(len(seg.stored))
+	bytes := func() float64 { return testutil.ToFloat64(m.bytes.WithLabelValues("prod-a")) }
+	require.Eventually(t, func() bool { return bytes() == size }, 30*time.Second, 5*time.Millisecond, "east stored it")
+	close(west.gate)
+	require.Eventually(t, func() bool { return bytes() == 2*size }, 30*time.Second, 5*time.Millisecond, "west stored it too")
 }

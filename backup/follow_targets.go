@@ -300,6 +300,9 @@ func (t *targetState) run(ctx context.Context, all *followTargets) {
 			}
 			attempt = 0
 			seg.committedOn(m)
+			f.event(FollowEvent{Kind: SegmentStored, Revision: seg.sum.FirstRevision, Destination: t.t.Destination,
+				Manifests: []*Manifest{m}, RawBytes: int64(seg.raw), StoredBytes: int64(len(seg.stored)),
+				Events: seg.sum.Events, Revisions: seg.sum.Revisions})
 			t.stored(f, seg, gen)
 			all.notify()
 		}
