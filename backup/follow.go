@@ -75,7 +75,11 @@ const (
 // target can store a segment does the follower stop reading etcd, and it
 // resumes from the last revision a target holds. With one catalog per
 // target (in the same order), each target also resumes from its own
-// catalog, and the watch from the earliest of them.
+// catalog, and the watch from the earliest of them; each target's point
+// is checked against etcd as the chain followed is, and a target whose
+// catalog holds no chain, a chain of another history, or one whose next
+// revisions etcd compacted starts lost (TargetLost) while the others go
+// on with their chains.
 //
 // Run one follower per cluster (a host holds a lock, as the scheduler
 // does for backups): two followers of one cluster would store overlapping
@@ -148,6 +152,11 @@ const (
 	// (Event.Manifests holds the targets' manifests so far); targets
 	// behind store it from their backlog.
 	SegmentCommitted FollowEventKind = "SegmentCommitted"
+	// SegmentStored: a segment from Event.Revision is stored on
+	// Event.Destination (the first target or, later, one behind);
+	// Event.Manifests holds its manifest there (its chain and last
+	// revision), Event.StoredBytes its size.
+	SegmentStored FollowEventKind = "SegmentStored"
 	// SegmentFailed: an attempt to store a segment (or a lost target's
 	// full backup) on Event.Destination failed (Event.Err); it is retried.
 	// Event.Revision is the first revision the target lacks.
@@ -566,14 +575,20 @@ func (p *prewatch) stop() []clientv3.WatchResponse {
 }
 
 // resume returns where to start: after the last segment, or after the
-// newest full backup, on every catalog; zero when a catalog has neither.
+// newest full backup, on every catalog; zero when no catalog has either
+// (or, with catalogs shared by the targets, when one has neither).
 // length is the number of segments of that chain on its catalog, and at
 // the manifest of the resume point (its cluster ID and last put are
 // checked against etcd's). points has each catalog's own. With a catalog
 // per target, a catalog that cannot be listed is skipped (its point has
-// the error: its target starts lost) unless every one fails.
+// the error: its target starts lost) unless every one fails; so is one
+// that holds no chain yet (a destination added), and one whose point is
+// not etcd's history or was compacted (see checkPoints): the follower
+// resumes from the earliest point of the others.
 func (f *Follower) resume(ctx context.Context) (next int64, chain string, length int64, at *Manifest, points []resumeAt, err error) {
 	var errs []error
+	own := len(f.Catalogs) == len(f.Targets)
+	empty := 0
 	for _, c := range f.Catalogs {
 		entries, err := ListBackups(ctx, c, f.Cluster)
 		if err != nil {
@@ -583,31 +598,95 @@ func (f *Follower) resume(ctx context.Context) (next int64, chain string, length
 		}
 		n, ch, m := resumePoint(entries)
 		if n == 0 {
-			return 0, "", 0, nil, nil, nil
+			if !own {
+				return 0, "", 0, nil, nil, nil
+			}
+			empty++
+			points = append(points, resumeAt{err: errors.New("it holds no chain of the cluster yet")})
+			continue
 		}
-		points = append(points, resumeAt{next: n, chain: ch})
-		if next == 0 || n < next {
-			next, chain, at = n, ch, m
-			length = 0
-			for _, e := range entries {
-				if e.Kind == KindDelta && e.Manifest.Chain == ch {
-					length++
-				}
+		p := resumeAt{next: n, chain: ch, at: m}
+		for _, e := range entries {
+			if e.Kind == KindDelta && e.Manifest.Chain == ch {
+				p.length++
 			}
 		}
+		points = append(points, p)
 	}
-	if len(errs) == len(f.Catalogs) || (len(errs) > 0 && len(f.Catalogs) != len(f.Targets)) {
+	if len(errs) == len(f.Catalogs) || (len(errs) > 0 && !own) {
 		return 0, "", 0, nil, nil, errors.Join(errs...)
+	}
+	if empty+len(errs) == len(f.Catalogs) {
+		return 0, "", 0, nil, nil, nil
+	}
+	if own && len(points) > 1 {
+		f.checkPoints(ctx, points)
+	}
+	for _, p := range points {
+		if p.err == nil && (next == 0 || p.next < next) {
+			next, chain, length, at = p.next, p.chain, p.length, p.at
+		}
 	}
 	return next, chain, length, at, points, nil
 }
 
 // resumeAt is where one catalog says its target resumes, or why it could
-// not be listed.
+// not be listed or cannot resume.
 type resumeAt struct {
-	next  int64
-	chain string
-	err   error
+	next   int64
+	chain  string
+	length int64     // the chain's segments on the catalog
+	at     *Manifest // of the resume point
+	err    error
+}
+
+// checkPoints checks each target's resume point against etcd (see
+// checkPoint): a point of another history, or one etcd compacted, gets
+// an error (its target starts lost, with a chain of its own) when another
+// target's point passes. When none passes, they are left as they are: the
+// watch loop checks the earliest as with one target (ChainRewound,
+// ChainGap).
+func (f *Follower) checkPoints(ctx context.Context, points []resumeAt) {
+	verdicts := make([]error, len(points))
+	passed := false
+	for i, p := range points {
+		if p.err == nil {
+			verdicts[i] = f.checkPoint(ctx, p)
+			passed = passed || verdicts[i] == nil
+		}
+	}
+	if !passed {
+		return
+	}
+	for i, err := range verdicts {
+		if err != nil {
+			points[i].err = err
+		}
+	}
+}
+
+// checkPoint checks a resume point against etcd as the watch loop checks
+// the chain it follows (checkHistory: cluster ID, revision, last put), and
+// that etcd still has the revisions after it. When etcd does not answer,
+// nothing is known: nil.
+func (f *Follower) checkPoint(ctx context.Context, p resumeAt) error {
+	st := &followState{f: f, committed: p.next - 1}
+	if p.at != nil {
+		st.clusterID, _ = strconv.ParseUint(p.at.Etcd.ClusterID, 16, 64)
+		st.lastPut = p.at.LastPut
+	}
+	err := st.checkHistory(ctx)
+	switch {
+	case errors.Is(err, ErrRewound):
+		return fmt.Errorf("its chain %s is not etcd's history: %w", p.chain, err)
+	case err != nil || p.next > st.head:
+		return nil
+	}
+	_, err = f.Client.Get(clientv3.WithRequireLeader(ctx), "\x00", clientv3.WithCountOnly(), clientv3.WithRev(p.next))
+	if errors.Is(err, rpctypes.ErrCompacted) {
+		return fmt.Errorf("its chain %s continues from revision %d: %w", p.chain, p.next, ErrCompacted)
+	}
+	return nil
 }
 
 // resumePoint is where a follower resumes on one catalog's entries: after

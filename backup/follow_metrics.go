@@ -101,12 +101,13 @@ func (m *FollowerMetrics) ObserveFollow(e FollowEvent) {
 		m.committed.WithLabelValues(c).Set(float64(e.Revision - 1))
 	case SegmentCommitted:
 		m.segments.WithLabelValues(c).Inc()
-		m.bytes.WithLabelValues(c).Add(float64(e.StoredBytes * int64(len(e.Manifests))))
 		m.chainSegments.WithLabelValues(c).Set(float64(e.ChainLength))
 		m.committed.WithLabelValues(c).Set(float64(e.Committed))
 		m.lastCommit.WithLabelValues(c).Set(float64(e.Time.UnixNano()) / 1e9)
 		m.lagSeconds.WithLabelValues(c).Set(e.Lag.Seconds())
 		m.lagRevisions.WithLabelValues(c).Set(float64(max(e.HeadRevision-e.Committed, 0)))
+	case SegmentStored:
+		m.bytes.WithLabelValues(c).Add(float64(e.StoredBytes))
 	case SegmentFailed:
 		m.failures.WithLabelValues(c, e.Destination).Inc()
 	case TargetBehind, TargetLost:

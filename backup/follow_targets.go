@@ -184,16 +184,31 @@ func (all *followTargets) awaitDrained(ctx context.Context) []string {
 }
 
 // restart makes every target continue the new chain from next. Targets
-// the chain's full backup did not reach (missing) are lost.
+// the chain's full backup did not reach (missing) are lost. A target that
+// still lacked revisions of the ended chain its backlog held (it stored
+// slower than the others) does not hold them: it is reported lost for
+// that chain, and behind until it stores a segment of the new one.
 func (all *followTargets) restart(next int64, chain string, missing []string) {
 	for _, t := range all.list {
 		t.mu.Lock()
+		var dropped error
+		if !t.lost && t.lacking() {
+			dropped = fmt.Errorf("revisions %d..%d of the ended chain %s it had not stored were dropped",
+				t.committed+1, t.backlog[len(t.backlog)-1].sum.LastRevision, t.chain)
+			t.behind = true
+		}
+		from := t.committed + 1
 		t.gen++
 		t.backlog, t.bytes = nil, 0
 		t.chain, t.committed = chain, next-1
 		t.lost = slices.Contains(missing, t.t.Destination)
 		t.behind = t.behind || t.lost
 		t.mu.Unlock()
+		if dropped != nil {
+			all.f.event(FollowEvent{Kind: TargetLost, Destination: t.t.Destination, Revision: from, Err: dropped})
+			all.f.logger().Warn("destination lacks revisions of the chain that ended: it continues the new chain",
+				"cluster", all.f.Cluster, "destination", t.t.Destination, "revision", from, "chain", chain, "error", dropped)
+		}
 		if slices.Contains(missing, t.t.Destination) {
 			all.f.targetLost(t.t.Destination, next, errors.New("the new chain's full backup did not reach it"))
 		}
@@ -213,22 +228,29 @@ func (t *targetState) popFront() {
 }
 
 // next returns the segment the target stores next, or lost when it lacks
-// revisions its backlog no longer holds.
+// revisions its backlog no longer holds (reported here, outside t.mu, the
+// first time).
 func (t *targetState) next(f *Follower) (seg *pendingSegment, chain string, gen int, lost bool) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	for !t.lost && len(t.backlog) > 0 && t.backlog[0].sum.LastRevision <= t.committed {
 		t.popFront()
 	}
-	if !t.lost && len(t.backlog) > 0 && t.backlog[0].sum.FirstRevision > t.committed+1 {
+	var dropped error
+	from := t.committed + 1
+	if !t.lost && len(t.backlog) > 0 && t.backlog[0].sum.FirstRevision > from {
 		t.lost, t.behind = true, true
-		f.targetLost(t.t.Destination, t.committed+1, fmt.Errorf("revisions %d..%d left its backlog (over %d bytes)",
-			t.committed+1, t.backlog[0].sum.FirstRevision-1, f.maxBacklogBytes()))
+		dropped = fmt.Errorf("revisions %d..%d left its backlog (over %d bytes)",
+			from, t.backlog[0].sum.FirstRevision-1, f.maxBacklogBytes())
 	}
-	if t.lost || len(t.backlog) == 0 {
-		return nil, "", 0, t.lost
+	if !t.lost && len(t.backlog) > 0 {
+		seg, chain, gen = t.backlog[0], t.chain, t.gen
 	}
-	return t.backlog[0], t.chain, t.gen, false
+	lost = t.lost
+	t.mu.Unlock()
+	if dropped != nil {
+		f.targetLost(t.t.Destination, from, dropped)
+	}
+	return seg, chain, gen, lost
 }
 
 // run stores the target's backlog in order, retrying a failed segment
@@ -278,28 +300,35 @@ func (t *targetState) run(ctx context.Context, all *followTargets) {
 			}
 			attempt = 0
 			seg.committedOn(m)
+			f.event(FollowEvent{Kind: SegmentStored, Revision: seg.sum.FirstRevision, Destination: t.t.Destination,
+				Manifests: []*Manifest{m}, RawBytes: int64(seg.raw), StoredBytes: int64(len(seg.stored)),
+				Events: seg.sum.Events, Revisions: seg.sum.Revisions})
 			t.stored(f, seg, gen)
 			all.notify()
 		}
 	}
 }
 
-// stored records that the target holds seg.
+// stored records that the target holds seg. Events are reported outside
+// t.mu: an observer may ask the follower's state.
 func (t *targetState) stored(f *Follower, seg *pendingSegment, gen int) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	if gen != t.gen {
+		t.mu.Unlock()
 		return // of a chain the follower ended meanwhile
 	}
 	t.committed = max(t.committed, seg.sum.LastRevision)
 	t.failing = false
-	if !t.behind || t.lacking() {
+	caughtUp := t.behind && !t.lacking()
+	t.behind = t.behind && !caughtUp
+	chain, committed := t.chain, t.committed
+	t.mu.Unlock()
+	if !caughtUp {
 		return
 	}
-	t.behind = false
-	f.event(FollowEvent{Kind: TargetCaughtUp, Destination: t.t.Destination, Chain: t.chain, Committed: t.committed})
+	f.event(FollowEvent{Kind: TargetCaughtUp, Destination: t.t.Destination, Chain: chain, Committed: committed})
 	f.logger().Info("destination caught up", "cluster", f.Cluster, "destination", t.t.Destination,
-		"chain", t.chain, "committed_revision", t.committed)
+		"chain", chain, "committed_revision", committed)
 }
 
 // failed reports a failed attempt of the target; the first since it held
@@ -335,13 +364,18 @@ func (f *Follower) targetLost(dest string, from int64, err error) {
 // that its catalog answers: the target's chain starts again after it, and
 // its backlog (what the follower cut meanwhile) continues it. A backlog
 // that no longer reaches back to the full backup's revision loses the
-// target again: its chain never has a hole.
+// target again: its chain never has a hole. A full backup that completes
+// after the follower started a new chain (restart) starts none: the
+// target's state is the new chain's.
 func (t *targetState) startOwnChain(ctx context.Context, f *Follower) error {
 	if t.catalog != nil {
 		if _, err := ListBackups(ctx, t.catalog, f.Cluster); err != nil {
 			return fmt.Errorf("list the destination: %w", err)
 		}
 	}
+	t.mu.Lock()
+	gen := t.gen
+	t.mu.Unlock()
 	req := Request{Cluster: f.Cluster, Name: f.fullName(), Scheduled: true, Targets: []Target{t.t}}
 	res, err := f.Pipeline.Run(ctx, req)
 	if err != nil {
@@ -352,6 +386,14 @@ func (t *targetState) startOwnChain(ctx context.Context, f *Follower) error {
 		return fmt.Errorf("full backup %s has no known revision: it starts no chain", res.ID)
 	}
 	t.mu.Lock()
+	if t.gen != gen {
+		// The follower started a new chain meanwhile, which set the
+		// target's state: the full backup may hold another history.
+		t.mu.Unlock()
+		f.logger().Info("a destination's own full backup completed after the follower started a new chain: it starts none",
+			"cluster", f.Cluster, "destination", t.t.Destination, "backup", res.ID)
+		return nil
+	}
 	t.chain, t.committed, t.lost, t.failing = res.ID, low, false, false
 	t.mu.Unlock()
 	f.event(FollowEvent{Kind: TargetRestarted, Destination: t.t.Destination, Chain: res.ID, Revision: low + 1})

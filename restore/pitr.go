@@ -252,8 +252,20 @@ func groupChains(segments []Backup) chainSet {
 // and followed again): replaying them on this full would restore a state
 // that never existed. Only a chain's own segments are proven to continue
 // the history its full holds.
+//
+// A segment of another cluster than the full's (both IDs known: a
+// follower that continued a chain with another cluster's revisions) ends
+// the chain there: the point past it is refused as a gap (ErrNoChain), as
+// for the segments of another chain.
 func (cs chainSet) forFull(full Backup) [][]Backup {
-	return [][]Backup{cs.segments[full.ID]}
+	segs := cs.segments[full.ID]
+	id := full.Manifest.Etcd.ClusterID
+	for i, s := range segs {
+		if other := s.Manifest.Etcd.ClusterID; id != "" && other != "" && other != id {
+			return [][]Backup{segs[:i]}
+		}
+	}
+	return [][]Backup{segs}
 }
 
 func cmpInt(a, b int64) int {
