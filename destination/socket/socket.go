@@ -27,7 +27,11 @@
 //
 // A receiver stores what anyone who reaches it sends, under the cluster
 // name the sender gives: on a network not wholly trusted, listen with TLS
-// and require client certificates (ServerTLS with a client CA). The
+// and require client certificates (ServerTLS with a client CA), list the
+// clusters accepted (Receiver.Clusters) and tie each sender to the
+// clusters its certificate names (Receiver.ClusterFromCertificate).
+// Receiver's limits bound the connections, time and bytes a sender can
+// hold; Uploader's bound how long a sender waits for a stuck receiver. The
 // receiver's uploader decides whether an existing object may be replaced:
 // a destination on a store with exclusive creates refuses a backup whose
 // data key exists (backup.ErrBackupExists), and the sender gives each run
