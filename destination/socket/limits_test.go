@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -286,4 +287,22 @@ func TestReceiverBindsClustersToCertificates(t *testing.T) {
 	require.ErrorContains(t, err, "certificate")
 	require.NoError(t, save(t, u, "prod-a", backuptest.NewSnapshotter(backuptest.Stream(8, 1), 5)))
 	require.NoError(t, save(t, u, "sender", backuptest.NewSnapshotter(backuptest.Stream(8, 1), 5)))
+}
+
+// Discard ends the connection of an uploaded backup at once.
+func TestUploaderDiscardClosesTheConnection(t *testing.T) {
+	closed := make(chan struct{})
+	addr := peer(t, func(c net.Conn) {
+		_, _ = io.Copy(io.Discard, c)
+		close(closed)
+	})
+	u := &socket.Uploader{Addr: addr}
+	m := &backup.Manifest{ID: "prod-a-x", Cluster: "prod-a"}
+	require.NoError(t, u.Upload(t.Context(), m, strings.NewReader("data")))
+	require.NoError(t, u.Discard(t.Context(), m))
+	select {
+	case <-closed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("connection still open 30s after Discard")
+	}
 }

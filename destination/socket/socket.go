@@ -103,7 +103,10 @@ type Uploader struct {
 	conns map[string]*senderConn // by backup ID, between Upload and Commit
 }
 
-var _ backup.Uploader = (*Uploader)(nil)
+var (
+	_ backup.Uploader  = (*Uploader)(nil)
+	_ backup.Discarder = (*Uploader)(nil)
+)
 
 type senderConn struct {
 	conn net.Conn
@@ -253,6 +256,19 @@ func (u *Uploader) Commit(ctx context.Context, m *backup.Manifest) error {
 	}
 	if string(answer) != "ok" {
 		return fmt.Errorf("%w: receiver: %s", ErrProtocol, strings.TrimPrefix(string(answer), "error "))
+	}
+	return nil
+}
+
+// Discard closes the connection of a backup uploaded and never to be
+// committed: the receiver, which never got its manifest, stores nothing.
+func (u *Uploader) Discard(_ context.Context, m *backup.Manifest) error {
+	u.mu.Lock()
+	sc := u.conns[m.ID]
+	delete(u.conns, m.ID)
+	u.mu.Unlock()
+	if sc != nil {
+		sc.conn.Close()
 	}
 	return nil
 }
