@@ -3,6 +3,7 @@ package backup
 import (
 	"archive/zip"
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -204,7 +205,15 @@ type KeysZipReader struct {
 // directory: at most maxDecoded bytes decoded in all (zero: no bound), no
 // value file larger than MaxKeysJSONLine, every file under KeysZipKeysDir
 // but the index, last. Close releases the index's reader.
+//
+// Before archive/zip loads the directory (memory in proportion to its
+// entries), the end-of-central-directory record is read and an archive
+// of more than MaxKeysZipEntries entries, or of more than one entry per
+// minKeysZipEntryBytes of maxDecoded, is refused.
 func NewKeysZipReader(r io.ReaderAt, size, maxDecoded int64) (*KeysZipReader, error) {
+	if err := checkKeysZipEntries(r, size, maxDecoded); err != nil {
+		return nil, err
+	}
 	zr, err := zip.NewReader(r, size)
 	if err != nil {
 		return nil, &KeysZipError{Reason: err.Error()}
@@ -298,3 +307,53 @@ func (z *KeysZipReader) Next() (KeyValue, error) {
 
 // Close releases the index's reader.
 func (z *KeysZipReader) Close() error { return z.irc.Close() }
+
+// MaxKeysZipEntries is the largest number of files NewKeysZipReader opens
+// a keys zip with: a value file per key and the index, for a keyspace of
+// some millions of keys.
+const MaxKeysZipEntries = 1 << 23
+
+// minKeysZipEntryBytes is less than the decoded bytes each key costs at
+// the least: its line in the index.
+const minKeysZipEntryBytes = 16
+
+// checkKeysZipEntries reads the entry count of the zip in r from its
+// end-of-central-directory record (zip64's when there is one) and refuses
+// more than MaxKeysZipEntries, or more than maxDecoded allows.
+func checkKeysZipEntries(r io.ReaderAt, size, maxDecoded int64) error {
+	const eocdLen, locatorLen, maxComment = 22, 20, 65535
+	tail := make([]byte, min(size, eocdLen+maxComment+locatorLen))
+	if _, err := r.ReadAt(tail, size-int64(len(tail))); err != nil && err != io.EOF {
+		return &KeysZipError{Reason: fmt.Sprintf("read the end of the archive: %v", err)}
+	}
+	at := -1
+	for i := len(tail) - eocdLen; i >= 0; i-- {
+		if binary.LittleEndian.Uint32(tail[i:]) == 0x06054b50 {
+			at = i
+			break
+		}
+	}
+	if at < 0 {
+		return &KeysZipError{Reason: "no end of central directory: not a zip"}
+	}
+	entries := uint64(binary.LittleEndian.Uint16(tail[at+10:]))
+	if entries == 0xffff && at >= locatorLen && binary.LittleEndian.Uint32(tail[at-locatorLen:]) == 0x07064b50 {
+		var rec [56]byte
+		off := int64(binary.LittleEndian.Uint64(tail[at-locatorLen+8:]))
+		if off < 0 || off > size-int64(len(rec)) {
+			return &KeysZipError{Reason: "zip64 directory record out of the archive"}
+		}
+		if _, err := r.ReadAt(rec[:], off); err != nil {
+			return &KeysZipError{Reason: fmt.Sprintf("read the zip64 directory record: %v", err)}
+		}
+		entries = binary.LittleEndian.Uint64(rec[32:])
+	}
+	limit := uint64(MaxKeysZipEntries)
+	if maxDecoded > 0 {
+		limit = min(limit, uint64(maxDecoded)/minKeysZipEntryBytes+2)
+	}
+	if entries > limit {
+		return &KeysZipError{Reason: fmt.Sprintf("%d files, more than %d", entries, limit)}
+	}
+	return nil
+}

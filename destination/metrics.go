@@ -67,7 +67,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-var kinds = []backup.Kind{backup.KindBackup, backup.KindLegacy, backup.KindOrphan, backup.KindInvalid, backup.KindForeign}
+var kinds = []backup.Kind{backup.KindBackup, backup.KindDelta, backup.KindKeysJSON, backup.KindKeys, backup.KindLegacy, backup.KindOrphan, backup.KindInvalid, backup.KindForeign}
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
 	for _, d := range c.r.List() {

@@ -83,18 +83,27 @@ etcdbackup_destination_available{destination="us"} 1
 # HELP etcdbackup_destination_inventory_entries Objects found on the destination by its last inventory sync, by kind.
 # TYPE etcdbackup_destination_inventory_entries gauge
 etcdbackup_destination_inventory_entries{destination="eu",kind="backup"} 1
+etcdbackup_destination_inventory_entries{destination="eu",kind="delta"} 0
 etcdbackup_destination_inventory_entries{destination="eu",kind="foreign"} 0
 etcdbackup_destination_inventory_entries{destination="eu",kind="invalid"} 0
+etcdbackup_destination_inventory_entries{destination="eu",kind="keys"} 0
+etcdbackup_destination_inventory_entries{destination="eu",kind="keys-json"} 0
 etcdbackup_destination_inventory_entries{destination="eu",kind="legacy"} 0
 etcdbackup_destination_inventory_entries{destination="eu",kind="orphan"} 0
 etcdbackup_destination_inventory_entries{destination="local",kind="backup"} 0
+etcdbackup_destination_inventory_entries{destination="local",kind="delta"} 0
 etcdbackup_destination_inventory_entries{destination="local",kind="foreign"} 0
 etcdbackup_destination_inventory_entries{destination="local",kind="invalid"} 0
+etcdbackup_destination_inventory_entries{destination="local",kind="keys"} 0
+etcdbackup_destination_inventory_entries{destination="local",kind="keys-json"} 0
 etcdbackup_destination_inventory_entries{destination="local",kind="legacy"} 0
 etcdbackup_destination_inventory_entries{destination="local",kind="orphan"} 0
 etcdbackup_destination_inventory_entries{destination="us",kind="backup"} 0
+etcdbackup_destination_inventory_entries{destination="us",kind="delta"} 0
 etcdbackup_destination_inventory_entries{destination="us",kind="foreign"} 0
 etcdbackup_destination_inventory_entries{destination="us",kind="invalid"} 0
+etcdbackup_destination_inventory_entries{destination="us",kind="keys"} 0
+etcdbackup_destination_inventory_entries{destination="us",kind="keys-json"} 0
 etcdbackup_destination_inventory_entries{destination="us",kind="legacy"} 0
 etcdbackup_destination_inventory_entries{destination="us",kind="orphan"} 0
 `), destination.MetricInventoryEntries) == nil

@@ -36,7 +36,7 @@ const (
 // Item is the outcome of one backup of a copy.
 type Item struct {
 	ID string
-	// Kind is backup.KindBackup, KindDelta or KindKeysJSON.
+	// Kind is backup.KindBackup, KindDelta, KindKeysJSON or KindKeys.
 	Kind    backup.Kind
 	Outcome Outcome
 	// Bytes is the stored size of its data object.

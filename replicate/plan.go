@@ -84,7 +84,7 @@ func plan(entries []backup.Entry, sel Selection, drop map[string]bool) ([]group,
 	chains := map[string][]backup.Entry{} // chain ID -> segments
 	for _, e := range entries {
 		switch e.Kind {
-		case backup.KindBackup, backup.KindKeysJSON:
+		case backup.KindBackup, backup.KindKeysJSON, backup.KindKeys:
 			byID[e.ID] = e
 		case backup.KindDelta:
 			byID[e.ID] = e

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -103,4 +104,26 @@ func TestBackupsChecksWhatIsStored(t *testing.T) {
 	_, err = dests.Store(t.Context(), "other")
 	require.ErrorIs(t, err, storage.ErrNotFound)
 	require.Nil(t, dests.Bucket("other"))
+}
+
+// The setters may run while snapshots are taken (go test -race).
+func TestSnapshotterSettersRaceWithSnapshot(t *testing.T) {
+	s := backuptest.NewSnapshotter(backuptest.Stream(8, 1), 5)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for range 100 {
+			snap, err := s.Snapshot(t.Context())
+			if err == nil {
+				_, _ = io.Copy(io.Discard, snap)
+				_ = snap.Close()
+			}
+		}
+	})
+	for i := range 100 {
+		s.SetOpenErr(nil)
+		s.SetFailure(errors.New("member went away"), int64(i))
+		s.SetFailure(nil, 0)
+	}
+	wg.Wait()
+	require.Equal(t, 100, s.Calls())
 }

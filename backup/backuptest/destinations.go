@@ -97,7 +97,7 @@ func Backups(ctx context.Context, c backup.Catalog, cluster string) ([]backup.En
 	var out []backup.Entry
 	for _, e := range entries {
 		switch e.Kind {
-		case backup.KindBackup, backup.KindKeysJSON:
+		case backup.KindBackup, backup.KindKeysJSON, backup.KindKeys:
 		case backup.KindDelta:
 			continue
 		default:

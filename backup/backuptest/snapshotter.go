@@ -11,8 +11,9 @@ import (
 
 // Snapshotter is a backup.Snapshotter that serves the same stream at every
 // call, through backup.NewSnapshot, so that its trailer is checked as an
-// etcd member's would be. Set its fields before the first Snapshot call;
-// it is safe for concurrent use then.
+// etcd member's would be. Set its fields before the first Snapshot call,
+// and change them later only through SetOpenErr and SetFailure, which may
+// run while Snapshot does; it is safe for concurrent use then.
 type Snapshotter struct {
 	// Stream is the snapshot stream served: KeysSnapshot, Stream, or any
 	// bytes (a broken trailer makes the backup fail its integrity check).
@@ -48,18 +49,35 @@ func NewSnapshotter(stream []byte, rev int64) *Snapshotter {
 func (s *Snapshotter) Snapshot(ctx context.Context) (*backup.Snapshot, error) {
 	s.mu.Lock()
 	s.calls++
+	openErr, failErr, failAt := s.OpenErr, s.Err, s.FailAt
 	s.mu.Unlock()
-	if s.OpenErr != nil {
-		return nil, s.OpenErr
+	if openErr != nil {
+		return nil, openErr
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	var r io.Reader = bytes.NewReader(s.Stream)
-	if s.Err != nil {
-		r = io.MultiReader(io.LimitReader(r, max(s.FailAt, 0)), errReader{s.Err})
+	if failErr != nil {
+		r = io.MultiReader(io.LimitReader(r, max(failAt, 0)), errReader{failErr})
 	}
 	return backup.NewSnapshot(io.NopCloser(contextReader{ctx, r}), s.Info, nil), nil
+}
+
+// SetOpenErr sets OpenErr; it may run while Snapshot does.
+func (s *Snapshotter) SetOpenErr(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.OpenErr = err
+}
+
+// SetFailure sets Err and FailAt: the streams served from then on fail
+// with err after at bytes (a nil err: they do not fail). It may run while
+// Snapshot does.
+func (s *Snapshotter) SetFailure(err error, at int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.Err, s.FailAt = err, at
 }
 
 // Calls returns how many times Snapshot was called.

@@ -27,7 +27,11 @@
 //
 // A receiver stores what anyone who reaches it sends, under the cluster
 // name the sender gives: on a network not wholly trusted, listen with TLS
-// and require client certificates (ServerTLS with a client CA). The
+// and require client certificates (ServerTLS with a client CA), list the
+// clusters accepted (Receiver.Clusters) and tie each sender to the
+// clusters its certificate names (Receiver.ClusterFromCertificate).
+// Receiver's limits bound the connections, time and bytes a sender can
+// hold; Uploader's bound how long a sender waits for a stuck receiver. The
 // receiver's uploader decides whether an existing object may be replaced:
 // a destination on a store with exclusive creates refuses a backup whose
 // data key exists (backup.ErrBackupExists), and the sender gives each run
@@ -52,6 +56,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/etcdbackup/etcdbackup/backup"
 )
@@ -61,6 +66,13 @@ const Hello = "etcdbackup-socket 1"
 
 // MaxFrame is the largest frame.
 const MaxFrame = 1 << 20
+
+// DefaultAnswerTimeout is the Uploader's default AnswerTimeout.
+const DefaultAnswerTimeout = 10 * time.Minute
+
+// reasonWait bounds the wait for the receiver's answer after a failed
+// write: a receiver that refused sent its reason before closing.
+const reasonWait = 2 * time.Second
 
 // ErrProtocol matches errors about what the other side sent: a bad hello,
 // line or frame, a manifest that does not match the bytes, or an error
@@ -78,17 +90,49 @@ type Uploader struct {
 	TLS *tls.Config
 	// Dialer dials; nil means a net.Dialer.
 	Dialer *net.Dialer
+	// WriteTimeout bounds each write to the receiver: a receiver that
+	// takes no bytes for that long fails the backup. Zero means one
+	// minute.
+	WriteTimeout time.Duration
+	// AnswerTimeout bounds Commit's wait for the receiver's answer once
+	// the manifest is sent: the receiver finishes storing the data and
+	// commits the manifest meanwhile. Zero means DefaultAnswerTimeout.
+	AnswerTimeout time.Duration
 
 	mu    sync.Mutex
 	conns map[string]*senderConn // by backup ID, between Upload and Commit
 }
 
-var _ backup.Uploader = (*Uploader)(nil)
+var (
+	_ backup.Uploader  = (*Uploader)(nil)
+	_ backup.Discarder = (*Uploader)(nil)
+)
 
 type senderConn struct {
 	conn net.Conn
 	br   *bufio.Reader
 	bw   *bufio.Writer
+}
+
+// deadlineWriter sets a write deadline before each write.
+type deadlineWriter struct {
+	conn    net.Conn
+	timeout time.Duration
+}
+
+func (d deadlineWriter) Write(p []byte) (int, error) {
+	_ = d.conn.SetWriteDeadline(time.Now().Add(d.timeout))
+	return d.conn.Write(p)
+}
+
+// writeFailed returns the error of a failed write, with the receiver's
+// reason when it answered one before closing.
+func (sc *senderConn) writeFailed(what string, err error) error {
+	_ = sc.conn.SetReadDeadline(time.Now().Add(reasonWait))
+	if line, rerr := readLine(sc.br); rerr == nil && strings.HasPrefix(string(line), "error ") {
+		return fmt.Errorf("%w: receiver: %s (%s: %w)", ErrProtocol, strings.TrimPrefix(string(line), "error "), what, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
 }
 
 // Upload connects, sends the start line and r's bytes in frames, and ends
@@ -134,7 +178,12 @@ func (u *Uploader) dial(ctx context.Context) (*senderConn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to receiver %s: %w", u.Addr, err)
 	}
-	return &senderConn{conn: conn, br: bufio.NewReader(conn), bw: bufio.NewWriterSize(conn, 64<<10)}, nil
+	timeout := u.WriteTimeout
+	if timeout <= 0 {
+		timeout = time.Minute
+	}
+	w := deadlineWriter{conn: conn, timeout: timeout}
+	return &senderConn{conn: conn, br: bufio.NewReader(conn), bw: bufio.NewWriterSize(w, 64<<10)}, nil
 }
 
 func (sc *senderConn) send(m *backup.Manifest, r io.Reader) error {
@@ -151,7 +200,7 @@ func (sc *senderConn) send(m *backup.Manifest, r io.Reader) error {
 		if n > 0 {
 			binary.BigEndian.PutUint32(buf, uint32(n))
 			if _, err := sc.bw.Write(buf[:4+n]); err != nil {
-				return fmt.Errorf("send data: %w", err)
+				return sc.writeFailed("send data", err)
 			}
 		}
 		if rerr == io.EOF {
@@ -164,7 +213,7 @@ func (sc *senderConn) send(m *backup.Manifest, r io.Reader) error {
 	binary.BigEndian.PutUint32(buf, 0)
 	sc.bw.Write(buf[:4])
 	if err := sc.bw.Flush(); err != nil {
-		return fmt.Errorf("send data: %w", err)
+		return sc.writeFailed("send data", err)
 	}
 	return nil
 }
@@ -188,8 +237,16 @@ func (u *Uploader) Commit(ctx context.Context, m *backup.Manifest) error {
 	sc.bw.Write(line)
 	sc.bw.WriteByte('\n')
 	if err := sc.bw.Flush(); err != nil {
-		return fmt.Errorf("send manifest: %w", err)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return sc.writeFailed("send manifest", err)
 	}
+	wait := u.AnswerTimeout
+	if wait <= 0 {
+		wait = DefaultAnswerTimeout
+	}
+	_ = sc.conn.SetReadDeadline(time.Now().Add(wait))
 	answer, err := readLine(sc.br)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -199,6 +256,19 @@ func (u *Uploader) Commit(ctx context.Context, m *backup.Manifest) error {
 	}
 	if string(answer) != "ok" {
 		return fmt.Errorf("%w: receiver: %s", ErrProtocol, strings.TrimPrefix(string(answer), "error "))
+	}
+	return nil
+}
+
+// Discard closes the connection of a backup uploaded and never to be
+// committed: the receiver, which never got its manifest, stores nothing.
+func (u *Uploader) Discard(_ context.Context, m *backup.Manifest) error {
+	u.mu.Lock()
+	sc := u.conns[m.ID]
+	delete(u.conns, m.ID)
+	u.mu.Unlock()
+	if sc != nil {
+		sc.conn.Close()
 	}
 	return nil
 }
@@ -236,6 +306,7 @@ type frameReader struct {
 	left   int // bytes left in the current frame
 	size   int64
 	sum    hash.Hash
+	max    int64 // the largest size; <= 0: no limit
 	final  *backup.Manifest
 	err    error
 	header [4]byte
@@ -257,6 +328,10 @@ func (f *frameReader) Read(p []byte) (int, error) {
 		}
 		if n == 0 {
 			f.err = f.commitLine()
+			return 0, f.err
+		}
+		if f.max > 0 && f.size+int64(n) > f.max {
+			f.err = fmt.Errorf("%w: a backup of more than %d bytes", ErrProtocol, f.max)
 			return 0, f.err
 		}
 		f.left = int(n)

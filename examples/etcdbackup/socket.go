@@ -44,6 +44,9 @@ func (f *socketFlags) target(dest string) (backup.Target, error) {
 		return backup.Target{}, usagef("--destination %q: want tcp://HOST:PORT or tls://HOST:PORT", dest)
 	}
 	up := &socket.Uploader{Addr: u.Host}
+	if u.Scheme == "tcp" && (f.ca != "" || f.cert != "" || f.key != "" || f.serverName != "") {
+		return backup.Target{}, usagef("--socket-ca, --socket-cert, --socket-key and --socket-server-name need a tls:// destination, not %s", dest)
+	}
 	if u.Scheme == "tls" {
 		if up.TLS, err = socket.ClientTLS(f.ca, f.cert, f.key, f.serverName); err != nil {
 			return backup.Target{}, invalidInput(err)
@@ -53,12 +56,20 @@ func (f *socketFlags) target(dest string) (backup.Target, error) {
 }
 
 func runReceive(ctx context.Context, s *streams, args []string) error {
-	fs := newFlagSet("receive", "--listen=HOST:PORT --destination=URL|NAME [--socket-cert=FILE --socket-key=FILE [--socket-ca=FILE]]")
+	fs := newFlagSet("receive", "--listen=HOST:PORT --destination=URL|NAME [--cluster=NAME...] [--socket-cert=FILE --socket-key=FILE [--socket-ca=FILE [--cluster-from-cert]]]")
 	var (
-		dest   destinationFlags
-		listen string
-		tlsf   socketFlags
+		dest     destinationFlags
+		listen   string
+		tlsf     socketFlags
+		clusters stringList
+		fromCert bool
+		maxConns int
+		maxBytes int64
 	)
+	fs.Var(&clusters, "cluster", "store only backups of this cluster `name` (repeat or comma-separate; default: any)")
+	fs.BoolVar(&fromCert, "cluster-from-cert", false, "store a backup only if its cluster is the sender's client certificate's common name or a DNS name of it (needs --socket-ca)")
+	fs.IntVar(&maxConns, "max-conns", socket.DefaultMaxConns, "`number` of senders served at once; more are refused")
+	fs.Int64Var(&maxBytes, "max-bytes", socket.DefaultMaxBytes, "largest stored size of a backup, in `bytes` (negative: no limit)")
 	fs.Var(destinationValue{&dest}, "destination", "destination `URL` or name in the config file where received backups are stored, each under the cluster its sender names")
 	fs.StringVar(&dest.config, "config", "", "YAML `file` naming destinations (default $ETCDBACKUP_CONFIG)")
 	fs.StringVar(&listen, "listen", "", "`address` to listen on, HOST:PORT (port 0: any free port, printed)")
@@ -68,6 +79,9 @@ func runReceive(ctx context.Context, s *streams, args []string) error {
 	}
 	if listen == "" || dest.destination == "" {
 		return usagef("--listen and --destination are required")
+	}
+	if fromCert && tlsf.ca == "" {
+		return usagef("--cluster-from-cert needs --socket-ca")
 	}
 	var cfg *tls.Config
 	if tlsf.cert != "" || tlsf.key != "" || tlsf.ca != "" {
@@ -89,6 +103,7 @@ func runReceive(ctx context.Context, s *streams, args []string) error {
 		l = tls.NewListener(l, cfg)
 	}
 	fmt.Fprintf(s.stderr, "receiving on %s\n", l.Addr())
-	r := &socket.Receiver{Uploader: d, Destination: d.Name(), Logger: fs.logger(s)}
+	r := &socket.Receiver{Uploader: d, Destination: d.Name(), Logger: fs.logger(s),
+		Clusters: clusters, ClusterFromCertificate: fromCert, MaxConns: maxConns, MaxBytes: maxBytes}
 	return r.Serve(ctx, l)
 }

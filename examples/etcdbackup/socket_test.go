@@ -64,6 +64,11 @@ func TestSaveToReceiver(t *testing.T) {
 	require.Len(t, listed, 2)
 	require.Equal(t, exported, listed[1]["id"])
 	tr.fails(exitUsage, "save", from, "--destination=tcp://"+addr+"/path", "--cluster=prod")
+	tr.fails(exitUsage, "save", from, "--destination=tcp://"+addr, "--cluster=prod", "--socket-ca=ca.pem")
+
+	only := receive("only", "--cluster=staging", "--max-conns=4")
+	tr.fails(exitFailure, "save", from, "--destination=tcp://"+only, "--cluster=prod", "--quiet")
+	tr.ok("save", from, "--destination=tcp://"+only, "--cluster=staging", "--quiet")
 
 	ca := etcdtest.NewCA(t)
 	server := ca.Issue(t, etcdtest.CertOptions{DNSNames: []string{"receiver.example"}})
