@@ -3,6 +3,8 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
+	"github.com/etcdbackup/etcdbackup/backup"
 	"github.com/etcdbackup/etcdbackup/examples/kubernetes/api/v1alpha1"
 	"github.com/etcdbackup/etcdbackup/restore"
 )
@@ -48,8 +51,8 @@ func (d *drills) Start(ctx context.Context) error {
 
 // due is a config whose drill is due, as the configs controller set it.
 type due struct {
-	id, cluster, destination string
-	every                    time.Duration
+	id, name, cluster, destination string
+	every                          time.Duration
 }
 
 // runDue drills every config whose last drill is older than its interval.
@@ -58,7 +61,7 @@ func (d *drills) runDue(ctx context.Context) {
 	var todo []due
 	for id, every := range d.configs.drillEvery {
 		valid := d.configs.applied[id]
-		todo = append(todo, due{id: id, cluster: valid.Cluster, destination: valid.Destination, every: every})
+		todo = append(todo, due{id: id, name: valid.Name, cluster: valid.Cluster, destination: valid.Destination, every: every})
 	}
 	d.configs.mu.Unlock()
 	for _, c := range todo {
@@ -70,16 +73,38 @@ func (d *drills) runDue(ctx context.Context) {
 			continue // removed meanwhile
 		}
 		sources := []restore.Source{{Name: dest.Name(), Catalog: dest}}
-		_ = d.restorer.DrillJob(sources, restore.Query{Cluster: c.cluster}, func(ctx context.Context, res *restore.DrillResult) {
+		verdict := func(ctx context.Context, res *restore.DrillResult) {
 			if ctx.Err() != nil || errors.Is(res.Err, restore.ErrNoBackup) && d.status(c.id) == nil {
 				return // cut short, or nothing backed up yet: no verdict
 			}
 			d.record(c.id, res)
-		})(ctx)
+		}
+		id, err := ownNewest(ctx, sources, c.cluster, c.name)
+		if err != nil {
+			verdict(ctx, &restore.DrillResult{Source: dest.Name(), Cluster: c.cluster, Started: time.Now(), Err: err})
+			continue
+		}
+		_ = d.restorer.DrillJob(sources, restore.Query{Cluster: c.cluster, ID: id}, verdict)(ctx)
 		if ctx.Err() != nil {
 			return
 		}
 	}
+}
+
+// ownNewest returns the ID of the newest full snapshot backup of cluster
+// named name (a config's own backups: not those of other configs or
+// one-shot EtcdBackups of the same cluster, nor logical backups).
+func ownNewest(ctx context.Context, sources []restore.Source, cluster, name string) (string, error) {
+	all, err := restore.List(ctx, sources, cluster)
+	if err != nil {
+		return "", err
+	}
+	for _, b := range slices.Backward(all) { // oldest first
+		if m := b.Manifest; b.Kind == backup.KindBackup && m != nil && m.Name == name && !m.IsDelta() && !m.IsLogical() {
+			return b.ID, nil
+		}
+	}
+	return "", fmt.Errorf("no backup %q of cluster %q: %w", name, cluster, restore.ErrNoBackup)
 }
 
 func (d *drills) status(id string) *v1alpha1.DrillStatus {

@@ -156,7 +156,7 @@ func startRestoredMember(t *testing.T, name, dir string, peer *url.URL) *embed.E
 // stepRunner builds cmd/restore-member and returns a function that runs
 // it as a member's init container would: with a kubeconfig of its own and
 // the destination's keys in its environment.
-func stepRunner(t *testing.T, env *envtest.Environment, s3 *minioServer) func(restore, member, dataDir, destURL string) error {
+func stepRunner(t *testing.T, env *envtest.Environment, s3 *minioServer) func(restore, member, dataDir, destURL string, flags ...string) error {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "restore-member")
 	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/restore-member").CombinedOutput(); err != nil {
@@ -174,9 +174,9 @@ func stepRunner(t *testing.T, env *envtest.Environment, s3 *minioServer) func(re
 	if err := os.WriteFile(kcPath, kubeconfig, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return func(restore, member, dataDir, destURL string) error {
-		cmd := exec.Command(bin, "--restore="+restore, "--member="+member, "--data-dir="+dataDir,
-			"--kubeconfig="+kcPath, "--wait=30s", "--destination-url="+destURL)
+	return func(restore, member, dataDir, destURL string, flags ...string) error {
+		cmd := exec.Command(bin, append([]string{"--restore=" + restore, "--member=" + member, "--data-dir=" + dataDir,
+			"--kubeconfig=" + kcPath, "--wait=30s", "--destination-url=" + destURL}, flags...)...)
 		cmd.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID="+s3.access, "AWS_SECRET_ACCESS_KEY="+s3.secret)
 		out, err := cmd.CombinedOutput()
 		if err != nil {

@@ -23,28 +23,19 @@ import (
 // reported success. A member that reported a failure leaves the restore
 // Running with the failure in its message: its init container runs again.
 func (r *restores) reconcilePlan(ctx context.Context, rs *v1alpha1.EtcdRestore, st phaseStatus) (reconcile.Result, error) {
-	key := client.ObjectKeyFromObject(rs)
 	if rs.Status.Plan == nil {
-		plan, err := r.plan(ctx, rs)
-		if err != nil {
-			if ctx.Err() != nil {
-				return reconcile.Result{}, ctx.Err()
-			}
-			st.set(rs.Generation, v1alpha1.PhaseFailed, err.Error())
-			rs.Status.CompletionTime = now(r.now)
-			return reconcile.Result{}, client.IgnoreNotFound(r.client.Status().Update(ctx, rs))
-		}
-		r.hold(key, rs.Spec.Cluster, plan)
-		rs.Status.Plan, rs.Status.BackupID, rs.Status.Destination = plan, plan.BackupID, plan.Destination
-		rs.Status.StartTime = now(r.now)
-		st.set(rs.Generation, v1alpha1.PhaseRunning, "waiting for the restore step of each member")
+		return r.publishPlan(ctx, rs, st)
+	}
+	if msg := r.checkPlan(rs); msg != "" {
+		st.set(rs.Generation, v1alpha1.PhaseFailed, msg)
+		rs.Status.CompletionTime = now(r.now)
 		if err := r.client.Status().Update(ctx, rs); err != nil {
-			r.release(key)
 			return reconcile.Result{}, client.IgnoreNotFound(err)
 		}
+		r.release(rs.UID)
 		return reconcile.Result{}, nil
 	}
-	r.hold(key, rs.Spec.Cluster, rs.Status.Plan)
+	r.hold(rs, rs.Status.Plan)
 	var done int
 	var failed []string
 	for _, m := range rs.Spec.Members {
@@ -73,8 +64,61 @@ func (r *restores) reconcilePlan(ctx context.Context, rs *v1alpha1.EtcdRestore, 
 	if err := r.client.Status().Update(ctx, rs); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	r.release(key)
+	r.release(rs.UID)
 	return reconcile.Result{}, nil
+}
+
+// publishPlan resolves a restore's plan, records its digest in the
+// restore's annotation (which the members, who may write the status,
+// cannot change), then publishes it in the status.
+func (r *restores) publishPlan(ctx context.Context, rs *v1alpha1.EtcdRestore, st phaseStatus) (reconcile.Result, error) {
+	plan, err := r.plan(ctx, rs)
+	if err != nil {
+		if ctx.Err() != nil {
+			return reconcile.Result{}, ctx.Err()
+		}
+		st.set(rs.Generation, v1alpha1.PhaseFailed, err.Error())
+		rs.Status.CompletionTime = now(r.now)
+		return reconcile.Result{}, client.IgnoreNotFound(r.client.Status().Update(ctx, rs))
+	}
+	status := rs.Status.DeepCopy() // plan may have set the gap
+	before := rs.DeepCopy()
+	if rs.Annotations == nil {
+		rs.Annotations = map[string]string{}
+	}
+	rs.Annotations[v1alpha1.PlanDigestAnnotation] = plan.Digest()
+	if err := r.client.Patch(ctx, rs, client.MergeFrom(before)); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	rs.Status = *status
+	r.hold(rs, plan)
+	rs.Status.Plan, rs.Status.BackupID, rs.Status.Destination = plan, plan.BackupID, plan.Destination
+	rs.Status.StartTime = now(r.now)
+	st.set(rs.Generation, v1alpha1.PhaseRunning, "waiting for the restore step of each member")
+	if err := r.client.Status().Update(ctx, rs); err != nil {
+		r.release(rs.UID)
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	return reconcile.Result{}, nil
+}
+
+// checkPlan says what is wrong with a published plan: a status.plan or a
+// member's report that is not the plan whose digest the controller
+// recorded. It returns "" when nothing is.
+func (r *restores) checkPlan(rs *v1alpha1.EtcdRestore) string {
+	want := rs.Annotations[v1alpha1.PlanDigestAnnotation]
+	if want == "" || rs.Status.Plan.Digest() != want {
+		return "status.plan is not the plan the controller published (digest " + want + "): it was changed"
+	}
+	if rs.Status.BackupID != rs.Status.Plan.BackupID || rs.Status.Destination != rs.Status.Plan.Destination {
+		return "status.backupID or status.destination is not the published plan's: it was changed"
+	}
+	for _, m := range rs.Status.Members {
+		if m.Phase == v1alpha1.PhaseCompleted && m.PlanDigest != want {
+			return fmt.Sprintf("member %s reported restoring plan %q, not the published plan %s", m.Name, m.PlanDigest, want)
+		}
+	}
+	return ""
 }
 
 // plan resolves what a restore beside the members restores: the full
@@ -139,29 +183,42 @@ func (r *restores) plan(ctx context.Context, rs *v1alpha1.EtcdRestore) (*v1alpha
 }
 
 // hold pins a plan's backups until release, once per restore.
-func (r *restores) hold(key types.NamespacedName, cluster string, plan *v1alpha1.RestorePlan) {
+func (r *restores) hold(rs *v1alpha1.EtcdRestore, plan *v1alpha1.RestorePlan) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, ok := r.held[key]; ok || r.pins == nil {
+	if _, ok := r.held[rs.UID]; ok || r.pins == nil {
 		return
 	}
-	unpins := []func(){r.pins.Pin(cluster, plan.BackupID)}
+	unpins := []func(){r.pins.Pin(rs.Spec.Cluster, plan.BackupID)}
 	for _, id := range plan.Segments {
-		unpins = append(unpins, r.pins.Pin(cluster, id))
+		unpins = append(unpins, r.pins.Pin(rs.Spec.Cluster, id))
 	}
-	r.held[key] = func() {
+	r.held[rs.UID] = heldPlan{name: client.ObjectKeyFromObject(rs), unpin: func() {
 		for _, u := range unpins {
 			u()
 		}
-	}
+	}}
 }
 
 // release unpins what hold pinned for a restore.
-func (r *restores) release(key types.NamespacedName) {
+func (r *restores) release(uid types.UID) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if unpin, ok := r.held[key]; ok {
-		unpin()
-		delete(r.held, key)
+	if h, ok := r.held[uid]; ok {
+		h.unpin()
+		delete(r.held, uid)
+	}
+}
+
+// releaseOthers unpins what hold pinned for the restores named name
+// other than the one of UID keep: they were deleted.
+func (r *restores) releaseOthers(name types.NamespacedName, keep types.UID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for uid, h := range r.held {
+		if h.name == name && uid != keep {
+			h.unpin()
+			delete(r.held, uid)
+		}
 	}
 }

@@ -38,9 +38,16 @@ type restores struct {
 	clusters *clusters
 
 	// held releases the pins of each restore beside the members, while
-	// the members read its backups.
+	// the members read its backups: by UID, so that a restore deleted and
+	// created again under its name pins its own plan.
 	mu   sync.Mutex
-	held map[types.NamespacedName]func()
+	held map[types.UID]heldPlan
+}
+
+// heldPlan is what hold pinned for one restore.
+type heldPlan struct {
+	name  types.NamespacedName
+	unpin func()
 }
 
 func (r *restores) setup(mgr ctrl.Manager) error {
@@ -53,19 +60,24 @@ func (r *restores) setup(mgr ctrl.Manager) error {
 // finished finds its directory there and fails with ErrTargetExists. A
 // restore whose destination is not known yet (created in the same apply,
 // and not seen yet, or destinations not loaded since the controller
-// started, or none at all) stays Pending until it is.
+// started, or none at all) stays Pending until it is. A restore beside
+// the members whose plan is published needs no destination: its backups
+// are pinned again at once by a controller that just became the leader.
 func (r *restores) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	var rs v1alpha1.EtcdRestore
 	if err := r.client.Get(ctx, req.NamespacedName, &rs); err != nil {
-		r.release(req.NamespacedName)
+		r.releaseOthers(req.NamespacedName, "")
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
+	r.releaseOthers(req.NamespacedName, rs.UID) // a deleted restore of the same name
 	if !rs.DeletionTimestamp.IsZero() || rs.Status.Phase == v1alpha1.PhaseCompleted || rs.Status.Phase == v1alpha1.PhaseFailed {
-		r.release(req.NamespacedName)
+		r.release(rs.UID)
 		return reconcile.Result{}, nil
 	}
 	st := phaseStatus{&rs.Status.Phase, &rs.Status.Message, &rs.Status.Conditions, &rs.Status.ObservedGeneration}
 	switch {
+	case len(rs.Spec.Members) > 0 && rs.Status.Plan != nil:
+		return r.reconcilePlan(ctx, &rs, st)
 	case !r.loaded.isOpen():
 		return wait(ctx, r.client, &rs, st, errNotLoaded)
 	case rs.Spec.Destination != "":

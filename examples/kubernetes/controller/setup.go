@@ -91,12 +91,14 @@ func AddToScheme(s *runtime.Scheme) error {
 
 // The RBAC the controllers need, generated into config/rbac by make
 // generate: a ClusterRole that reads the resources and writes their
-// status, and updates EtcdClusters only (their finalizer); a Role in the
+// status, updates EtcdClusters only (their finalizer) and patches
+// EtcdRestores only (the digest of a published plan); a Role in the
 // controller's namespace (etcdbackup-system: change it with the
 // deployment's) for the credentials Secrets and the leader's Lease.
 //
 // +kubebuilder:rbac:groups=backup.etcdbackup.io,resources=backupdestinations;etcdclusters;etcdbackupconfigs;etcdbackups;etcdrestores,verbs=get;list;watch
 // +kubebuilder:rbac:groups=backup.etcdbackup.io,resources=etcdclusters,verbs=update
+// +kubebuilder:rbac:groups=backup.etcdbackup.io,resources=etcdrestores,verbs=patch
 // +kubebuilder:rbac:groups=backup.etcdbackup.io,resources=backupdestinations/status;etcdclusters/status;etcdbackupconfigs/status;etcdbackups/status;etcdrestores/status,verbs=update
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",namespace=etcdbackup-system,resources=secrets,verbs=get;list;watch
@@ -197,7 +199,7 @@ func Setup(mgr manager.Manager, o Options) (*Controllers, error) {
 	configs.drills = drills
 	oneShots := &oneShots{client: c, events: rec, registry: registry, clusters: clusters, metrics: metrics, now: now, log: o.Logger, loaded: loaded}
 	restores := &restores{client: c, events: rec, registry: registry, pins: pins, dir: o.RestoreDir,
-		identities: o.Identities, now: now, log: o.Logger, loaded: loaded, held: map[types.NamespacedName]func(){}, clusters: clusters}
+		identities: o.Identities, now: now, log: o.Logger, loaded: loaded, held: map[types.UID]heldPlan{}, clusters: clusters}
 	err = errors.Join(
 		indexFields(context.Background(), mgr.GetFieldIndexer(), o.Namespace),
 		mgr.Add(secrets),

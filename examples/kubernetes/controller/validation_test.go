@@ -134,6 +134,14 @@ func TestNewFieldsValidation(t *testing.T) {
 			t.Errorf("good object %d refused: %v", i, err)
 		}
 	}
+	bc := &v1alpha1.EtcdBackupConfig{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "typed"}, Spec: *spec(func(*v1alpha1.EtcdBackupConfigSpec) {})}
+	if err := c.Create(t.Context(), bc); err != nil {
+		t.Fatal(err)
+	}
+	bc.Spec.Type = v1alpha1.TypeKeysJSON
+	if err := c.Update(t.Context(), bc); err == nil || !strings.Contains(err.Error(), "type is immutable") {
+		t.Errorf("changing a config's type: %v, want an error with %q", err, "type is immutable")
+	}
 }
 
 // object wraps a spec in its object, named for the case.

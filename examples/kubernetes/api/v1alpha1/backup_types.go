@@ -23,6 +23,7 @@ type Encoding struct {
 //
 // +kubebuilder:validation:XValidation:rule="self.destination == oldSelf.destination",message="destination is immutable: the config's backups live there; delete the config and create a new one"
 // +kubebuilder:validation:XValidation:rule="self.cluster == oldSelf.cluster",message="cluster is immutable"
+// +kubebuilder:validation:XValidation:rule="(has(self.type) ? self.type : 'snapshot') == (has(oldSelf.type) ? oldSelf.type : 'snapshot')",message="type is immutable: the config's backups are of one kind; delete the config and create a new one"
 // +kubebuilder:validation:XValidation:rule="!has(self.prefixes) || self.type == 'keys-json'",message="prefixes are for keys-json backups only"
 // +kubebuilder:validation:XValidation:rule="!has(self.continuous) || self.type != 'keys-json'",message="continuous backup is for snapshot backups only: a keys-json backup cannot be continuous"
 // +kubebuilder:validation:XValidation:rule="!has(self.continuous) || (has(self.schedule) && size(self.schedule) > 0)",message="continuous backup needs a schedule: the schedule's full backups start its chains"

@@ -1,8 +1,20 @@
 package v1alpha1
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
+
+// PlanDigestAnnotation is the annotation in which the controller records
+// the Digest of the plan it publishes in an EtcdRestore's status.plan,
+// before publishing it. The members' restore steps may update the
+// status, not the object's metadata: a step restores a plan only when it
+// matches this digest, and the controller fails a restore whose plan or
+// member reports do not.
+const PlanDigestAnnotation = "backup.etcdbackup.io/plan-digest"
 
 // RestoreMember is the etcd member whose data directory is restored, with
 // the flags of `etcdutl snapshot restore`.
@@ -194,6 +206,16 @@ type RestorePlan struct {
 	RevisionBump int64 `json:"revisionBump,omitempty"`
 }
 
+// Digest returns the SHA-256 of the plan's JSON encoding, in hexadecimal.
+func (p *RestorePlan) Digest() string {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return "" // a plan always encodes
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
 // MemberRestoreStatus is what the restore step of a member reported.
 type MemberRestoreStatus struct {
 	// Name is the member's name.
@@ -203,6 +225,11 @@ type MemberRestoreStatus struct {
 	// MemberID is the member's ID when it starts, in hexadecimal.
 	// +optional
 	MemberID string `json:"memberID,omitempty"`
+	// PlanDigest is the Digest of the plan the step restored (or
+	// refused): the controller fails the restore when it is not the
+	// plan it published.
+	// +optional
+	PlanDigest string `json:"planDigest,omitempty"`
 	// Message says why the step failed.
 	// +optional
 	Message string `json:"message,omitempty"`

@@ -9,7 +9,15 @@
 //
 // It is idempotent: a pod that restarts after its member was restored
 // finds the data directory marked with the restore's UID and reports
-// success again without touching it. A data directory that holds other
+// success again without touching it. A restore that ended (Completed or
+// Failed) is never applied again: the step succeeds without touching the
+// data directory when it holds that restore, or when the member is not one
+// of a Completed restore's members (it was added since), and refuses
+// otherwise (a replaced volume would get the old plan's data): delete the
+// EtcdRestore, or remove the init container, once it ended. The plan is
+// restored only when it is the one whose digest the controller recorded
+// in the restore's annotation (see v1alpha1.PlanDigestAnnotation), and,
+// with --cluster, only for that cluster. A data directory that holds other
 // data (the member's old one) is moved aside to DIR.replaced-UID, never
 // deleted. The destination's credentials come from the pod's environment
 // (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, or the default chain), never
@@ -27,6 +35,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -59,6 +68,7 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	member := fs.String("member", "", "this member's `name` in the restore's members")
 	dataDir := fs.String("data-dir", "", "the member's data `directory` (not the volume's root: it is renamed into place)")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig `file` outside the cluster (default: $KUBECONFIG, the pod's service account)")
+	cluster := fs.String("cluster", "", "the etcd `cluster` this member is of: a restore of another is refused")
 	destURL := fs.String("destination-url", "", "the `URL` of the destination this pod's credentials are for: a plan naming another is refused")
 	waitFor := fs.Duration("wait", 10*time.Minute, "how long to wait for the controller's plan")
 	if err := fs.Parse(args); err != nil {
@@ -94,17 +104,19 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	// The plan is in a status that others may write: the pod's
-	// credentials go only where the pod's own spec says.
-	if rs.Status.Plan.URL != *destURL {
-		return fmt.Errorf("the plan of restore %s reads destination %s at %s, not --destination-url", key, rs.Status.Plan.Destination, rs.Status.Plan.URL)
+	if *cluster != "" && rs.Spec.Cluster != *cluster {
+		return fmt.Errorf("restore %s is of cluster %q, not --cluster %q", key, rs.Spec.Cluster, *cluster)
 	}
-	i := slices.IndexFunc(rs.Spec.Members, func(m v1alpha1.PlannedMember) bool { return m.Name == *member })
-	if i < 0 {
-		return fmt.Errorf("member %q is not one of the restore's members", *member)
+	if rs.Status.Phase == v1alpha1.PhaseCompleted || rs.Status.Phase == v1alpha1.PhaseFailed {
+		return ended(rs, *member, *dataDir, log)
 	}
-	st := v1alpha1.MemberRestoreStatus{Name: *member, Phase: v1alpha1.PhaseCompleted}
-	id, rerr := restoreMember(ctx, rs, rs.Spec.Members[i], *dataDir, log)
+	st := v1alpha1.MemberRestoreStatus{Name: *member, Phase: v1alpha1.PhaseCompleted, PlanDigest: rs.Status.Plan.Digest()}
+	var id string
+	rerr := checkPlan(rs, *member, *destURL)
+	if rerr == nil {
+		i := slices.IndexFunc(rs.Spec.Members, func(m v1alpha1.PlannedMember) bool { return m.Name == *member })
+		id, rerr = restoreMember(ctx, rs, rs.Spec.Members[i], *dataDir, log)
+	}
 	if rerr != nil {
 		st.Phase, st.Message = v1alpha1.PhaseFailed, rerr.Error()
 	}
@@ -115,17 +127,59 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	return rerr
 }
 
-// waitPlan waits until the controller published the restore's plan.
+// checkPlan refuses a running restore's plan that this member must not
+// restore: one that is not the plan whose digest the controller recorded
+// (status.plan may be written by others, the annotation may not), one
+// that sends the pod's credentials elsewhere than its own spec says, or
+// one that does not list the member.
+func checkPlan(rs *v1alpha1.EtcdRestore, member, destURL string) error {
+	key := client.ObjectKeyFromObject(rs)
+	if want, got := rs.Annotations[v1alpha1.PlanDigestAnnotation], rs.Status.Plan.Digest(); got != want {
+		return fmt.Errorf("the plan of restore %s is not the one the controller published (digest %s, annotation %s)", key, got, want)
+	}
+	if rs.Status.Plan.URL != destURL {
+		return fmt.Errorf("the plan of restore %s reads destination %s at %s, not --destination-url", key, rs.Status.Plan.Destination, rs.Status.Plan.URL)
+	}
+	if !slices.ContainsFunc(rs.Spec.Members, func(m v1alpha1.PlannedMember) bool { return m.Name == member }) {
+		return fmt.Errorf("member %q is not one of the members of running restore %s", member, key)
+	}
+	return nil
+}
+
+// ended decides what the step does for a restore that ended: it never
+// restores again. A member whose data directory holds this restore
+// starts on it (the pod restarted); a member a Completed restore does not
+// list (added since) starts on its data as it is; any other member is
+// refused, since it would start empty or on data the restore replaced
+// (its volume was replaced, or the restore failed): delete the
+// EtcdRestore, or remove the init container, to start it anyway.
+func ended(rs *v1alpha1.EtcdRestore, member, dataDir string, log *slog.Logger) error {
+	key := client.ObjectKeyFromObject(rs)
+	if _, ok := readMarker(filepath.Clean(dataDir), string(rs.UID)); ok {
+		log.Info("member already restored", "restore", key.String(), "member", member, "data_dir", dataDir)
+		return nil
+	}
+	listed := slices.ContainsFunc(rs.Spec.Members, func(m v1alpha1.PlannedMember) bool { return m.Name == member })
+	if rs.Status.Phase == v1alpha1.PhaseCompleted && !listed {
+		log.Info("member not in the completed restore: nothing to do", "restore", key.String(), "member", member)
+		return nil
+	}
+	return fmt.Errorf("restore %s is %s and data directory %s does not hold it: it is not restored again; "+
+		"delete the EtcdRestore (or remove the init container) to start the member on its data as it is", key, rs.Status.Phase, dataDir)
+}
+
+// waitPlan waits until the controller published the restore's plan and
+// its digest, or the restore ended.
 func waitPlan(ctx context.Context, c client.Client, key types.NamespacedName, timeout time.Duration) (*v1alpha1.EtcdRestore, error) {
 	var rs v1alpha1.EtcdRestore
 	err := wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
 		if err := c.Get(ctx, key, &rs); err != nil {
 			return false, err
 		}
-		if rs.Status.Phase == v1alpha1.PhaseFailed && rs.Status.Plan == nil {
-			return false, fmt.Errorf("restore %s failed: %s", key, rs.Status.Message)
+		if rs.Status.Phase == v1alpha1.PhaseCompleted || rs.Status.Phase == v1alpha1.PhaseFailed {
+			return true, nil
 		}
-		return rs.Status.Plan != nil, nil
+		return rs.Status.Plan != nil && rs.Annotations[v1alpha1.PlanDigestAnnotation] != "", nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("plan of restore %s: %w", key, err)
