@@ -194,6 +194,20 @@ func (e Entry) ChainBase() bool {
 	return r.Low > 0 && r.High >= r.Low
 }
 
+// Continues reports whether the delta segments of chain may continue from
+// e, a full backup that may base a chain (ChainBase): those of the chain
+// e started (chain is e's ID) and, for a synthetic full backup, those of
+// the chain it was compacted from (SyntheticInfo.Chain), which hold the
+// same history after its revision. Restore (restore.FindPoint) replays a
+// full backup only with such segments, so that a plan never mixes two
+// histories, and retention keeps them together.
+func (e Entry) Continues(chain string) bool {
+	if !e.ChainBase() || chain == "" {
+		return false
+	}
+	return e.ID == chain || e.Manifest.Synthetic != nil && e.Manifest.Synthetic.Chain == chain
+}
+
 // ErrSlowStore is reported (wrapped in WatchRestarted events) when storing
 // a segment took longer than Follower.SlowStore: the watch was cancelled
 // meanwhile, and resumes after the segment.

@@ -246,14 +246,25 @@ func groupChains(segments []Backup) chainSet {
 }
 
 // forFull returns the segments that may continue full: its own chain's
-// (those whose manifest names full as their chain), and no other. A chain
-// started from an older full may hold, past this full's revision, the same
-// revisions of another history (a cluster restored to an earlier revision
-// and followed again): replaying them on this full would restore a state
-// that never existed. Only a chain's own segments are proven to continue
-// the history its full holds.
+// (those whose manifest names full as their chain) and, for a synthetic
+// full backup, those of the chain it was compacted from
+// (backup.Entry.Continues), and no other. A chain started from an older
+// full may hold, past this full's revision, the same revisions of another
+// history (a cluster restored to an earlier revision and followed again):
+// replaying them on this full would restore a state that never existed.
+// Only the segments of a chain the full holds the history of are proven
+// to continue it.
 func (cs chainSet) forFull(full Backup) [][]Backup {
-	return [][]Backup{cs.segments[full.ID]}
+	var segs []Backup
+	for chain, s := range cs.segments {
+		if full.Continues(chain) {
+			segs = append(segs, s...)
+		}
+	}
+	slices.SortStableFunc(segs, func(a, b Backup) int {
+		return cmpInt(a.Manifest.FirstRevision, b.Manifest.FirstRevision)
+	})
+	return [][]Backup{segs}
 }
 
 func cmpInt(a, b int64) int {

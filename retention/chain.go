@@ -33,8 +33,9 @@ import (
 //     when the window reaches back past every full backup, or no date can
 //     be trusted, the one with the lowest revision;
 //   - keeps every full backup a chain reaching into the window starts
-//     from, when it is newer than the base by revision, even when the plan
-//     would delete it;
+//     from, or continues from (a synthetic full backup compacted from it,
+//     see backup.Entry.Continues), when it is newer than the base by
+//     revision, even when the plan would delete it;
 //   - keeps every delta segment that ends after the base's revision: the
 //     restore points from the base to now depend on them;
 //   - deletes the delta segments that end at or before the base's
@@ -136,20 +137,27 @@ func (c ChainPolicy) Apply(plan *Plan) (*Plan, error) {
 		ds[i].Action, ds[i].Reason = Keep, ReasonSegmentKept
 		chainBases[e.Manifest.Chain] = true
 	}
-	// A chain's first full backup is kept whatever its config: the
-	// segments kept need it.
+	// The full backups a kept chain continues from (its first, and the
+	// synthetic ones compacted from it: backup.Entry.Continues) are kept
+	// whatever their config: the segments kept need them.
 	for i, d := range ds {
 		e := d.Entry
-		if e.Cluster == plan.Cluster && e.Kind == backup.KindBackup && e.Manifest != nil &&
-			chainBases[e.ID] && e.Manifest.Etcd.Revision.Low > baseRev {
-			keep(&ds[i], ReasonChainBase)
+		if e.Cluster != plan.Cluster || e.Kind != backup.KindBackup || e.Manifest == nil || e.Manifest.Etcd.Revision.Low <= baseRev {
+			continue
+		}
+		for chain := range chainBases {
+			if chainBases[e.ID] || e.Continues(chain) {
+				keep(&ds[i], ReasonChainBase)
+				break
+			}
 		}
 	}
 	return &out, nil
 }
 
 // keepChainBases returns plan with every full backup that a delta segment
-// of the cluster names as its chain kept: without a ChainPolicy no segment
+// of the cluster names as its chain, or continues from (a synthetic full
+// backup), kept: without a ChainPolicy no segment
 // is deleted, so every restore point of every chain stays restorable.
 func keepChainBases(plan *Plan) *Plan {
 	chains := map[string]bool{}
@@ -164,8 +172,15 @@ func keepChainBases(plan *Plan) *Plan {
 	out := *plan
 	out.Decisions = slices.Clone(plan.Decisions)
 	for i := range out.Decisions {
-		if e := out.Decisions[i].Entry; e.Cluster == plan.Cluster && e.Kind == backup.KindBackup && chains[e.ID] {
-			keep(&out.Decisions[i], ReasonChainBase)
+		e := out.Decisions[i].Entry
+		if e.Cluster != plan.Cluster || e.Kind != backup.KindBackup {
+			continue
+		}
+		for chain := range chains {
+			if chains[e.ID] || e.Continues(chain) {
+				keep(&out.Decisions[i], ReasonChainBase)
+				break
+			}
 		}
 	}
 	return &out
