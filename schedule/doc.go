@@ -54,6 +54,13 @@
 // pause (Status.FollowError, Status.FollowRestarts); Status.Following
 // says whether it follows etcd now.
 //
+// With Continuous.CompactInterval, the runner (a CompactingRunner:
+// PipelineRunner is one) also compacts the job's chain into a synthetic
+// full backup that often, on the scheduler's clock (package compact): each
+// compaction waits for a run slot and takes the job's lock as a run does,
+// and one that finds no new segment stores nothing (Status.Compactions,
+// Status.CompactError).
+//
 // At most Config.MaxConcurrent runs are in flight, and at most
 // Config.MaxPerDestination write to one destination; due runs wait in
 // order, and a run whose destination is busy lets others pass. A job never
