@@ -184,7 +184,9 @@ bench: $(TOOLS)/minio
 	bench-out/etcdbackup-bench pitr-restore $(PITR_RESTORE_FLAGS)
 
 # bench-pitr: continuous backup at 1,000 writes/s of 1 KiB for 60 s: commit
-# lag p50/p99, the follower's peak RSS, offline replay speed. About a
+# lag p50/p99, the follower's peak RSS, offline replay speed, then the
+# compaction of the chain into a synthetic full backup (events/s, peak RSS)
+# and the restore of the newest point from it. About a
 # minute; prints a table and writes it to bench-out/pitr.md (BENCHMARKS.md
 # records a run in its notes). PITR_FLAGS passes flags, e.g.
 # PITR_FLAGS='-duration 10s'.
@@ -196,7 +198,7 @@ bench-pitr: $(TOOLS)/minio
 # bench-pitr-restore: a full backup of the 1 GiB etcd (the fill bench
 # caches), then 3.6 million puts of 1 KiB (an hour at 1,000/s) stored by a
 # follower; the restore of the last revision against the restore of the
-# full backup alone. About 10 minutes; writes bench-out/pitr-restore.md.
+# full backup alone, then after compacting the chain. About 10 minutes; writes bench-out/pitr-restore.md.
 # PITR_RESTORE_FLAGS passes flags, e.g. PITR_RESTORE_FLAGS='-writes 100000'.
 .PHONY: bench-pitr-restore
 bench-pitr-restore: $(TOOLS)/minio

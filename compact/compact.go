@@ -108,9 +108,9 @@ type Result struct {
 }
 
 // Compact makes a synthetic full backup of q.Cluster at q.ToRevision (see
-// the package documentation). It returns an error when no target
-// committed it, joining the failures of the targets that did not; the
-// result says which did. A revision in a gap of the stored history is
+// the package documentation). When a target fails, the others keep their
+// committed backup: the error joins the failures of the targets that did
+// not commit it, and the result (Backup.Outcomes) says which did. A revision in a gap of the stored history is
 // refused (restore.ErrNoChain), as is one already held by a full backup
 // (ErrNothingToCompact).
 func (c *Compactor) Compact(ctx context.Context, q Request) (*Result, error) {
@@ -162,7 +162,7 @@ func (c *Compactor) Compact(ctx context.Context, q Request) (*Result, error) {
 		res.ID = res.Backup.ID
 	}
 	res.Elapsed = time.Since(started)
-	if res.Backup == nil || len(res.Backup.Succeeded()) == 0 {
+	if err != nil {
 		return res, fmt.Errorf("store the synthetic full backup of %q at revision %d: %w", q.Cluster, plan.Revision, err)
 	}
 	c.logger().Info("chain compacted", "cluster", q.Cluster, "backup", res.ID, "revision", res.Revision, "base", res.Synthetic.Base,

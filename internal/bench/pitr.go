@@ -136,7 +136,12 @@ collect:
 	if err := measureReplay(ctx, env, last, filepath.Join(run, "restore"), &rep); err != nil {
 		return err
 	}
-	md := rep.markdown(*rate, strings.Join(args, " "))
+	progress("pitr: compacting the chain to revision %d", last)
+	cr, err := measureCompaction(ctx, env, last, filepath.Join(run, "compact"))
+	if err != nil {
+		return err
+	}
+	md := strings.TrimSuffix(rep.markdown(*rate, strings.Join(args, " ")), "\n") + cr.markdown(rep.FullOnly, rep.PointTotal) + "\n"
 	fmt.Print(md)
 	return os.WriteFile(*out, []byte(md), 0o644)
 }

@@ -104,7 +104,13 @@ func runPITRRestore(args []string) error {
 		}
 		rep.Events, rep.FullRevision, rep.RestoredRevision = r.Events, r.FullRevision, r.RestoredRevision
 	}
-	md := rep.restoreMarkdown(formatBytes(size), meta.Keys, strings.Join(args, " "))
+	progress("pitr-restore: compacting the chain to revision %d", last)
+	cr, err := measureCompaction(ctx, env, last, filepath.Join(run, "compact"))
+	if err != nil {
+		return err
+	}
+	md := strings.TrimSuffix(rep.restoreMarkdown(formatBytes(size), meta.Keys, strings.Join(args, " ")), "\n") +
+		cr.markdown(rep.FullOnly, rep.PointTotal) + "\n"
 	fmt.Print(md)
 	return os.WriteFile(*out, []byte(md), 0o644)
 }
