@@ -56,3 +56,27 @@ func TestContinuousJobCompacts(t *testing.T) {
 	cancel()
 	require.NoError(t, <-done)
 }
+
+// followOnly is a ContinuousRunner without Compact.
+type followOnly struct{ RunnerFuncs }
+
+func (followOnly) Follow(ctx context.Context, _ Job, started func()) error {
+	started()
+	<-ctx.Done()
+	return nil
+}
+
+// TestCompactIntervalNeedsACompactingRunner: Set refuses a compaction
+// interval the runner cannot honour, and one under a minute.
+func TestCompactIntervalNeedsACompactingRunner(t *testing.T) {
+	s, err := New(Config{Runner: followOnly{}})
+	require.NoError(t, err)
+	j := continuousJob()
+	require.NoError(t, s.Set(j))
+	j.Continuous.CompactInterval = time.Hour
+	var je *JobError
+	require.ErrorAs(t, s.Set(j), &je)
+	assert.Contains(t, je.Error(), "CompactingRunner")
+	j.Continuous.CompactInterval = time.Second
+	require.ErrorContains(t, j.Validate(), "compaction interval")
+}
