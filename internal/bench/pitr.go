@@ -141,7 +141,7 @@ collect:
 	if err != nil {
 		return err
 	}
-	md := strings.TrimSuffix(rep.markdown(*rate, strings.Join(args, " ")), "\n") + cr.markdown(rep.FullOnly, rep.PointTotal) + "\n"
+	md := strings.TrimSuffix(rep.markdown(*rate, strings.Join(args, " ")), "\n") + cr.markdown(rep.FullOnly, rep.PointTotal, false) + "\n"
 	fmt.Print(md)
 	return os.WriteFile(*out, []byte(md), 0o644)
 }

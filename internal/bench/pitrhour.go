@@ -110,7 +110,7 @@ func runPITRRestore(args []string) error {
 		return err
 	}
 	md := strings.TrimSuffix(rep.restoreMarkdown(formatBytes(size), meta.Keys, strings.Join(args, " ")), "\n") +
-		cr.markdown(rep.FullOnly, rep.PointTotal) + "\n"
+		cr.markdown(rep.FullOnly, rep.PointTotal, true) + "\n"
 	fmt.Print(md)
 	return os.WriteFile(*out, []byte(md), 0o644)
 }
