@@ -110,9 +110,9 @@ type Result struct {
 // Compact makes a synthetic full backup of q.Cluster at q.ToRevision (see
 // the package documentation). When a target fails, the others keep their
 // committed backup: the error joins the failures of the targets that did
-// not commit it, and the result (Backup.Outcomes) says which did. A revision in a gap of the stored history is
-// refused (restore.ErrNoChain), as is one already held by a full backup
-// (ErrNothingToCompact).
+// not commit it, and the result (Backup.Outcomes) says which did. A
+// revision in a gap of the stored history is refused (restore.ErrNoChain),
+// as is one already held by a full backup (ErrNothingToCompact).
 func (c *Compactor) Compact(ctx context.Context, q Request) (*Result, error) {
 	if c.Restorer == nil || c.Pipeline == nil {
 		return nil, errors.New("compactor needs a restorer and a pipeline")
