@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/etcdbackup/etcdbackup/compact"
+	"github.com/etcdbackup/etcdbackup/restore"
 )
 
 // CompactingRunner is a ContinuousRunner that also compacts a continuous
@@ -31,7 +32,9 @@ func (s *Scheduler) superviseCompaction(ctx context.Context, e *entry, job Job) 
 			return
 		}
 		done := err == nil
-		if errors.Is(err, compact.ErrNothingToCompact) || errors.Is(err, ErrLocked) {
+		// Nothing new since the last compaction, no chain yet, or a run of
+		// the job holding its lock: the next interval tries again.
+		if errors.Is(err, compact.ErrNothingToCompact) || errors.Is(err, restore.ErrNoBackup) || errors.Is(err, ErrLocked) {
 			err = nil
 		}
 		s.mu.Lock()
