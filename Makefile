@@ -123,13 +123,16 @@ FUZZ_TARGETS := \
 	./backup:FuzzParseKeyLine \
 	./backup:FuzzRangeChunk \
 	./backup:FuzzKeysJSONReader \
+	./backup:FuzzKeysZipReader \
 	./restore:FuzzSnapshotKeys:1000x \
 	./destination:FuzzParseURL
 
-# release: the CLI as shipped: stripped, without file paths.
+# release: the CLI as shipped: stripped, without file paths. make bench
+# builds the CLI modes' binary with the same command.
+RELEASE_BUILD = go build -trimpath -ldflags='-s -w'
 .PHONY: release
 release:
-	go build -trimpath -ldflags='-s -w' -o bin/etcdbackup ./examples/etcdbackup
+	$(RELEASE_BUILD) -o bin/etcdbackup ./examples/etcdbackup
 
 # rules: check the Prometheus alerting rules of examples/alerts with
 # promtool (Debian's prometheus package), run their unit tests, and lint
@@ -169,38 +172,49 @@ fuzz:
 
 # bench: measure backups of a Kubernetes-like etcd (256 MiB, 1 GiB, 2 GiB)
 # to MinIO: the two-step approach of cron-job tools against etcdbackup's
-# streaming, zstd, age and spool modes, and restores of a backup against
-# download-then-`etcdutl snapshot restore`; write BENCHMARKS.md with
-# BENCHMARKS.png. Filled etcds are cached in bench-out/etcd (git-ignored).
-# Then the continuous-backup figures of bench-pitr and bench-pitr-restore.
-# About 50 minutes on 2 cores. BENCH_FLAGS passes flags, e.g.
-# BENCH_FLAGS='-runs 1 -sizes 256MiB,1GiB'.
+# streaming, zstd, age and spool modes, the CLI as shipped (built as make
+# release builds it, into a temporary directory), and restores of a backup
+# against download-then-`etcdutl snapshot restore`; then continuous
+# backup (pitr) and a point restore after many writes (pitr-restore).
+# Every step saves its figures in bench-out/results.json and renders the
+# whole of BENCHMARKS.md with BENCHMARKS.png from it: nothing in the report
+# is typed in. Filled etcds are cached in bench-out/etcd (git-ignored).
+# About one and a half to two hours on 2 cores (more when the machine is
+# busy: rounds are added until 5 are quiet, up to -max-runs). BENCH_FLAGS, PITR_FLAGS and
+# PITR_RESTORE_FLAGS pass flags, e.g. BENCH_FLAGS='-sizes 256MiB,1GiB'.
 .PHONY: bench
 bench: $(TOOLS)/minio
 	go build -o bench-out/etcdbackup-bench ./internal/bench
 	go build -tags benchlean -o bench-out/etcdbackup-bench-lean ./internal/bench
-	bench-out/etcdbackup-bench $(BENCH_FLAGS)
+	@cli=$$(mktemp -d) && trap 'rm -rf "$$cli"' EXIT && \
+	echo "$(RELEASE_BUILD) -o $$cli/etcdbackup ./examples/etcdbackup" && \
+	$(RELEASE_BUILD) -o "$$cli/etcdbackup" ./examples/etcdbackup && \
+	bench-out/etcdbackup-bench -cli "$$cli/etcdbackup" $(BENCH_FLAGS)
 	bench-out/etcdbackup-bench pitr $(PITR_FLAGS)
 	bench-out/etcdbackup-bench pitr-restore $(PITR_RESTORE_FLAGS)
 
-# bench-pitr: continuous backup at 1,000 writes/s of 1 KiB for 60 s: commit
-# lag p50/p99, the follower's peak RSS, offline replay speed, then the
-# compaction of the chain into a synthetic full backup (events/s, peak RSS)
-# and the restore of the newest point from it. About a
-# minute; prints a table and writes it to bench-out/pitr.md (BENCHMARKS.md
-# records a run in its notes). PITR_FLAGS passes flags, e.g.
-# PITR_FLAGS='-duration 10s'.
+# bench-pitr: continuous backup at 1,000 writes/s of 1 KiB for 60 s after
+# the follower's own full backup of the 1 GiB etcd: commit lag p50/p99,
+# the follower's peak RSS, offline replay speed, then the compaction of
+# the chain into a synthetic full backup (events/s, peak RSS) and the
+# restore of the newest point from it. Adds its figures to
+# bench-out/results.json and renders BENCHMARKS.md again.
+# PITR_FLAGS passes flags, e.g. PITR_FLAGS='-duration 10s -full 0'.
 .PHONY: bench-pitr
 bench-pitr: $(TOOLS)/minio
 	go build -o bench-out/etcdbackup-bench ./internal/bench
+	go build -tags benchlean -o bench-out/etcdbackup-bench-lean ./internal/bench
 	bench-out/etcdbackup-bench pitr $(PITR_FLAGS)
 
 # bench-pitr-restore: a full backup of the 1 GiB etcd (the fill bench
 # caches), then 3.6 million puts of 1 KiB (an hour at 1,000/s) stored by a
 # follower; the restore of the last revision against the restore of the
-# full backup alone, then after compacting the chain. About 10 minutes; writes bench-out/pitr-restore.md.
+# full backup alone, then after compacting the chain. About 10 minutes;
+# adds its figures to
+# bench-out/results.json and renders BENCHMARKS.md again.
 # PITR_RESTORE_FLAGS passes flags, e.g. PITR_RESTORE_FLAGS='-writes 100000'.
 .PHONY: bench-pitr-restore
 bench-pitr-restore: $(TOOLS)/minio
 	go build -o bench-out/etcdbackup-bench ./internal/bench
+	go build -tags benchlean -o bench-out/etcdbackup-bench-lean ./internal/bench
 	bench-out/etcdbackup-bench pitr-restore $(PITR_RESTORE_FLAGS)

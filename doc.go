@@ -16,5 +16,6 @@
 //     son, max-age) and a Pruner that cannot delete the newest backup, a
 //     legacy snapshot, a locked object or another cluster's data.
 //
-// Destinations, restore and scheduling build on these packages.
+// Destinations, restore, replicate (copies of stored backups from one
+// destination to another) and scheduling build on these packages.
 package etcdbackup

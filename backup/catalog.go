@@ -55,6 +55,10 @@ const (
 	// of kind "keys-json" and its data object. It is imported into a live
 	// etcd (restore.Importer), never restored as a member's snapshot.
 	KindKeysJSON Kind = "keys-json"
+	// KindKeys is a logical backup stored as a keys zip (see
+	// KeysZipWriter): a valid manifest of kind "keys" and its data object.
+	// It is imported as keys-json is.
+	KindKeys Kind = "keys"
 	// KindForeign is an object in a subfolder of the cluster's folder: not
 	// ours and not a legacy snapshot. It is left alone.
 	KindForeign Kind = "foreign"
@@ -72,7 +76,7 @@ type Entry struct {
 	// ManifestKey is the manifest's key in the bucket; empty for legacy,
 	// orphan and foreign objects.
 	ManifestKey string
-	// Manifest is set for KindBackup, KindDelta and KindKeysJSON.
+	// Manifest is set for KindBackup, KindDelta, KindKeysJSON and KindKeys.
 	Manifest *Manifest
 	// Created orders entries: the manifest's creation time, or the
 	// object's modification time when there is no manifest.
@@ -89,6 +93,10 @@ type Entry struct {
 	// attributed to the cluster (see LegacyNames); empty otherwise.
 	Attribution string
 }
+
+// Logical reports whether k is a logical backup's kind: KindKeysJSON or
+// KindKeys.
+func (k Kind) Logical() bool { return k == KindKeysJSON || k == KindKeys }
 
 // Restorable reports whether the entry can be restored: a backup or a
 // legacy snapshot.
@@ -272,6 +280,8 @@ func EntryOf(m *Manifest) Entry {
 		kind = KindDelta
 	case m.IsKeysJSON():
 		kind = KindKeysJSON
+	case m.Kind == ManifestKindKeys:
+		kind = KindKeys
 	}
 	prefix := ClusterPrefix(m.Cluster)
 	return Entry{Kind: kind, Cluster: m.Cluster, ID: m.ID, Key: prefix + m.DataKey, ManifestKey: prefix + ManifestKey(m.DataKey),

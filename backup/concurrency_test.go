@@ -2,7 +2,10 @@ package backup_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -172,4 +175,121 @@ func TestFailedCommitRemovesOnlyItsOwnData(t *testing.T) {
 	require.ErrorIs(t, err, backup.ErrBackupExists)
 	require.ErrorIs(t, err, backup.ErrNotOwnObject)
 	assert.Equal(t, "theirs", string(readObject(t, b, "prod-a/"+m.DataKey)))
+}
+
+// gatedUploader reads the whole stream, waits for wait (if set), then
+// uploads, and closes done once its upload has returned: it orders two
+// runs' uploads to one destination.
+type gatedUploader struct {
+	*backup.BucketUploader
+	wait, done chan struct{}
+	once       sync.Once
+}
+
+func (g *gatedUploader) Upload(ctx context.Context, m *backup.Manifest, r io.Reader) error {
+	body, err := io.ReadAll(r)
+	if err != nil {
+		return err
+	}
+	if g.wait != nil {
+		<-g.wait
+	}
+	defer g.once.Do(func() { close(g.done) })
+	return g.BucketUploader.Upload(ctx, m, bytes.NewReader(body))
+}
+
+// TestSameIDRaceAcrossTargets: two scheduled runs of one config in the
+// same millisecond, with destinations A (file) and B (MinIO); the first
+// run takes the ID on A, the second on B. Neither may commit where it
+// won: A and B would hold different snapshots under one ID. A run that
+// lost the ID anywhere gives it up and backs up again under an ID of its
+// own, on both destinations; every ID names one snapshot everywhere.
+func TestSameIDRaceAcrossTargets(t *testing.T) {
+	srv := miniotest.Start(t)
+	a, _ := newFile(t)
+	b := newS3(t, srv, srv.NewBucket(t, miniotest.BucketOptions{}))
+	buckets := map[string]storage.Bucket{"a": a, "b": b}
+	at := time.Date(2026, 11, 24, 19, 0, 0, 0, time.UTC)
+	const plain = "prod-a-hourly-20261124T190000.000Z"
+
+	// Run 1 uploads to A at once and to B after run 2 has; run 2 uploads
+	// to B at once and to A after run 1 has.
+	a1, b1 := &gatedUploader{done: make(chan struct{})}, &gatedUploader{done: make(chan struct{})}
+	a2, b2 := &gatedUploader{done: make(chan struct{})}, &gatedUploader{done: make(chan struct{})}
+	b1.wait, a2.wait = b2.done, a1.done
+	results, errs := make([]*backup.Result, 2), make([]error, 2)
+	var wg sync.WaitGroup
+	for i, gates := range [][2]*gatedUploader{{a1, b1}, {a2, b2}} {
+		gates[0].BucketUploader = &backup.BucketUploader{Bucket: a}
+		gates[1].BucketUploader = &backup.BucketUploader{Bucket: b}
+		p := &backup.Pipeline{Snapshotter: newSnapshotter(fakeSnapshot(t, 2000, uint64(i+1))), Now: func() time.Time { return at }}
+		wg.Go(func() {
+			results[i], errs[i] = p.Run(t.Context(), backup.Request{
+				Cluster: "prod-a", Name: "hourly", Scheduled: true,
+				Targets: []backup.Target{{Destination: "a", Uploader: gates[0]}, {Destination: "b", Uploader: gates[1]}},
+			})
+		})
+	}
+	wg.Wait()
+
+	listed := map[string]map[string]*backup.Manifest{} // ID -> destination -> manifest
+	for name, bucket := range buckets {
+		entries, err := backup.ListBackups(t.Context(), bucket, "prod-a")
+		require.NoError(t, err)
+		for _, e := range entries {
+			require.Equal(t, backup.KindBackup, e.Kind, "%s on %s: nothing half-visible or left behind", e.Key, name)
+			if listed[e.ID] == nil {
+				listed[e.ID] = map[string]*backup.Manifest{}
+			}
+			listed[e.ID][name] = e.Manifest
+		}
+	}
+	for id, byDest := range listed {
+		require.Len(t, byDest, 2, "%s is on both destinations", id)
+		assert.Equal(t, byDest["a"].Run, byDest["b"].Run, "%s: one run's snapshot on every destination", id)
+		assert.Equal(t, byDest["a"].Raw.SHA256, byDest["b"].Raw.SHA256, "%s: one snapshot on every destination", id)
+	}
+	require.NoError(t, errors.Join(errs...), "each run backs up again under an ID of its own")
+	require.Len(t, listed, 2, "two backups, under two IDs")
+	for _, res := range results {
+		// A run whose other upload landed after the other run gave the ID
+		// up (and removed its data) may hold the plain ID on both.
+		run := res.Outcomes[0].Manifest.Run
+		assert.Contains(t, []string{plain, plain + "-" + run}, res.ID)
+		assert.Contains(t, listed, res.ID)
+	}
+}
+
+// takenAtCommit is a BucketUploader whose manifest write is refused as
+// taken, as after a lost reply whose read-back found another manifest.
+type takenAtCommit struct{ *backup.BucketUploader }
+
+func (u takenAtCommit) Commit(context.Context, *backup.Manifest) error {
+	return fmt.Errorf("write manifest: %w", backup.ErrBackupExists)
+}
+
+// TestCommittedRunIsNotTakenAgain: a scheduled run that committed its ID
+// on one target and met ErrBackupExists only at another's manifest write
+// keeps that backup and is not run again under its token: a second backup
+// would stand beside the first, unreported.
+func TestCommittedRunIsNotTakenAgain(t *testing.T) {
+	a, _ := newFile(t)
+	b, _ := newFile(t)
+	at := time.Date(2026, 11, 24, 19, 0, 0, 0, time.UTC)
+	snap := newSnapshotter(fakeSnapshot(t, 200, 1))
+	p := &backup.Pipeline{Snapshotter: snap, Now: func() time.Time { return at }}
+	res, err := p.Run(t.Context(), backup.Request{
+		Cluster: "prod-a", Name: "hourly", Scheduled: true,
+		Targets: []backup.Target{
+			{Destination: "a", Uploader: &backup.BucketUploader{Bucket: a}},
+			{Destination: "b", Uploader: takenAtCommit{&backup.BucketUploader{Bucket: b}}},
+		},
+	})
+	require.ErrorIs(t, err, backup.ErrBackupExists)
+	require.Equal(t, "prod-a-hourly-20261124T190000.000Z", res.ID)
+	require.NotNil(t, res.Outcomes[0].Manifest, "committed on a")
+	require.Equal(t, 1, snap.calls, "one snapshot, no second run")
+	entries, err := backup.ListBackups(t.Context(), a, "prod-a")
+	require.NoError(t, err)
+	require.Len(t, entries, 1)
 }

@@ -119,6 +119,9 @@
 // and its contiguous segments form a chain; restore.FindPoint and
 // restore.Restorer.RestorePoint restore any revision of it. Segments list
 // as KindDelta; DecodeSegment reads their encoding (SegmentVersion).
-// FollowerMetrics exports the follower's lag, segments, chain length and
-// gaps.
+// The targets of a follower progress independently: one that fails falls
+// behind and catches up from the follower's backlog, or with a full backup
+// of its own, while the others go on. FollowerMetrics exports the
+// follower's lag, segments, chain length and gaps, and which destinations
+// are behind.
 package backup

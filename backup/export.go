@@ -53,6 +53,10 @@ type KeysExporter struct {
 	// first page an export streams by default, and pages on a server
 	// without RangeStream.
 	NoStream bool
+	// Kind is the object written: ManifestKindKeysJSON (the zero value)
+	// or ManifestKindKeys, a keys zip (see KeysZipWriter). The pipeline's
+	// Request.Kind says the same.
+	Kind string
 	// Now stamps the header; nil means time.Now.
 	Now func() time.Time
 }
@@ -76,6 +80,9 @@ const (
 func (e *KeysExporter) Snapshot(ctx context.Context) (*Snapshot, error) {
 	if e.Client == nil {
 		return nil, errors.New("keys exporter has no client")
+	}
+	if e.Kind != "" && !IsLogicalKind(e.Kind) {
+		return nil, fmt.Errorf("keys exporter: %q is not a logical backup kind", e.Kind)
 	}
 	prefixes := NormalizePrefixes(e.Prefixes)
 	first, err := e.page(ctx, rangeOf(prefixes, 0), 0, min(firstPageKeys, e.pageSize()))
@@ -199,7 +206,7 @@ func (e *KeysExporter) page(ctx context.Context, r keyRange, rev, limit int64) (
 // the next page while one is written (see pages). At most a chunk and
 // gRPC's window, or two pages, are held, whatever the number of keys.
 func (e *KeysExporter) write(ctx context.Context, w io.Writer, h KeysJSONHeader, prefixes []string, first *clientv3.GetResponse) (int64, error) {
-	kw, err := NewKeysJSONWriter(w, h)
+	kw, err := NewKeyWriter(w, e.Kind, h)
 	if err != nil {
 		return 0, err
 	}

@@ -7,13 +7,14 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdbackup/etcdbackup/internal/cleanup"
 )
 
 // Defaults of the Follower's bounds.
@@ -38,14 +39,16 @@ const (
 //
 // A segment becomes visible only when its manifest is committed, as a full
 // backup does. Segments of a chain are contiguous: each starts at the
-// revision after the previous one's last. The follower holds at most one
-// segment in memory. While a segment is stored, etcd's client buffers the
-// events that arrive (what the cluster writes in that time); when a store
-// fails (a destination is down), the follower cancels the watch at once,
-// retries, and watches again from the segment's end once it is stored, so
-// memory does not grow with the length of an outage; a store slower than
-// SlowStore cancels the watch the same way. Segments are cut at
-// MaxSegmentBytes between revisions, inside a watch response too.
+// revision after the previous one's last. The follower holds one segment
+// being cut, and the backlogs of targets behind (below). While a segment
+// is stored it keeps reading the watch, holding at most twice
+// MaxSegmentBytes of what arrives (etcd's client would otherwise buffer
+// it, without bound); when no target can store the segment, when what
+// arrives passes that bound, or when the store takes longer than
+// SlowStore, it cancels the watch and watches again once the segment is
+// stored, so memory does not grow with the length of an outage or with
+// the slowness of a store. Segments are cut at MaxSegmentBytes between
+// revisions, inside a watch response too.
 //
 // The follower asks etcd its revision and cluster ID before each watch and
 // checks every response: a revision below what it committed, or another
@@ -60,10 +63,24 @@ const (
 // catalog holds and that etcd has not compacted past, or else after a new
 // full backup it takes.
 //
-// Run one follower per cluster and destination (a host holds a lock, as
-// the scheduler does for backups): two followers of one cluster would
-// store overlapping segments. Restore tolerates overlaps, since it applies
-// each revision once, but they cost twice the storage.
+// Targets progress independently. A segment is cut and encoded once, and
+// each target stores it in its own order, continuing its own chain: the
+// follower goes on as soon as one target holds a segment. A target that
+// fails falls behind (TargetBehind, SegmentFailed events) and keeps the
+// segments it lacks in a backlog of at most MaxBacklogBytes, which it
+// stores when it works again (TargetCaughtUp). A target whose backlog no
+// longer holds a revision it lacks is lost (TargetLost): once its store
+// answers, the follower takes a full backup on it alone and its chain
+// starts again after it (TargetRestarted), never with a hole. Only when no
+// target can store a segment does the follower stop reading etcd, and it
+// resumes from the last revision a target holds. With one catalog per
+// target (in the same order), each target also resumes from its own
+// catalog, and the watch from the earliest of them.
+//
+// Run one follower per cluster (a host holds a lock, as the scheduler
+// does for backups): two followers of one cluster would store overlapping
+// segments. Restore tolerates overlaps, since it applies each revision
+// once, but they cost twice the storage.
 type Follower struct {
 	// Client watches etcd. It should know every member's endpoint, so that
 	// the watch fails over. Required.
@@ -73,15 +90,16 @@ type Follower struct {
 	Pipeline *Pipeline
 	// Cluster names the cluster. Required.
 	Cluster string
-	// Targets are the destinations to write to; see Request.Targets. A
-	// segment is committed when every target holds it, and a failing
-	// target is retried until it succeeds: one target that stays down
-	// stops the chain on all of them (SegmentFailed events say which).
-	// Give destinations that must progress independently a follower each.
+	// Targets are the destinations to write to; see Request.Targets. Each
+	// progresses on its own: one that fails does not stop the others.
 	Targets []Target
-	// Catalogs read back what the targets hold, to resume: the follower
+	// Catalogs read back what the targets hold, to resume: the watch
 	// starts after the last revision committed on all of them. Usually one
-	// per target (a destination is both). Required.
+	// per target, in the targets' order (a destination is both): each
+	// target then resumes its own chain from its own catalog, and a lost
+	// target's catalog is listed before a full backup is taken on it
+	// (without one, each try of a lost target is a full backup).
+	// Required.
 	Catalogs []Catalog
 	// FullName is the backup name of the full backups the follower takes;
 	// empty means DefaultFullName.
@@ -96,12 +114,20 @@ type Follower struct {
 	// ends; zero means DefaultFinalCommitTimeout.
 	FinalCommitTimeout time.Duration
 	// SlowStore bounds how long the watch stays open while a segment is
-	// stored: past it, the watch is cancelled (etcd's client would buffer
-	// what the cluster writes meanwhile, without bound) and opened again
-	// from the segment's end once it is stored. Memory is then bounded
-	// under a slow destination as under a failing one. Zero means
+	// stored: past it, the watch is cancelled and opened again from the
+	// segment's end once it is stored. Meanwhile the follower keeps
+	// reading the watch (etcd's client would otherwise buffer what the
+	// cluster writes, without bound), holding at most twice
+	// MaxSegmentBytes of it; past that too the watch is cancelled, and
+	// opened again after what is held. Memory is then bounded under a
+	// slow destination as under a failing one. Zero means
 	// DefaultSlowStore.
 	SlowStore time.Duration
+	// MaxBacklogBytes bounds the stored bytes of the segments held for a
+	// target behind the others; past it, the oldest are dropped and the
+	// target, when it lacks them, starts a new chain with a full backup of
+	// its own. Zero means DefaultMaxBacklogBytes.
+	MaxBacklogBytes int
 	// RetryInterval is the first wait after a failed store or watch; it
 	// doubles up to ten times as long. Zero means one second.
 	RetryInterval time.Duration
@@ -118,12 +144,28 @@ const (
 	ChainStarted FollowEventKind = "ChainStarted"
 	// ChainResumed: the follower resumes an existing chain at Revision.
 	ChainResumed FollowEventKind = "ChainResumed"
-	// SegmentCommitted: a segment is stored on every target
-	// (Event.Manifests).
+	// SegmentCommitted: a segment is stored on a first target
+	// (Event.Manifests holds the targets' manifests so far); targets
+	// behind store it from their backlog.
 	SegmentCommitted FollowEventKind = "SegmentCommitted"
-	// SegmentFailed: an attempt to store a segment on Event.Destination
-	// failed (Event.Err); it is retried.
+	// SegmentFailed: an attempt to store a segment (or a lost target's
+	// full backup) on Event.Destination failed (Event.Err); it is retried.
+	// Event.Revision is the first revision the target lacks.
 	SegmentFailed FollowEventKind = "SegmentFailed"
+	// TargetBehind: Event.Destination failed (Event.Err) and falls behind
+	// the others, which go on; it lacks revisions from Event.Revision.
+	TargetBehind FollowEventKind = "TargetBehind"
+	// TargetLost: Event.Destination lacks revisions from Event.Revision
+	// that the follower no longer holds (its backlog passed
+	// MaxBacklogBytes, or a new chain's full backup did not reach it): a
+	// full backup on it alone will start a new chain there.
+	TargetLost FollowEventKind = "TargetLost"
+	// TargetRestarted: a full backup on the lost Event.Destination alone
+	// starts a new chain there (Event.Chain) at Event.Revision.
+	TargetRestarted FollowEventKind = "TargetRestarted"
+	// TargetCaughtUp: Event.Destination, behind, holds again every
+	// segment the follower cut, up to Event.Committed of Event.Chain.
+	TargetCaughtUp FollowEventKind = "TargetCaughtUp"
 	// ChainGap: etcd compacted Revision before the follower read it. The
 	// revisions from Revision to the next full backup cannot be restored;
 	// a new chain starts.
@@ -149,7 +191,8 @@ type FollowEvent struct {
 	// first revision lost to compaction.
 	Revision int64
 	// HeadRevision is etcd's revision as last seen, and Committed the last
-	// revision stored on every target: their difference is the lag.
+	// revision stored on a target (for the events of one target, on that
+	// target): their difference is the lag.
 	HeadRevision, Committed int64
 	// ChainLength is the number of segments of the chain so far.
 	ChainLength int64
@@ -165,14 +208,17 @@ type FollowEvent struct {
 	// Manifests are the committed manifests of a segment, one per target.
 	Manifests []*Manifest
 	// RawBytes and StoredBytes are a segment's sizes; Events and
-	// Revisions what it holds.
+	// Revisions what it holds. For a WatchRestarted event of a watch
+	// cancelled because too much arrived while a segment was stored,
+	// RawBytes is what the follower held of it.
 	RawBytes, StoredBytes, Events, Revisions int64
 	Err                                      error
 }
 
 // FollowObserver receives a follower's events, synchronously; ObserveFollow
-// must return quickly. It may be called concurrently for SegmentFailed
-// events of different destinations.
+// must return quickly. It may be called concurrently: the events of each
+// target (SegmentFailed, TargetBehind, TargetLost, TargetRestarted,
+// TargetCaughtUp) come from that target's goroutine.
 type FollowObserver interface {
 	ObserveFollow(FollowEvent)
 }
@@ -192,7 +238,7 @@ func (f FollowObserverFunc) ObserveFollow(e FollowEvent) { f(e) }
 // retention picks its window's base among them, and restore
 // (restore.FindPoint) starts a point's replay only from them.
 func (e Entry) ChainBase() bool {
-	if e.Kind != KindBackup || e.Manifest == nil || e.Manifest.IsDelta() || e.Manifest.IsKeysJSON() {
+	if e.Kind != KindBackup || e.Manifest == nil || e.Manifest.IsDelta() || e.Manifest.IsLogical() {
 		return false
 	}
 	r := e.Manifest.Etcd.Revision
@@ -241,7 +287,7 @@ func (f *Follower) validate() error {
 	if err := req.Validate(); err != nil {
 		return err
 	}
-	if f.FlushInterval < 0 || f.MaxSegmentBytes < 0 || f.FinalCommitTimeout < 0 || f.RetryInterval < 0 || f.SlowStore < 0 {
+	if f.FlushInterval < 0 || f.MaxSegmentBytes < 0 || f.FinalCommitTimeout < 0 || f.RetryInterval < 0 || f.SlowStore < 0 || f.MaxBacklogBytes < 0 {
 		return errors.New("follower bounds may not be negative")
 	}
 	return nil
@@ -292,7 +338,7 @@ func (f *Follower) Run(ctx context.Context) error {
 	}
 	st := &followState{f: f, codec: codec, leases: map[int64]bool{}}
 	st.builder = newSegmentBuilder()
-	next, chain, length, at, err := f.resume(ctx)
+	next, chain, length, at, points, err := f.resume(ctx)
 	if err != nil {
 		return err
 	}
@@ -301,20 +347,32 @@ func (f *Follower) Run(ctx context.Context) error {
 		clusterID, _ = strconv.ParseUint(at.Etcd.ClusterID, 16, 64)
 		st.lastPut = at.LastPut
 	}
+	var missing []string
 	if next == 0 {
-		if next, chain, st.held, err = f.takeFull(ctx); err != nil {
+		start, err := f.takeFull(ctx)
+		if err != nil {
 			return err
 		}
+		next, chain, st.held, missing, points = start.next, start.chain, start.held, start.missing, nil
 		f.event(FollowEvent{Kind: ChainStarted, Chain: chain, Revision: next})
 	} else {
 		st.chainLength = length
 		f.event(FollowEvent{Kind: ChainResumed, Chain: chain, Revision: next, ChainLength: length})
 	}
 	st.next, st.chain, st.committed, st.clusterID = next, chain, next-1, clusterID
+	st.targets = f.newFollowTargets(next, chain, points)
+	if missing != nil {
+		st.targets.restart(next, chain, missing)
+	}
+	st.targets.start(ctx)
+	defer st.targets.stop()
 	f.logger().Info("follower started", "cluster", f.Cluster, "chain", chain, "revision", next)
 	for {
 		st.watchStarted = f.Pipeline.now()
 		err := st.drainHeld(ctx)
+		if errors.Is(err, errRewatch) {
+			err = nil
+		}
 		if err == nil {
 			err = st.checkHistory(ctx)
 		}
@@ -327,31 +385,16 @@ func (f *Follower) Run(ctx context.Context) error {
 		case errors.Is(err, ErrRewound):
 			f.event(FollowEvent{Kind: ChainRewound, Chain: st.chain, Revision: st.next, HeadRevision: st.head, Committed: st.committed, Err: err})
 			f.logger().Warn("etcd's history changed: starting a new chain", "cluster", f.Cluster, "error", err)
-			st.storeAbandoned(ctx)
-			next, chain, held, ferr := f.takeFull(ctx)
-			if ferr != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				return ferr
+			if err := st.startChain(ctx, f.takeFull); err != nil {
+				return err
 			}
-			st.restart(next, chain)
-			st.held = held
-			f.event(FollowEvent{Kind: ChainStarted, Chain: chain, Revision: next})
 		case errors.Is(err, rpctypes.ErrCompacted):
 			f.event(FollowEvent{Kind: ChainGap, Chain: st.chain, Revision: st.next, Err: err})
 			f.logger().Warn("follower fell behind compaction: starting a new chain", "cluster", f.Cluster, "revision", st.next)
-			st.storeAbandoned(ctx)
-			next, chain, held, ferr := f.newChain(ctx, st.compacted)
-			if ferr != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				return ferr
+			compacted := st.compacted
+			if err := st.startChain(ctx, func(ctx context.Context) (chainStart, error) { return f.newChain(ctx, compacted) }); err != nil {
+				return err
 			}
-			st.restart(next, chain)
-			st.held = held
-			f.event(FollowEvent{Kind: ChainStarted, Chain: chain, Revision: next})
 		case err != nil:
 			f.event(FollowEvent{Kind: WatchRestarted, Chain: st.chain, Revision: st.next, Err: err})
 			f.logger().Warn("watch broke, resuming", "cluster", f.Cluster, "revision", st.next, "error", err)
@@ -362,16 +405,49 @@ func (f *Follower) Run(ctx context.Context) error {
 	}
 }
 
+// startChain ends the chain followed (storing what it holds, see
+// storeAbandoned) and follows the one start returns. It returns nil when
+// ctx ended meanwhile.
+func (st *followState) startChain(ctx context.Context, start func(context.Context) (chainStart, error)) error {
+	st.storeAbandoned(ctx)
+	c, err := start(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	st.restart(c)
+	st.f.event(FollowEvent{Kind: ChainStarted, Chain: c.chain, Revision: c.next})
+	return nil
+}
+
+// chainStart is where a chain starts: at next, after the full backup
+// chain; held is what a prewatch received while it was taken, and missing
+// the targets it did not reach.
+type chainStart struct {
+	next    int64
+	chain   string
+	held    []clientv3.WatchResponse
+	missing []string
+}
+
 // newChain returns where a new chain starts once etcd compacted up to
 // compacted: after the newest full backup on every catalog whose revision
-// etcd still has the events after, or else after a new full backup.
-func (f *Follower) newChain(ctx context.Context, compacted int64) (next int64, chain string, _ []clientv3.WatchResponse, err error) {
+// etcd still has the events after, or else after a new full backup (also
+// when a catalog cannot be listed: the full backup then starts the chain
+// on the targets it reaches, and the others catch up on their own).
+func (f *Follower) newChain(ctx context.Context, compacted int64) (chainStart, error) {
 	var candidate *Manifest
 	held := map[string]int{}
 	for _, c := range f.Catalogs {
 		entries, err := ListBackups(ctx, c, f.Cluster)
 		if err != nil {
-			return 0, "", nil, fmt.Errorf("find a full backup to start a chain: %w", err)
+			if ctx.Err() != nil {
+				return chainStart{}, ctx.Err()
+			}
+			f.logger().Warn("a catalog cannot be listed: a new full backup starts the chain", "cluster", f.Cluster, "error", err)
+			return f.takeFull(ctx)
 		}
 		for _, e := range entries {
 			if e.ChainBase() && e.Manifest.Etcd.Revision.Low >= compacted && compacted > 0 {
@@ -383,7 +459,7 @@ func (f *Follower) newChain(ctx context.Context, compacted int64) (next int64, c
 		}
 	}
 	if candidate != nil && held[candidate.ID] == len(f.Catalogs) {
-		return candidate.Etcd.Revision.Low + 1, candidate.ID, nil, nil
+		return chainStart{next: candidate.Etcd.Revision.Low + 1, chain: candidate.ID}, nil
 	}
 	return f.takeFull(ctx)
 }
@@ -403,35 +479,47 @@ const maxUnboundedFulls = 3
 // received while the backup was taken, uploaded and committed (see
 // prewatch): a cluster that compacts more often than a full backup takes
 // still leaves the chain its first revisions.
-func (f *Follower) takeFull(ctx context.Context) (next int64, chain string, held []clientv3.WatchResponse, err error) {
+//
+// A full backup that reached some targets starts the chain; the others
+// are returned as missing (they catch up with a full backup of their own).
+func (f *Follower) takeFull(ctx context.Context) (chainStart, error) {
 	req := Request{Cluster: f.Cluster, Name: f.fullName(), Scheduled: true, Targets: f.Targets}
 	unbounded := 0
 	for attempt := 1; ; attempt++ {
 		pre := f.startPrewatch(ctx)
 		res, err := f.Pipeline.Run(ctx, req)
 		held := pre.stop()
+		reached := err == nil || (res != nil && len(res.Succeeded()) > 0)
 		switch {
-		case err == nil && res.Snapshot.RevisionLow > 0 && res.Snapshot.RevisionHigh >= res.Snapshot.RevisionLow:
+		case reached && res.Snapshot.RevisionLow > 0 && res.Snapshot.RevisionHigh >= res.Snapshot.RevisionLow:
 			if pre == nil || pre.from > res.Snapshot.RevisionLow+1 {
 				held = nil // it started after the full's revision (a member that lagged): a gap
 			}
-			return res.Snapshot.RevisionLow + 1, res.ID, held, nil
+			var missing []string
+			for _, o := range res.Outcomes {
+				if o.Err != nil {
+					missing = append(missing, o.Destination)
+					f.logger().Warn("full backup to start a chain failed on a destination", "cluster", f.Cluster,
+						"destination", o.Destination, "error", o.Err)
+				}
+			}
+			return chainStart{next: res.Snapshot.RevisionLow + 1, chain: res.ID, held: held, missing: missing}, nil
 		case err == nil:
 			unbounded++
 			if unbounded == maxUnboundedFulls {
-				return 0, "", nil, fmt.Errorf("full backup to start a chain: %d full backups in a row without a known revision (the last %s)", unbounded, res.ID)
+				return chainStart{}, fmt.Errorf("full backup to start a chain: %d full backups in a row without a known revision (the last %s)", unbounded, res.ID)
 			}
 			f.logger().Warn("full backup has no known revision, it cannot start a chain: taking another",
 				"cluster", f.Cluster, "backup", res.ID)
 			if err := f.retry().wait(ctx, unbounded); err != nil {
-				return 0, "", nil, err
+				return chainStart{}, err
 			}
 			continue
 		case !errors.Is(err, ErrBackupExists) || attempt == 3:
-			return 0, "", nil, fmt.Errorf("full backup to start a chain: %w", err)
+			return chainStart{}, fmt.Errorf("full backup to start a chain: %w", err)
 		}
 		if err := (retryPolicy{first: time.Second, max: time.Second}).wait(ctx, 1); err != nil {
-			return 0, "", nil, err
+			return chainStart{}, err
 		}
 	}
 }
@@ -498,23 +586,28 @@ func (p *prewatch) stop() []clientv3.WatchResponse {
 
 // resume returns where to start: after the last segment, or after the
 // newest full backup, on every catalog; zero when a catalog has neither.
-// length is the number of segments of the chain on the first catalog, and
-// at the manifest of the resume point (its cluster ID and last put are
-// checked against etcd's).
-func (f *Follower) resume(ctx context.Context) (next int64, chain string, length int64, at *Manifest, err error) {
-	for i, c := range f.Catalogs {
+// length is the number of segments of that chain on its catalog, and at
+// the manifest of the resume point (its cluster ID and last put are
+// checked against etcd's). points has each catalog's own. With a catalog
+// per target, a catalog that cannot be listed is skipped (its point has
+// the error: its target starts lost) unless every one fails.
+func (f *Follower) resume(ctx context.Context) (next int64, chain string, length int64, at *Manifest, points []resumeAt, err error) {
+	var errs []error
+	for _, c := range f.Catalogs {
 		entries, err := ListBackups(ctx, c, f.Cluster)
 		if err != nil {
-			return 0, "", 0, nil, fmt.Errorf("find where to resume: %w", err)
+			err = fmt.Errorf("find where to resume: %w", err)
+			points, errs = append(points, resumeAt{err: err}), append(errs, err)
+			continue
 		}
 		n, ch, m := resumePoint(entries)
 		if n == 0 {
-			return 0, "", 0, nil, nil
+			return 0, "", 0, nil, nil, nil
 		}
+		points = append(points, resumeAt{next: n, chain: ch})
 		if next == 0 || n < next {
 			next, chain, at = n, ch, m
-		}
-		if i == 0 {
+			length = 0
 			for _, e := range entries {
 				if e.Kind == KindDelta && e.Manifest.Chain == ch {
 					length++
@@ -522,7 +615,18 @@ func (f *Follower) resume(ctx context.Context) (next int64, chain string, length
 			}
 		}
 	}
-	return next, chain, length, at, nil
+	if len(errs) == len(f.Catalogs) || (len(errs) > 0 && len(f.Catalogs) != len(f.Targets)) {
+		return 0, "", 0, nil, nil, errors.Join(errs...)
+	}
+	return next, chain, length, at, points, nil
+}
+
+// resumeAt is where one catalog says its target resumes, or why it could
+// not be listed.
+type resumeAt struct {
+	next  int64
+	chain string
+	err   error
 }
 
 // resumePoint is where a follower resumes on one catalog's entries: after
@@ -586,24 +690,41 @@ type followState struct {
 	// the segment's first revision was received (Manifest.WatchStarted).
 	watchStarted, segmentWatchStarted time.Time
 	leases                            map[int64]bool
-	// stopWatch cancels the running watch: called when a store fails, so
-	// that etcd's client stops buffering events while the store retries.
+	// stopWatch cancels the running watch: called when no target can
+	// store a segment, so that etcd's client stops buffering events while
+	// the stores retry.
 	stopWatch context.CancelFunc
+	targets   *followTargets
+	// pending is the segment cut and handed to the targets, until one
+	// holds it.
+	pending *pendingSegment
+	// watchCh is the running watch's channel, which await reads while a
+	// segment is stored (etcd's client would otherwise buffer what arrives,
+	// without bound); heldBytes is what it holds in held.
+	watchCh   clientv3.WatchChan
+	heldBytes int
 }
 
 // drainHeld receives what a prewatch held while the chain's full backup
 // was taken: the revisions after the full backup's, up to where the
 // prewatch stopped. The watch then continues from there.
+//
+// The watch loop holds what arrives while a segment is stored the same way
+// (see await), and drains it before reading on. errRewatch (the watch was
+// cancelled meanwhile) drops what is left: the next watch reads it again,
+// from st.next.
 func (st *followState) drainHeld(ctx context.Context) error {
 	held := st.held
-	st.held = nil
+	st.held, st.heldBytes = nil, 0
 	for _, wr := range held {
 		if n := len(wr.Events); n == 0 || wr.Events[n-1].Kv.ModRevision < st.next {
-			continue
+			if wr.CompactRevision == 0 && wr.Err() == nil {
+				continue
+			}
 		}
 		if err := st.receive(ctx, wr); err != nil {
 			if errors.Is(err, errRewatch) {
-				return nil
+				st.held, st.heldBytes = nil, 0
 			}
 			return err
 		}
@@ -611,33 +732,56 @@ func (st *followState) drainHeld(ctx context.Context) error {
 	return nil
 }
 
+// hold keeps a response that arrived while a segment was stored, for
+// drainHeld, and returns the bytes held.
+func (st *followState) hold(wr clientv3.WatchResponse) int {
+	st.held = append(st.held, wr)
+	for _, ev := range wr.Events {
+		st.heldBytes += len(ev.Kv.Key) + len(ev.Kv.Value) + 64
+	}
+	return st.heldBytes
+}
+
+// maxHeldWhileStoring bounds what the watch loop holds while a segment is
+// stored: past it, the watch is cancelled, and opened again after what is
+// held once it is received.
+func (f *Follower) maxHeldWhileStoring() int { return 2 * f.maxSegmentBytes() }
+
 // storeAbandoned stores the revisions held for a chain that ends (etcd's
 // history changed, or it compacted past the chain): they belong to that
-// chain's history, not the next one's. When they cannot be stored within
-// FinalCommitTimeout, they are dropped, with a SegmentFailed event.
+// chain's history, not the next one's. When no target stores them within
+// FinalCommitTimeout, they are dropped, with a SegmentFailed event; the
+// targets that work store their backlog of the chain within that time.
 func (st *followState) storeAbandoned(ctx context.Context) {
-	if st.builder.empty() {
+	fctx, cancel := context.WithTimeout(ctx, cmpOr(st.f.FinalCommitTimeout, DefaultFinalCommitTimeout))
+	defer cancel()
+	if st.pending == nil && st.builder.empty() {
+		st.targets.awaitDrained(fctx)
 		return
 	}
 	sum := st.builder.sum
-	fctx, cancel := context.WithTimeout(ctx, cmpOr(st.f.FinalCommitTimeout, DefaultFinalCommitTimeout))
-	defer cancel()
+	if st.pending != nil {
+		sum = st.pending.sum
+	}
 	if _, err := st.flush(fctx); err != nil {
 		err = fmt.Errorf("revisions %d..%d of the ended chain dropped: %w", sum.FirstRevision, sum.LastRevision, err)
 		st.f.event(FollowEvent{Kind: SegmentFailed, Chain: st.chain, Revision: sum.FirstRevision, Committed: st.committed, Err: err})
 		st.f.logger().Warn("revisions held for a chain that ended could not be stored: dropped", "cluster", st.f.Cluster,
 			"chain", st.chain, "first_revision", sum.FirstRevision, "last_revision", sum.LastRevision, "error", err)
 	}
-	st.builder = newSegmentBuilder()
+	st.targets.awaitDrained(fctx)
+	st.builder, st.pending = newSegmentBuilder(), nil
 }
 
-// restart makes st follow a new chain from next, with an empty segment:
-// what the ended chain held was stored or dropped (storeAbandoned).
-func (st *followState) restart(next int64, chain string) {
-	st.next, st.chain, st.committed, st.chainLength = next, chain, next-1, 0
-	st.builder = newSegmentBuilder()
+// restart makes st and its targets follow the chain c, with an empty
+// segment: what the ended chain held was stored or dropped
+// (storeAbandoned).
+func (st *followState) restart(c chainStart) {
+	st.next, st.chain, st.committed, st.chainLength = c.next, c.chain, c.next-1, 0
+	st.builder, st.pending, st.held = newSegmentBuilder(), nil, c.held
 	st.head, st.clusterID, st.lastPut, st.heads = 0, 0, nil, nil
 	st.leases = map[int64]bool{}
+	st.targets.restart(c.next, c.chain, c.missing)
 }
 
 // headMark is a head revision of etcd and when the follower first saw it
@@ -765,11 +909,23 @@ func (st *followState) watch(ctx context.Context) error {
 	st.stopWatch = cancel
 	defer func() { st.stopWatch = nil }()
 	wch := st.f.Client.Watch(wctx, "", clientv3.WithPrefix(), clientv3.WithRev(st.next), clientv3.WithProgressNotify())
+	st.watchCh = wch // read by await while a segment is stored
+	defer func() { st.watchCh = nil }()
 	interval := st.f.flushInterval()
 	tick := time.NewTicker(max(interval/8, 5*time.Millisecond))
 	defer tick.Stop()
 	var asked time.Time
 	for {
+		if len(st.held) > 0 {
+			// What arrived while a segment was stored comes first.
+			if err := st.drainHeld(ctx); err != nil {
+				if errors.Is(err, errRewatch) {
+					return nil
+				}
+				return err
+			}
+			continue
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -898,85 +1054,130 @@ func (st *followState) newLeases(ctx context.Context, evs []SegmentEvent) []Segm
 	return out
 }
 
-// flush stores the segment held, if any. retried reports whether a store
-// failed at least once: the caller then restarts the watch, dropping what
-// etcd's client buffered meanwhile.
+// flush hands the segment held, if any, to the targets and waits until
+// one of them holds it. retried reports whether the watch was cancelled
+// meanwhile (no target could store it, or the stores were slow): the
+// caller then watches again from st.next, dropping what etcd's client
+// buffered meanwhile. A segment that no target stored before ctx ended
+// stays pending: the next flush waits for it again.
 func (st *followState) flush(ctx context.Context) (retried bool, err error) {
-	if st.builder.empty() {
-		return false, nil
-	}
-	b := st.builder
-	raw := b.finish()
-	seg, err := st.codec.encode(raw, b.sum, st.chain, st.clusterID)
-	if err != nil {
-		b.reopen()
-		return false, err
-	}
-	seg.base.LastPut, seg.base.WatchStarted = b.lastPut, st.segmentWatchStarted
-	f := st.f
-	var failed, slowed atomic.Bool // set by the targets' goroutines, the timer
-	stopSlow := func() bool { return false }
-	if stop := st.stopWatch; stop != nil {
-		stopSlow = time.AfterFunc(cmpOr(f.SlowStore, DefaultSlowStore), func() {
-			slowed.Store(true)
-			stop()
-		}).Stop
-	}
-	manifests, err := seg.store(ctx, f.Targets, f.Pipeline.now, f.retry(), func(dest string, attempt int, err error) {
-		if attempt == 1 && st.stopWatch != nil {
-			st.stopWatch() // safe from any goroutine
+	if st.pending == nil {
+		if st.builder.empty() {
+			return false, nil
 		}
-		failed.Store(true)
-		f.event(FollowEvent{Kind: SegmentFailed, Chain: st.chain, Revision: b.sum.FirstRevision, Destination: dest, Err: err,
-			HeadRevision: max(st.head, b.sum.LastRevision), Committed: st.committed})
-		f.logger().Warn("segment store failed, retrying", "cluster", f.Cluster, "destination", dest,
-			"first_revision", b.sum.FirstRevision, "attempt", attempt, "error", err)
-	})
-	stopSlow()
-	if slowed.Load() && !failed.Load() {
-		serr := fmt.Errorf("%w: storing the segment took longer than %s", ErrSlowStore, cmpOr(f.SlowStore, DefaultSlowStore))
-		f.event(FollowEvent{Kind: WatchRestarted, Chain: st.chain, Revision: b.sum.LastRevision + 1, Err: serr})
-		f.logger().Warn("segment store was slow: the watch was cancelled, it resumes after the segment", "cluster", f.Cluster,
-			"first_revision", b.sum.FirstRevision, "error", serr)
+		b := st.builder
+		raw := b.finish()
+		seg, err := st.codec.encode(raw, b.sum, st.chain, st.clusterID)
+		if err != nil {
+			b.reopen()
+			return false, err
+		}
+		seg.base.LastPut, seg.base.WatchStarted = b.lastPut, st.segmentWatchStarted
+		st.pending = &pendingSegment{encodedSegment: seg, sum: b.sum, raw: len(raw), firstReceived: st.firstReceived, lastPut: b.lastPut}
+		st.builder = newSegmentBuilder()
+		st.targets.enqueue(st.pending)
 	}
-	retried = failed.Load() || slowed.Load()
+	p := st.pending
+	retried, err = st.await(ctx, p)
 	if err != nil {
-		// Not committed everywhere: the next run resumes before it (a
-		// target that has it then holds an overlapping segment, which
-		// restore tolerates). The builder keeps its revisions and takes
-		// more: the next flush stores them all.
-		b.reopen()
 		return retried, err
 	}
-	st.committed = b.sum.LastRevision
-	st.lastPut = cmp.Or(b.lastPut, st.lastPut)
+	st.pending = nil
+	st.committed = p.sum.LastRevision
+	st.lastPut = cmp.Or(p.lastPut, st.lastPut)
 	st.chainLength++
+	f := st.f
 	// The lag from the segment's first revision, known since etcd first
 	// showed it, to its commit; the oldest revision left uncommitted may
 	// have been known longer.
-	lag := f.Pipeline.now().Sub(st.firstReceived)
+	lag := f.Pipeline.now().Sub(p.firstReceived)
 	for _, m := range st.heads {
-		if m.rev >= b.sum.FirstRevision {
+		if m.rev >= p.sum.FirstRevision {
 			lag = max(lag, f.Pipeline.now().Sub(m.seen))
 			break
 		}
 	}
 	lag = max(lag, st.uncommittedFor())
-	f.event(FollowEvent{Kind: SegmentCommitted, Chain: st.chain, Revision: b.sum.FirstRevision, ChainLength: st.chainLength,
-		HeadRevision: max(st.head, st.committed), Committed: st.committed, Lag: lag, Manifests: manifests,
-		RawBytes: int64(len(raw)), StoredBytes: int64(len(seg.stored)), Events: b.sum.Events, Revisions: b.sum.Revisions})
-	f.logger().Debug("segment committed", "cluster", f.Cluster, "first_revision", b.sum.FirstRevision,
-		"last_revision", b.sum.LastRevision, "events", b.sum.Events, "stored_bytes", len(seg.stored))
-	st.builder = newSegmentBuilder()
+	f.event(FollowEvent{Kind: SegmentCommitted, Chain: st.chain, Revision: p.sum.FirstRevision, ChainLength: st.chainLength,
+		HeadRevision: max(st.head, st.committed), Committed: st.committed, Lag: lag, Manifests: p.committed(),
+		RawBytes: int64(p.raw), StoredBytes: int64(len(p.stored)), Events: p.sum.Events, Revisions: p.sum.Revisions})
+	f.logger().Debug("segment committed", "cluster", f.Cluster, "first_revision", p.sum.FirstRevision,
+		"last_revision", p.sum.LastRevision, "events", p.sum.Events, "stored_bytes", len(p.stored))
 	return retried, nil
 }
 
-// finalFlush stores what is held once Run's context ended.
+// await waits until a target holds p. The running watch is cancelled when
+// every target failed its last attempt, or after SlowStore.
+func (st *followState) await(ctx context.Context, p *pendingSegment) (stopped bool, err error) {
+	f := st.f
+	var slow <-chan time.Time
+	if st.stopWatch != nil {
+		t := time.NewTimer(cmpOr(f.SlowStore, DefaultSlowStore))
+		defer t.Stop()
+		slow = t.C
+	}
+	slowed := false
+	for {
+		held, failing := st.targets.progress(p.sum.LastRevision)
+		if held {
+			break
+		}
+		if failing && !stopped && st.stopWatch != nil {
+			st.stopWatch()
+			st.watchCh, stopped = nil, true
+		}
+		select {
+		case <-ctx.Done():
+			return stopped, ctx.Err()
+		case <-slow:
+			if !stopped {
+				st.stopWatch()
+				st.watchCh, stopped, slowed = nil, true, true
+			}
+		case <-st.targets.changed:
+		case wr, ok := <-st.watchCh:
+			if !ok {
+				st.watchCh = nil // the watch ended: the loop sees it
+				continue
+			}
+			if n := st.hold(wr); n > f.maxHeldWhileStoring() && !stopped {
+				st.stopWatch()
+				st.watchCh, stopped = nil, true
+				serr := fmt.Errorf("%w: %d bytes arrived while storing the segment", ErrSlowStore, n)
+				f.event(FollowEvent{Kind: WatchRestarted, Chain: st.chain, Revision: st.next, Err: serr, RawBytes: int64(n)})
+				f.logger().Warn("segment store is slower than the cluster's writes: the watch was cancelled, it resumes after what is held",
+					"cluster", f.Cluster, "first_revision", p.sum.FirstRevision, "error", serr)
+			}
+		}
+	}
+	if slowed {
+		serr := fmt.Errorf("%w: storing the segment took longer than %s", ErrSlowStore, cmpOr(f.SlowStore, DefaultSlowStore))
+		f.event(FollowEvent{Kind: WatchRestarted, Chain: st.chain, Revision: p.sum.LastRevision + 1, Err: serr})
+		f.logger().Warn("segment store was slow: the watch was cancelled, it resumes after the segment", "cluster", f.Cluster,
+			"first_revision", p.sum.FirstRevision, "error", serr)
+	}
+	return stopped, nil
+}
+
+// finalFlush stores what is held once Run's context ended, unless the
+// caller ended the cleanups of ctx (internal/cleanup): a scheduler whose
+// stop budget is spent, or whose lock on the follower was lost (another
+// replica may follow the cluster now, and store these revisions itself).
+// It lets the targets that work store their backlog, within
+// FinalCommitTimeout.
 func (st *followState) finalFlush(ctx context.Context) error {
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cmpOr(st.f.FinalCommitTimeout, DefaultFinalCommitTimeout))
+	if err := cleanup.Ended(ctx); err != nil && (!st.builder.empty() || st.pending != nil) {
+		sum := st.builder.sum
+		return fmt.Errorf("last segment (revisions %d..%d) not stored: %w", sum.FirstRevision, sum.LastRevision, err)
+	}
+	fctx, cancel := cleanup.Context(ctx, cmpOr(st.f.FinalCommitTimeout, DefaultFinalCommitTimeout))
 	defer cancel()
 	if _, err := st.flush(fctx); err != nil {
 		return fmt.Errorf("store the last segment: %w", err)
+	}
+	if behind := st.targets.awaitDrained(fctx); len(behind) > 0 {
+		st.f.logger().Warn("follower stopped with destinations behind: they resume from their own position", "cluster", st.f.Cluster,
+			"destinations", behind)
 	}
 	st.f.logger().Info("follower stopped", "cluster", st.f.Cluster, "committed_revision", st.committed)
 	return nil

@@ -43,7 +43,10 @@ func TestFollowerDrainHeldAfterWatchStoresAll(t *testing.T) {
 	codec, err := newSegmentCodec(f.Cluster, f.Pipeline)
 	require.NoError(t, err)
 	st := &followState{f: f, codec: codec, builder: newSegmentBuilder(), leases: map[int64]bool{}, chain: "prod-a-full"}
-	st.restart(2, "prod-a-full")
+	st.targets = f.newFollowTargets(2, "prod-a-full", nil)
+	st.targets.start(t.Context())
+	defer st.targets.stop()
+	st.restart(chainStart{next: 2, chain: "prod-a-full"})
 	// A watch ran before, and ended.
 	f.Client = etcdtest.Start(t).Client(t)
 	ended, cancel := context.WithCancel(t.Context())

@@ -8,7 +8,8 @@ import (
 // FollowObserver and a prometheus.Collector: set it as a Follower's
 // Observer (or among several with FollowObservers) and register it on the
 // host's registry. Series are labelled by cluster, and by destination for
-// failures.
+// what happens to one target. A segment is committed when a first target
+// holds it; a target behind catches up on its own.
 //
 //	etcdbackup_follower_lag_revisions{cluster}                 gauge: etcd's head minus the last committed revision
 //	etcdbackup_follower_lag_seconds{cluster}                   gauge: how long the oldest revision not yet committed was known (FollowEvent.Lag)
@@ -19,9 +20,11 @@ import (
 //	etcdbackup_follower_chain_segments{cluster}                gauge: segments of the current chain
 //	etcdbackup_follower_gaps_total{cluster}                    counter: chains broken by compaction
 //	etcdbackup_follower_segment_failures_total{cluster,destination} counter
+//	etcdbackup_follower_destination_behind{cluster,destination}      gauge: 1 while the destination lacks segments others hold
+//	etcdbackup_follower_destination_chains_total{cluster,destination} counter: chains started on the destination alone, after it lost revisions
 type FollowerMetrics struct {
-	lagRevisions, lagSeconds, committed, chainSegments, lastCommit *prometheus.GaugeVec
-	segments, bytes, gaps, failures                                *prometheus.CounterVec
+	lagRevisions, lagSeconds, committed, chainSegments, lastCommit, behind *prometheus.GaugeVec
+	segments, bytes, gaps, failures, destChains                            *prometheus.CounterVec
 }
 
 var _ interface {
@@ -40,11 +43,13 @@ const (
 	MetricFollowerChainSegments = "etcdbackup_follower_chain_segments"
 	MetricFollowerGaps          = "etcdbackup_follower_gaps_total"
 	MetricFollowerFailures      = "etcdbackup_follower_segment_failures_total"
+	MetricFollowerBehind        = "etcdbackup_follower_destination_behind"
+	MetricFollowerDestChains    = "etcdbackup_follower_destination_chains_total"
 )
 
 // NewFollowerMetrics returns unregistered collectors for follower events.
 func NewFollowerMetrics() *FollowerMetrics {
-	cluster := []string{"cluster"}
+	cluster, dest := []string{"cluster"}, []string{"cluster", "destination"}
 	gauge := func(name, help string) *prometheus.GaugeVec {
 		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, cluster)
 	}
@@ -54,18 +59,23 @@ func NewFollowerMetrics() *FollowerMetrics {
 	return &FollowerMetrics{
 		lagRevisions:  gauge(MetricFollowerLagRevisions, "Revisions etcd is ahead of the last segment committed."),
 		lagSeconds:    gauge(MetricFollowerLagSeconds, "Time since etcd first showed the oldest revision of the last segment, or of those not yet committed, at the last commit."),
-		committed:     gauge(MetricFollowerCommitted, "Last revision committed on every target."),
+		committed:     gauge(MetricFollowerCommitted, "Last revision committed on a first target."),
 		chainSegments: gauge(MetricFollowerChainSegments, "Segments of the current chain."),
-		lastCommit:    gauge(MetricFollowerLastCommit, "Unix time of the last segment committed on every target."),
-		segments:      counter(MetricFollowerSegments, "Segments committed on every target.", cluster),
-		bytes:         counter(MetricFollowerBytes, "Stored bytes of the segments committed, per target.", cluster),
-		gaps:          counter(MetricFollowerGaps, "Chains broken because etcd compacted revisions not yet read.", cluster),
-		failures:      counter(MetricFollowerFailures, "Failed attempts to store a segment.", []string{"cluster", "destination"}),
+		lastCommit:    gauge(MetricFollowerLastCommit, "Unix time of the last segment committed on a first target."),
+		behind: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: MetricFollowerBehind,
+			Help: "1 while the destination lacks segments the follower committed on another (it failed and catches up, or lost them)."}, dest),
+		segments: counter(MetricFollowerSegments, "Segments committed on a first target.", cluster),
+		bytes:    counter(MetricFollowerBytes, "Stored bytes of the segments committed, per target.", cluster),
+		gaps:     counter(MetricFollowerGaps, "Chains broken because etcd compacted revisions not yet read.", cluster),
+		failures: counter(MetricFollowerFailures, "Failed attempts to store a segment.", dest),
+		destChains: counter(MetricFollowerDestChains,
+			"Chains started on the destination alone with a full backup, after it lost revisions the follower no longer held.", dest),
 	}
 }
 
 func (m *FollowerMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.lagRevisions, m.lagSeconds, m.committed, m.chainSegments, m.lastCommit, m.segments, m.bytes, m.gaps, m.failures}
+	return []prometheus.Collector{m.lagRevisions, m.lagSeconds, m.committed, m.chainSegments, m.lastCommit, m.behind,
+		m.segments, m.bytes, m.gaps, m.failures, m.destChains}
 }
 
 // Describe implements prometheus.Collector.
@@ -99,7 +109,12 @@ func (m *FollowerMetrics) ObserveFollow(e FollowEvent) {
 		m.lagRevisions.WithLabelValues(c).Set(float64(max(e.HeadRevision-e.Committed, 0)))
 	case SegmentFailed:
 		m.failures.WithLabelValues(c, e.Destination).Inc()
-		m.lagRevisions.WithLabelValues(c).Set(float64(max(e.HeadRevision-e.Committed, 0)))
+	case TargetBehind, TargetLost:
+		m.behind.WithLabelValues(c, e.Destination).Set(1)
+	case TargetRestarted:
+		m.destChains.WithLabelValues(c, e.Destination).Inc()
+	case TargetCaughtUp:
+		m.behind.WithLabelValues(c, e.Destination).Set(0)
 	case ChainGap, ChainRewound:
 		m.gaps.WithLabelValues(c).Inc()
 	}

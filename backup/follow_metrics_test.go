@@ -23,6 +23,11 @@ func TestFollowerMetrics(t *testing.T) {
 		{Kind: backup.SegmentCommitted, Cluster: "prod-a", Time: time.Unix(1700000000, 500_000_000), Revision: 101, Committed: 120, HeadRevision: 125, ChainLength: 5,
 			Lag: 1500 * time.Millisecond, StoredBytes: 1000, Manifests: make([]*backup.Manifest, 2)},
 		{Kind: backup.ChainGap, Cluster: "prod-a", Revision: 121},
+		{Kind: backup.TargetBehind, Cluster: "prod-a", Destination: "s3", Revision: 101},
+		{Kind: backup.TargetBehind, Cluster: "prod-a", Destination: "gcs", Revision: 101},
+		{Kind: backup.TargetLost, Cluster: "prod-a", Destination: "gcs", Revision: 101},
+		{Kind: backup.TargetRestarted, Cluster: "prod-a", Destination: "gcs", Revision: 140},
+		{Kind: backup.TargetCaughtUp, Cluster: "prod-a", Destination: "s3", Committed: 120},
 	} {
 		m.ObserveFollow(e)
 	}
@@ -30,13 +35,20 @@ func TestFollowerMetrics(t *testing.T) {
 # HELP etcdbackup_follower_chain_segments Segments of the current chain.
 # TYPE etcdbackup_follower_chain_segments gauge
 etcdbackup_follower_chain_segments{cluster="prod-a"} 5
-# HELP etcdbackup_follower_committed_revision Last revision committed on every target.
+# HELP etcdbackup_follower_committed_revision Last revision committed on a first target.
 # TYPE etcdbackup_follower_committed_revision gauge
 etcdbackup_follower_committed_revision{cluster="prod-a"} 120
+# HELP etcdbackup_follower_destination_behind 1 while the destination lacks segments the follower committed on another (it failed and catches up, or lost them).
+# TYPE etcdbackup_follower_destination_behind gauge
+etcdbackup_follower_destination_behind{cluster="prod-a",destination="gcs"} 1
+etcdbackup_follower_destination_behind{cluster="prod-a",destination="s3"} 0
+# HELP etcdbackup_follower_destination_chains_total Chains started on the destination alone with a full backup, after it lost revisions the follower no longer held.
+# TYPE etcdbackup_follower_destination_chains_total counter
+etcdbackup_follower_destination_chains_total{cluster="prod-a",destination="gcs"} 1
 # HELP etcdbackup_follower_gaps_total Chains broken because etcd compacted revisions not yet read.
 # TYPE etcdbackup_follower_gaps_total counter
 etcdbackup_follower_gaps_total{cluster="prod-a"} 1
-# HELP etcdbackup_follower_last_commit_timestamp_seconds Unix time of the last segment committed on every target.
+# HELP etcdbackup_follower_last_commit_timestamp_seconds Unix time of the last segment committed on a first target.
 # TYPE etcdbackup_follower_last_commit_timestamp_seconds gauge
 etcdbackup_follower_last_commit_timestamp_seconds{cluster="prod-a"} 1.7000000005e+09
 # HELP etcdbackup_follower_lag_revisions Revisions etcd is ahead of the last segment committed.
@@ -51,7 +63,7 @@ etcdbackup_follower_segment_bytes_total{cluster="prod-a"} 2000
 # HELP etcdbackup_follower_segment_failures_total Failed attempts to store a segment.
 # TYPE etcdbackup_follower_segment_failures_total counter
 etcdbackup_follower_segment_failures_total{cluster="prod-a",destination="s3"} 1
-# HELP etcdbackup_follower_segments_total Segments committed on every target.
+# HELP etcdbackup_follower_segments_total Segments committed on a first target.
 # TYPE etcdbackup_follower_segments_total counter
 etcdbackup_follower_segments_total{cluster="prod-a"} 1
 `

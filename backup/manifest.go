@@ -158,6 +158,14 @@ type PutMark struct {
 // IsKeysJSON reports whether m describes a logical backup in keys-json.
 func (m *Manifest) IsKeysJSON() bool { return m.Kind == ManifestKindKeysJSON }
 
+// IsLogical reports whether the manifest is a logical backup's: keys-json
+// or a keys zip.
+func (m *Manifest) IsLogical() bool { return IsLogicalKind(m.Kind) }
+
+// IsLogicalKind reports whether a manifest kind is a logical backup's:
+// ManifestKindKeysJSON or ManifestKindKeys.
+func IsLogicalKind(kind string) bool { return kind == ManifestKindKeysJSON || kind == ManifestKindKeys }
+
 // IsDelta reports whether m describes a delta segment.
 func (m *Manifest) IsDelta() bool { return m.Kind == ManifestKindDelta }
 
@@ -261,12 +269,12 @@ func (m *Manifest) Validate() error {
 		if m.FirstRevision < 1 || m.LastRevision < m.FirstRevision {
 			add("delta revisions [%d, %d] are not ordered", m.FirstRevision, m.LastRevision)
 		}
-	case ManifestKindKeysJSON:
+	case ManifestKindKeysJSON, ManifestKindKeys:
 		if m.Format < DeltaManifestFormat {
-			add("a keys-json backup needs format %d", DeltaManifestFormat)
+			add("a %s backup needs format %d", m.Kind, DeltaManifestFormat)
 		}
 		if !m.Etcd.Revision.Exact() || m.Keys < 0 {
-			add("a keys-json backup has an exact revision and a key count")
+			add("a %s backup has an exact revision and a key count", m.Kind)
 		}
 	default:
 		add("kind %q is not known", m.Kind)

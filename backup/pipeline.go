@@ -111,8 +111,8 @@ type Request struct {
 	// Scheduled marks a run of a schedule.
 	Scheduled bool
 	// Kind is the manifest kind of what the Snapshotter serves: empty for
-	// an etcd snapshot, ManifestKindKeysJSON for a KeysExporter's logical
-	// backup.
+	// an etcd snapshot, ManifestKindKeysJSON or ManifestKindKeys (the
+	// exporter's Kind) for a KeysExporter's logical backup.
 	Kind string
 	// Synthetic, for a full backup that compaction made offline from a
 	// chain (package compact), is recorded in its manifest
@@ -136,7 +136,7 @@ func (r *Request) Validate() error {
 	if id := UniqueBackupID(BackupID(r.Cluster, r.Name, time.Time{}, r.Scheduled), strings.Repeat("0", RunLen)); len(id) > 200 {
 		return fmt.Errorf("backup id of %d bytes is too long", len(id))
 	}
-	if r.Kind != "" && r.Kind != ManifestKindKeysJSON {
+	if r.Kind != "" && !IsLogicalKind(r.Kind) {
 		return fmt.Errorf("backup kind %q is not one a pipeline writes", r.Kind)
 	}
 	if r.Synthetic != nil && r.Kind != "" {
@@ -213,6 +213,11 @@ func (e *DestinationError) Unwrap() error { return e.Err }
 // error joining a *DestinationError per failed target (the result says
 // which targets succeeded). An invalid request fails before anything is
 // read or written.
+//
+// One ID names one snapshot on every target: a run that finds its ID
+// taken on any target (ErrBackupExists) commits it on none, and a
+// scheduled run then backs up again, on every target, under the ID with
+// its run token appended (UniqueBackupID).
 func (p *Pipeline) Run(ctx context.Context, req Request) (*Result, error) {
 	if err := req.Validate(); err != nil {
 		return nil, err
@@ -259,14 +264,16 @@ func (p *Pipeline) Run(ctx context.Context, req Request) (*Result, error) {
 		base.Format = DeltaManifestFormat
 	}
 	res, err := p.newRun(ctx, req, base, recipients).do()
-	if err == nil || unique || !req.Scheduled || !takenEverywhere(res) {
+	if err == nil || unique || !req.Scheduled || !takenAnywhere(res) || committedAnywhere(res) {
 		return res, err
 	}
 	// Another scheduled run of the config took this ID in the same
-	// millisecond, on every target, and nothing of this run was kept: take
-	// the backup again under the ID with this run's token, which no other
-	// run has. A one-shot ID is meant to be taken once: its second run
-	// fails with ErrBackupExists.
+	// millisecond on at least one target, and this run committed it on
+	// none (see run.commit): take the backup again under the ID with this
+	// run's token, which no other run has, on every target. A one-shot ID
+	// is meant to be taken once: its second run fails with ErrBackupExists.
+	// A run that committed the ID somewhere (a manifest write in doubt on
+	// another target) is not taken again: its backup exists.
 	p.logger().Warn("backup ID taken by another run; backing up again under an ID of its own", "backup", id, "cluster", req.Cluster)
 	base.ID = UniqueBackupID(id, token)
 	base.DataKey = DataKey(base.ID, created, compression, len(recipients) > 0)
@@ -290,18 +297,28 @@ func (p *Pipeline) newRun(ctx context.Context, req Request, base Manifest, recip
 	return r
 }
 
-// takenEverywhere reports whether every target failed because the
-// backup's ID was taken (ErrBackupExists).
-func takenEverywhere(res *Result) bool {
-	if res == nil || len(res.Outcomes) == 0 {
+// takenAnywhere reports whether a target failed because the backup's ID
+// was taken (ErrBackupExists).
+func takenAnywhere(res *Result) bool {
+	if res == nil {
 		return false
 	}
 	for _, o := range res.Outcomes {
-		if !errors.Is(o.Err, ErrBackupExists) {
-			return false
+		if errors.Is(o.Err, ErrBackupExists) {
+			return true
 		}
 	}
-	return true
+	return false
+}
+
+// committedAnywhere reports whether a target committed the backup.
+func committedAnywhere(res *Result) bool {
+	for _, o := range res.Outcomes {
+		if o.Manifest != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // allExclusive reports whether every target creates objects exclusively,
@@ -512,6 +529,10 @@ func (r *run) commit(info SnapshotInfo, stored *digester, uploaded []bool) error
 	}
 	base.Keys = info.Keys
 
+	if takenAnywhere(r.res) {
+		r.withdraw(uploaded)
+		return nil
+	}
 	var wg sync.WaitGroup
 	for i, t := range r.req.Targets {
 		if !uploaded[i] {
@@ -530,6 +551,36 @@ func (r *run) commit(info SnapshotInfo, stored *digester, uploaded []bool) error
 	}
 	wg.Wait()
 	return nil
+}
+
+// withdraw gives up the backup's ID on every target whose upload
+// succeeded, because another run holds the ID on some other target: were
+// both runs to commit where they won, the targets would hold different
+// snapshots under one ID, which restore takes for one backup. Nothing is
+// committed; the data objects this run wrote are discarded where the
+// Uploader is a Discarder (a BucketUploader removes only objects carrying
+// its run token), and are otherwise orphans retention collects. A
+// scheduled run then backs up again under an ID of its own.
+func (r *run) withdraw(uploaded []bool) {
+	var wg sync.WaitGroup
+	for i, t := range r.req.Targets {
+		if !uploaded[i] {
+			continue
+		}
+		r.res.Outcomes[i].Err = fmt.Errorf("commit: %w on another destination; not committed here", ErrBackupExists)
+		d, ok := t.Uploader.(Discarder)
+		if !ok {
+			continue
+		}
+		wg.Go(func() {
+			m := r.base
+			m.Destination = t.Destination
+			if err := d.Discard(r.ctx, &m); err != nil {
+				r.log.Warn("withdrawn data object left for retention to collect", "destination", t.Destination, "error", err)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // finish records err (a failure of the whole backup) on every target that

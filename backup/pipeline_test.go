@@ -17,7 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/etcdbackup/etcdbackup/backup"
-	"github.com/etcdbackup/etcdbackup/internal/backuptest"
+	"github.com/etcdbackup/etcdbackup/backup/backuptest"
 )
 
 // fakeSnapshot returns bytes shaped like an etcd snapshot stream: a body of

@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"sync"
 	"time"
 
 	"filippo.io/age"
@@ -170,38 +169,4 @@ func (p retryPolicy) wait(ctx context.Context, attempt int) error {
 	case <-t.C:
 		return nil
 	}
-}
-
-// store commits seg on every target, retrying each failed target until it
-// succeeds or ctx ends. onFailure is called for each failed attempt, from
-// the target's goroutine. It returns the committed manifests in the
-// targets' order, and ctx's error when some target never succeeded.
-func (seg *encodedSegment) store(ctx context.Context, targets []Target, now func() time.Time, retry retryPolicy,
-	onFailure func(dest string, attempt int, err error)) ([]*Manifest, error) {
-	out := make([]*Manifest, len(targets))
-	errs := make([]error, len(targets))
-	var wg sync.WaitGroup
-	for i, t := range targets {
-		wg.Go(func() {
-			for attempt := 1; ; attempt++ {
-				m, err := seg.storeOnce(ctx, t, now(), attempt)
-				if err == nil {
-					out[i] = m
-					return
-				}
-				onFailure(t.Destination, attempt, err)
-				if werr := retry.wait(ctx, attempt); werr != nil {
-					errs[i] = &DestinationError{Destination: t.Destination, Err: err}
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return out, err
-		}
-	}
-	return out, nil
 }

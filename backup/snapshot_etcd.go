@@ -583,6 +583,13 @@ func (s *EtcdSnapshotter) open(ctx context.Context, m *memberConn, name string, 
 		return nil, fmt.Errorf("etcd endpoint %s answered as member %x, then as %x; give one endpoint per member",
 			m.endpoint, m.id(), before.Header.MemberId)
 	}
+	// The member was chosen from statuses taken moments ago: it may have
+	// lost its leader since (cut off from the majority), and a snapshot
+	// from then on would hold data of unknown age.
+	if before.Leader == 0 {
+		return nil, fmt.Errorf("etcd member %s: %w: member %x lost its leader before its snapshot started",
+			m.endpoint, ErrMemberNotCurrent, m.id())
+	}
 	info := SnapshotInfo{
 		Endpoint:         m.endpoint,
 		MemberID:         m.id(),
@@ -599,7 +606,8 @@ func (s *EtcdSnapshotter) open(ctx context.Context, m *memberConn, name string, 
 		LeaderID:         before.Leader,
 		Healthy:          len(before.Errors) == 0,
 	}
-	if leader != nil {
+	if leader != nil && leader.Header.MemberId == before.Leader {
+		// Of the same leader only: another was elected meanwhile.
 		info.LeaderAppliedIndex, info.LeaderRevision = leader.RaftAppliedIndex, leader.Header.Revision
 	}
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/etcdbackup/etcdbackup/internal/cleanup"
 	"github.com/etcdbackup/etcdbackup/internal/faultpoint"
 	"github.com/etcdbackup/etcdbackup/storage"
 )
@@ -29,7 +30,8 @@ type Uploader interface {
 
 // ErrBackupExists is returned when a backup's data object or manifest
 // already exists: a one-shot backup name used twice, or two scheduled runs
-// of one config in the same millisecond.
+// of one config in the same millisecond. A run that meets it on any target
+// commits the ID on none of them (Pipeline.Run).
 var ErrBackupExists = errors.New("backup already exists")
 
 // ExclusiveUploader is implemented by Uploaders that create a backup's
@@ -48,6 +50,14 @@ func uploadsExclusively(u Uploader) bool {
 	return ok && eu.UploadsExclusively()
 }
 
+// Discarder is implemented by Uploaders that can remove a data object
+// Upload stored whose manifest will never be written (the pipeline gave
+// the backup up, see Pipeline.Run). Discard must remove only the object
+// this run wrote; an Uploader without it leaves the object as an orphan.
+type Discarder interface {
+	Discard(ctx context.Context, m *Manifest) error
+}
+
 // BucketUploader stores backups in a storage.Bucket, which is usually a
 // destination's bucket confined to its prefix. A cluster's objects live in
 // the folder "<cluster>/": the data object under Manifest.DataKey and the
@@ -62,7 +72,24 @@ type BucketUploader struct {
 var (
 	_ Uploader          = (*BucketUploader)(nil)
 	_ ExclusiveUploader = (*BucketUploader)(nil)
+	_ Discarder         = (*BucketUploader)(nil)
 )
+
+// Discard implements Discarder: RemoveOwnData, on a context of its own
+// bounded by CleanupTimeout, so that a run's cancellation does not keep
+// it from cleaning up.
+func (u *BucketUploader) Discard(ctx context.Context, m *Manifest) error {
+	ctx, cancel := cleanup.Context(ctx, u.cleanupTimeout())
+	defer cancel()
+	return RemoveOwnData(ctx, u.Bucket, m)
+}
+
+func (u *BucketUploader) cleanupTimeout() time.Duration {
+	if u.CleanupTimeout == 0 {
+		return time.Minute
+	}
+	return u.CleanupTimeout
+}
 
 // UploadsExclusively implements ExclusiveUploader: whether the bucket
 // creates objects atomically if absent (storage.CanPutIfAbsent).
@@ -122,11 +149,7 @@ func (u *BucketUploader) Commit(ctx context.Context, m *Manifest) error {
 		faultpoint.Hit("manifest-stored")
 		return nil
 	}
-	timeout := u.CleanupTimeout
-	if timeout == 0 {
-		timeout = time.Minute
-	}
-	cleanupCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	cleanupCtx, cancel := cleanup.Context(ctx, u.cleanupTimeout())
 	defer cancel()
 	landed, found, rerr := holds(cleanupCtx, u.Bucket, key, body)
 	if landed {

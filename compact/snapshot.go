@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/etcdbackup/etcdbackup/backup"
+	"github.com/etcdbackup/etcdbackup/internal/cleanup"
 	"github.com/etcdbackup/etcdbackup/restore"
 )
 
@@ -110,7 +111,7 @@ type drilledUploader struct {
 func (u *drilledUploader) Commit(ctx context.Context, m *backup.Manifest) error {
 	if err := u.drill(ctx, m); err != nil {
 		if bu, ok := u.Uploader.(*backup.BucketUploader); ok {
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			cctx, cancel := cleanup.Context(ctx, time.Minute)
 			defer cancel()
 			_ = backup.RemoveOwnData(cctx, bu.Bucket, m)
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/etcdbackup/etcdbackup/backup"
+	"github.com/etcdbackup/etcdbackup/internal/cleanup"
 	"github.com/etcdbackup/etcdbackup/storage"
 )
 
@@ -313,7 +314,7 @@ func (d *Destination) Upload(ctx context.Context, m *backup.Manifest, r io.Reade
 	}
 	if spec.ObjectLock.Enabled() {
 		if err := d.lock(ctx, h, spec, pinKey(m)); err != nil {
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			cctx, cancel := cleanup.Context(ctx, time.Minute)
 			if derr := backup.RemoveOwnData(cctx, h.bucket, m); derr != nil {
 				err = fmt.Errorf("%w (and the unlocked data object could not be removed: %v)", err, derr)
 			}

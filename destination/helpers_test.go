@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/etcdbackup/etcdbackup/backup"
+	"github.com/etcdbackup/etcdbackup/backup/backuptest"
 	"github.com/etcdbackup/etcdbackup/destination"
-	"github.com/etcdbackup/etcdbackup/internal/backuptest"
 )
 
 // waitFor bounds the real time a test waits for the registry's

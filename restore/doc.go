@@ -50,7 +50,11 @@
 // live cluster (fetch, etcdutl status, restore into a temporary directory)
 // and returns a DrillResult a host can record; DrillJob wraps it for a
 // scheduler. A Restorer whose Pins holds the retention.PinSet the host's
-// pruners share keeps the backup it reads from being pruned meanwhile.
+// pruners share keeps the backup it reads from being pruned meanwhile,
+// from the moment its fetch starts (not from Find), and only against the
+// pruners of its own process: a prune in another process, or one before
+// the pin, can delete the backup a restore chose, which then fails with
+// storage.ErrNotFound and restores nothing.
 //
 // # Point-in-time restore
 //

@@ -278,14 +278,14 @@ func (r *Restorer) stream(ctx context.Context, o *operation, b Backup, w io.Writ
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if !b.Restorable() && b.Kind != backup.KindKeysJSON {
+	if !b.Restorable() && !b.Kind.Logical() {
 		return nil, fmt.Errorf("%w: %s is %s", ErrNotRestorable, b.Key, b.Kind)
 	}
 	if b.Catalog == nil {
 		return nil, fmt.Errorf("source %q has no catalog", b.Source)
 	}
 	m := b.Manifest
-	if b.Kind == backup.KindBackup || b.Kind == backup.KindKeysJSON {
+	if b.Kind == backup.KindBackup || b.Kind.Logical() {
 		if m == nil {
 			return nil, fmt.Errorf("%w: backup %s has no manifest", ErrNotRestorable, b.Key)
 		}
@@ -328,10 +328,10 @@ func (r *Restorer) stream(ctx context.Context, o *operation, b Backup, w io.Writ
 		decoded = ahead
 	}
 
-	// A snapshot ends in etcd's sha256 trailer; a keys-json object has
+	// A snapshot ends in etcd's sha256 trailer; a logical backup has
 	// none, and its sha256 is the manifest's alone.
 	var tr rawReader = backup.VerifyTrailer(decoded)
-	if b.Kind == backup.KindKeysJSON {
+	if b.Kind.Logical() {
 		tr = newHashingReader(decoded)
 	}
 	buf := make([]byte, copyBufferSize)

@@ -50,8 +50,9 @@ type Query struct {
 	// Before, when set, restricts the search to backups created strictly
 	// before it: "the state of the cluster before the incident".
 	Before time.Time
-	// Kind, when set to backup.KindKeysJSON, selects logical backups (for
-	// an Importer) instead of the snapshots and legacy objects a member is
+	// Kind, when set to a logical kind (backup.KindKeysJSON or
+	// backup.KindKeys), selects logical backups of either kind (for an
+	// Importer) instead of the snapshots and legacy objects a member is
 	// restored from.
 	Kind backup.Kind
 	// TolerateUnavailable lets Find answer from the sources that could be
@@ -185,6 +186,9 @@ func Find(ctx context.Context, sources []Source, q Query) (Backup, error) {
 func (q Query) usable(b Backup) bool {
 	if q.Kind == "" {
 		return b.Restorable()
+	}
+	if q.Kind.Logical() {
+		return b.Kind.Logical()
 	}
 	return b.Kind == q.Kind
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/etcdbackup/etcdbackup/backup"
-	"github.com/etcdbackup/etcdbackup/internal/backuptest"
+	"github.com/etcdbackup/etcdbackup/backup/backuptest"
 	"github.com/etcdbackup/etcdbackup/internal/miniotest"
 	"github.com/etcdbackup/etcdbackup/restore"
 	"github.com/etcdbackup/etcdbackup/storage"

@@ -51,7 +51,8 @@ const (
 // unknown mode, or DeleteMissing without the prefixes that bound it.
 var ErrImport = errors.New("invalid import")
 
-// Importer writes a keys-json object (see backup.KeysJSONHeader) into a
+// Importer writes a logical backup, a keys-json object (see
+// backup.KeysJSONHeader) or a keys zip (see backup.KeysZipWriter), into a
 // live etcd through its client, in transactions of BatchSize keys.
 //
 // Nothing is written before the whole object has been read and checked: a
@@ -182,7 +183,16 @@ func (im *Importer) Import(ctx context.Context, r io.Reader) (*ImportResult, err
 	return im.ImportFile(ctx, f.Name())
 }
 
-// ImportFile is Import of the keys-json object in the file at path.
+// ImportFile is Import of the object in the file at path: keys-json or a
+// keys zip (see backup.KeysZipWriter), told apart by its first bytes. A
+// keys zip is read in place (archive/zip reads its directory at its end);
+// Import spools a stream to a file first, bounded by MaxBytes, and a keys
+// zip decoding to more than MaxBytes is refused too. Either is checked
+// whole, every value read and its CRC checked, before anything is written:
+// a file the index does not name or that it names otherwise (a path such
+// as "../x", a duplicate, a missing or extra file), a value or archive
+// larger than the bounds, or an archive whose directory is cut fails with
+// an error matching backup.ErrKeysZip and backup.ErrKeysJSON.
 func (im *Importer) ImportFile(ctx context.Context, path string) (*ImportResult, error) {
 	if err := im.validate(); err != nil {
 		return nil, err
@@ -205,15 +215,11 @@ func (im *Importer) ImportFile(ctx context.Context, path string) (*ImportResult,
 	if !res.Complete {
 		im.logger().Warn("the object cannot prove it is complete: keys after a cut would be missing", "version", header.Version)
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("open keys-json: %w", err)
-	}
-	defer f.Close()
-	src, _, err := KeysJSONSource(f, im.Mapping)
+	src, _, c, err := OpenKeysFile(path, im.Mapping, im.MaxBytes)
 	if err != nil {
 		return nil, err
 	}
+	defer c.Close()
 	a := &applier{ctx: ctx, im: im, res: res, deleting: im.DeleteMissing}
 	if err := mergeKeys(ctx, src, NewEtcdKeys(im.Client, targets), a.add); err != nil {
 		a.stopped()
@@ -245,15 +251,11 @@ func (im *Importer) validate() error {
 // broken object fails before anything is written. complete says its end
 // line proved it complete.
 func (im *Importer) check(ctx context.Context, path string) (_ *backup.KeysJSONHeader, complete bool, _ error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, false, fmt.Errorf("open keys-json: %w", err)
-	}
-	defer f.Close()
-	kr, err := backup.NewKeysJSONReader(f)
+	kr, c, err := openKeyFile(path, im.MaxBytes)
 	if err != nil {
 		return nil, false, err
 	}
+	defer c.Close()
 	header := kr.Header()
 	src := &mappedKeys{r: kr, m: im.Mapping}
 	limit := im.maxRequestBytes()

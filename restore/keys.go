@@ -2,10 +2,12 @@ package restore
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -120,9 +122,19 @@ func IntersectPrefixes(asked, covered []string) ([]string, error) {
 	return backup.NormalizePrefixes(out), nil
 }
 
-// mappedKeys is a KeySource over a keys-json object through a mapping.
+// keyReader reads the object of a logical backup: a
+// *backup.KeysJSONReader or a *backup.KeysZipReader.
+type keyReader interface {
+	Next() (backup.KeyValue, error)
+	Keys() int64
+	Header() backup.KeysJSONHeader
+	Complete() bool
+}
+
+// mappedKeys is a KeySource over a logical backup's object through a
+// mapping.
 type mappedKeys struct {
-	r *backup.KeysJSONReader
+	r keyReader
 	m KeyMapping
 }
 
@@ -298,6 +310,68 @@ func Diff(ctx context.Context, from, to KeySource, fn func(KeyChange) error) err
 		}
 		return nil
 	})
+}
+
+// OpenKeysFile opens the object of a logical backup in the file at path,
+// keys-json or a keys zip (told apart by its first bytes), as a KeySource
+// through m. A keys zip is refused with backup.ErrKeysZip when it would
+// decode to more than maxDecoded bytes (zero: DefaultImportMaxBytes).
+// Closing the returned closer closes the file.
+func OpenKeysFile(path string, m KeyMapping, maxDecoded int64) (KeySource, *backup.KeysJSONHeader, io.Closer, error) {
+	kr, c, err := openKeyFile(path, maxDecoded)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	h := kr.Header()
+	return &mappedKeys{r: kr, m: m}, &h, c, nil
+}
+
+// openKeyFile opens the keys-json object or keys zip at path.
+func openKeyFile(path string, maxDecoded int64) (keyReader, io.Closer, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open keys: %w", err)
+	}
+	magic := make([]byte, 4)
+	n, err := io.ReadFull(f, magic)
+	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
+		f.Close()
+		return nil, nil, fmt.Errorf("read keys: %w", err)
+	}
+	if !backup.IsKeysZip(magic[:n]) {
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			f.Close()
+			return nil, nil, fmt.Errorf("read keys: %w", err)
+		}
+		kr, err := backup.NewKeysJSONReader(f)
+		if err != nil {
+			f.Close()
+			return nil, nil, err
+		}
+		return kr, f, nil
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("read keys: %w", err)
+	}
+	zr, err := backup.NewKeysZipReader(f, st.Size(), cmp.Or(maxDecoded, DefaultImportMaxBytes))
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return zr, closers{zr, f}, nil
+}
+
+// closers closes each of its closers, in order.
+type closers []io.Closer
+
+func (cs closers) Close() error {
+	var errs []error
+	for _, c := range cs {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
 }
 
 // KeysJSONSource opens a keys-json object as a KeySource through m.

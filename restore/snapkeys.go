@@ -27,6 +27,12 @@ import (
 // prefixes (none: every key) to w. Opening the store builds etcd's index of
 // every key in memory, as etcd does at start.
 func (r *Restorer) SnapshotKeys(ctx context.Context, b Backup, prefixes []string, w io.Writer) (*backup.KeysJSONHeader, int64, error) {
+	return r.snapshotKeys(ctx, b, prefixes, backup.ManifestKindKeysJSON, w)
+}
+
+// snapshotKeys is SnapshotKeys writing the object of a logical backup of
+// manifest kind kind: keys-json or a keys zip.
+func (r *Restorer) snapshotKeys(ctx context.Context, b Backup, prefixes []string, kind string, w io.Writer) (*backup.KeysJSONHeader, int64, error) {
 	if !b.Restorable() {
 		return nil, 0, fmt.Errorf("%w: %s is %s, not a snapshot", ErrNotRestorable, b.Key, b.Kind)
 	}
@@ -59,7 +65,7 @@ func (r *Restorer) SnapshotKeys(ctx context.Context, b Backup, prefixes []string
 	if b.Manifest != nil {
 		h.ClusterID = b.Manifest.Etcd.ClusterID
 	}
-	kw, err := backup.NewKeysJSONWriter(w, h)
+	kw, err := backup.NewKeyWriter(w, kind, h)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -103,7 +109,7 @@ func openStore(path string) (_ mvcc.KV, closeStore func(), err error) {
 
 // writeStoreKeys writes the keys of kv under h's prefixes at h's revision,
 // a page at a time.
-func writeStoreKeys(ctx context.Context, kv mvcc.KV, h backup.KeysJSONHeader, kw *backup.KeysJSONWriter) error {
+func writeStoreKeys(ctx context.Context, kv mvcc.KV, h backup.KeysJSONHeader, kw backup.KeyWriter) error {
 	// Every key: an empty range end that is not nil, as etcd's server
 	// turns a client's "\x00" into (a "\x00" end would end before the
 	// first key, and a nil one read a single key).
@@ -140,13 +146,16 @@ func writeStoreKeys(ctx context.Context, kv mvcc.KV, h backup.KeysJSONHeader, kw
 }
 
 // SnapshotExporter is a backup.Snapshotter that serves a snapshot backup
-// as a keys-json object (see Restorer.SnapshotKeys): with
-// Request.Kind set to backup.ManifestKindKeysJSON, the pipeline stores
-// every old snapshot's keys as a logical backup.
+// as a keys-json object or a keys zip (see Restorer.SnapshotKeys): with
+// Request.Kind set to the same Kind, the pipeline stores every old
+// snapshot's keys as a logical backup.
 type SnapshotExporter struct {
 	Restorer *Restorer
 	Backup   Backup
 	Prefixes []string
+	// Kind is backup.ManifestKindKeysJSON (the zero value) or
+	// backup.ManifestKindKeys.
+	Kind string
 }
 
 var _ backup.Snapshotter = (*SnapshotExporter)(nil)
@@ -160,7 +169,7 @@ func (e *SnapshotExporter) Snapshot(ctx context.Context) (*backup.Snapshot, erro
 		return nil, fmt.Errorf("create export file: %w", err)
 	}
 	os.Remove(f.Name()) // removed once closed
-	h, n, err := e.Restorer.SnapshotKeys(ctx, e.Backup, e.Prefixes, f)
+	h, n, err := e.Restorer.snapshotKeys(ctx, e.Backup, e.Prefixes, e.Kind, f)
 	if err == nil {
 		_, err = f.Seek(0, io.SeekStart)
 	}

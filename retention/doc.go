@@ -21,8 +21,14 @@
 //     touches "prod-ab";
 //   - entries with an object under an unexpired object lock or a legal
 //     hold (every object of the entry is checked before any is deleted),
-//     and entries of every kind pinned by a restore or fetch in progress,
-//     are skipped and reported;
+//     and entries of every kind pinned by a restore or fetch in progress
+//     of this process (a PinSet shared with the Restorer: checked again
+//     right before the first delete, with new pins held off until the
+//     deletes end), are skipped and reported. Pins live in memory: a
+//     restore in another process (the CLI beside a scheduler), or one
+//     between its Find and the pin its fetch takes, is not protected; it
+//     may find the backup it chose deleted, and then fails with
+//     storage.ErrNotFound rather than restoring anything else;
 //     entries that could not be checked (an object lock status the role
 //     may not read) or deleted make Prune fail with ErrSkipped, and
 //     Metrics counts them;
@@ -32,9 +38,13 @@
 //   - orphans older than a grace period, and stale incomplete multipart
 //     uploads of this library's keys (on file:// the hidden temporary files
 //     of a killed put), are collected; their age is taken by
-//     the pruner's clock and by the store's (the newest modification time
-//     listed), so a pruner whose clock runs fast never takes an upload in
-//     flight for a stale one.
+//     the pruner's clock and, where an object stored after them confirms
+//     it, by the store's (the newest modification time listed), so a
+//     pruner whose clock runs fast does not take an upload in flight for a
+//     stale one once anything newer is stored in the cluster's folder. In
+//     a folder where nothing was stored since the upload started, the
+//     pruner's clock alone ages it: a clock more than UploadGrace fast can
+//     abort that upload, and the backup it belongs to then fails.
 //
 // Backups are ordered by the creation time in their manifests, never by the
 // store's modification times; but a backup dated more than the clock skew

@@ -8,11 +8,20 @@ import "sync"
 // backup it reads when its Pins field holds the set. A backup may be pinned
 // several times at once; it stays pinned until every pin is released.
 //
+// The check and the deletion are one step: a Pruner with a PinSet checks
+// the pin again right before its first delete, and holds new pins of that
+// backup off until its deletes have ended, so a backup pinned before that
+// moment is never deleted, and a pin taken during the deletes returns
+// after them (the restore then finds the backup gone, ErrNotFound, rather
+// than half of it). A PinSet protects only the restores of its own
+// process: see the package documentation for restores in other processes.
+//
 // The zero value is an empty set, ready to use. A PinSet is safe for
 // concurrent use and must not be copied after first use.
 type PinSet struct {
-	mu   sync.Mutex
-	held map[pinKey]int
+	mu       sync.Mutex
+	held     map[pinKey]int
+	deleting map[pinKey]chan struct{} // closed when the deletes end
 }
 
 type pinKey struct{ cluster, id string }
@@ -20,10 +29,12 @@ type pinKey struct{ cluster, id string }
 var _ Pins = (*PinSet)(nil)
 
 // Pin marks the backup id of cluster in use and returns the function that
-// releases this pin; calling it again does nothing.
+// releases this pin; calling it again does nothing. While a Pruner sharing
+// the set deletes the backup, Pin waits for the deletes to end.
 func (s *PinSet) Pin(cluster, id string) (unpin func()) {
 	k := pinKey{cluster, id}
 	s.mu.Lock()
+	s.waitDeletes(k)
 	if s.held == nil {
 		s.held = make(map[pinKey]int)
 	}
@@ -41,9 +52,52 @@ func (s *PinSet) Pin(cluster, id string) (unpin func()) {
 	}
 }
 
+// waitDeletes waits, with s.mu held on entry and on return, until no
+// Pruner deletes k.
+func (s *PinSet) waitDeletes(k pinKey) {
+	for {
+		done, ok := s.deleting[k]
+		if !ok {
+			return
+		}
+		s.mu.Unlock()
+		<-done
+		s.mu.Lock()
+	}
+}
+
 // Pinned implements Pins.
 func (s *PinSet) Pinned(cluster, id string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.held[pinKey{cluster, id}] > 0
+}
+
+// holdForDelete implements deleteHolder: unless the backup is pinned, it
+// holds new pins of it off until release is called.
+func (s *PinSet) holdForDelete(cluster, id string) (release func(), ok bool) {
+	k := pinKey{cluster, id}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.waitDeletes(k)
+	if s.held[k] > 0 {
+		return nil, false
+	}
+	if s.deleting == nil {
+		s.deleting = make(map[pinKey]chan struct{})
+	}
+	done := make(chan struct{})
+	s.deleting[k] = done
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		delete(s.deleting, k)
+		close(done)
+	}, true
+}
+
+// deleteHolder is implemented by Pins that can make their check and a
+// backup's deletion one step (PinSet).
+type deleteHolder interface {
+	holdForDelete(cluster, id string) (release func(), ok bool)
 }

@@ -178,7 +178,7 @@ func MakePlan(cluster string, entries []backup.Entry, policy Policy, now time.Ti
 	for i, e := range entries {
 		d := &plan.Decisions[i]
 		d.Entry = e
-		counted := e.Kind == backup.KindBackup || e.Kind == backup.KindKeysJSON
+		counted := e.Kind == backup.KindBackup || e.Kind.Logical()
 		switch {
 		case e.Cluster != cluster:
 			d.Action, d.Reason = Keep, fmt.Sprintf("belongs to cluster %q: out of scope", e.Cluster)
@@ -262,8 +262,8 @@ func checkPlan(cluster string, policy Policy, opts PlanOptions) (PlanOptions, er
 	if opts.Kind == "" {
 		opts.Kind = backup.KindBackup
 	}
-	if opts.Kind != backup.KindBackup && opts.Kind != backup.KindKeysJSON {
-		return opts, fmt.Errorf("%w: retention counts snapshots or keys-json backups, not %s", ErrInvalidPolicy, opts.Kind)
+	if opts.Kind != backup.KindBackup && !opts.Kind.Logical() {
+		return opts, fmt.Errorf("%w: retention counts snapshots, keys-json or keys backups, not %s", ErrInvalidPolicy, opts.Kind)
 	}
 	if opts.Name != "" {
 		if err := backup.ValidateName("backup", opts.Name); err != nil {

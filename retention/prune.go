@@ -273,6 +273,17 @@ func (p *Pruner) execute(ctx context.Context, d Decision, now time.Time) Item {
 		item.Outcome, item.Reason = WouldDelete, d.Reason
 		return item
 	}
+	// The lock lookups above take round trips: a restore may have pinned
+	// the backup meanwhile. Check again, and hold new pins off until the
+	// deletes end.
+	if h, ok := p.Pins.(deleteHolder); ok {
+		release, ok := h.holdForDelete(e.Cluster, e.ID)
+		if !ok {
+			item.Reason, item.Skip = "pinned by a restore or fetch in progress", SkipPinned
+			return item
+		}
+		defer release()
+	}
 	for n, key := range keys {
 		err := p.Store.Delete(ctx, key)
 		switch {
@@ -462,7 +473,7 @@ func (p *Pruner) Delete(ctx context.Context, cluster, id string) (Item, error) {
 	var target *backup.Entry
 	for i, e := range entries {
 		switch {
-		case e.ID == id && (e.Kind == backup.KindBackup || e.Kind == backup.KindKeysJSON):
+		case e.ID == id && (e.Kind == backup.KindBackup || e.Kind.Logical()):
 			target = &entries[i]
 		case e.ID == id:
 			return Item{}, fmt.Errorf("%w: %s is a %s entry, not a backup", ErrNotDeleted, id, e.Kind)

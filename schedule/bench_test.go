@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdbackup/etcdbackup/internal/fakeclock"
 	"github.com/etcdbackup/etcdbackup/retention"
+	"github.com/etcdbackup/etcdbackup/schedule/scheduletest"
 )
 
 const benchJobs = 10_000
@@ -129,7 +129,7 @@ func BenchmarkSet(b *testing.B) {
 // instant (no jitter), with a runner that does nothing, and waits until
 // all have run: the scheduler's own cost of a busy tick.
 func BenchmarkTick10kJobs(b *testing.B) {
-	clk := fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	clk := scheduletest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	s, err := New(Config{Runner: RunnerFuncs{}, Clock: clk, MaxConcurrent: 64, MaxPerDestination: 64})
 	if err != nil {
 		b.Fatal(err)

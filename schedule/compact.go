@@ -69,7 +69,7 @@ func (s *Scheduler) compactOnce(ctx context.Context, job Job) (err error) {
 			return fmt.Errorf("lock job for compaction: %w", err)
 		}
 		var unlock func(bool)
-		ctx, unlock = s.whileHeld(ctx, held, "job lock", job.ID)
+		ctx, unlock = s.whileHeld(ctx, held, "job lock", job.ID, false)
 		defer unlock(false)
 	}
 	return s.runner.(CompactingRunner).Compact(ctx, job)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/etcdbackup/etcdbackup/backup"
 	"github.com/etcdbackup/etcdbackup/internal/etcdtest"
-	"github.com/etcdbackup/etcdbackup/internal/fakeclock"
+	"github.com/etcdbackup/etcdbackup/schedule/scheduletest"
 )
 
 // TestContinuousJobCompacts: a continuous job with a compaction interval
@@ -23,7 +23,7 @@ func TestContinuousJobCompacts(t *testing.T) {
 	cli := newEtcdClient(t, srv)
 	defer cli.Close()
 	dests := newMemDestinations(t, "a", "b")
-	clk := fakeclock.New(utc("2026-01-01T00:00:00Z"))
+	clk := scheduletest.NewClock(utc("2026-01-01T00:00:00Z"))
 	s, err := New(Config{Runner: etcdRunner(t, srv, dests), Lock: &EtcdLock{Client: cli, Prefix: "/locks/"}, Clock: clk, Logger: testLogger(t)})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(t.Context())

@@ -13,8 +13,8 @@ import (
 
 	"github.com/etcdbackup/etcdbackup/backup"
 	"github.com/etcdbackup/etcdbackup/internal/etcdtest"
-	"github.com/etcdbackup/etcdbackup/internal/fakeclock"
 	"github.com/etcdbackup/etcdbackup/retention"
+	"github.com/etcdbackup/etcdbackup/schedule/scheduletest"
 	"github.com/etcdbackup/etcdbackup/storage"
 )
 
@@ -309,7 +309,7 @@ func TestContinuousJobWaitsForASlot(t *testing.T) {
 	// A manual clock: the follower's retries for a slot wait on it, so the
 	// test sees it refused and waiting instead of guessing how long that
 	// takes.
-	clk := fakeclock.New(utc("2026-01-01T00:00:00Z"))
+	clk := scheduletest.NewClock(utc("2026-01-01T00:00:00Z"))
 	s, err := New(Config{Runner: r, MaxConcurrent: 1, Clock: clk, Logger: testLogger(t)})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(t.Context())

@@ -39,6 +39,14 @@
 // takes logical backups of the keys under its Prefixes instead, and its
 // retention counts them apart from the snapshots.
 //
+// A job with Replicate set is a replication job: each run copies the
+// cluster's backups created within Replicate.Window from the destination
+// Replicate.From to the job's Destinations, as stored (replicate.Copier:
+// verified, resumable, chains whole, no key needed), and its retention
+// prunes the copies there, of every backup name. A run that finds the
+// targets in step copies nothing. PipelineRunner.ReplicationMetrics
+// records each copy's lag and the backups the target lacks.
+//
 // # Continuous backup
 //
 // A scheduled job with Continuous set also backs its cluster up between
@@ -78,9 +86,12 @@
 // Remove cancels the job's run in flight (the upload aborts, nothing
 // half-visible remains) and waits for it to return; after it, nothing of
 // the job runs, so the host may delete the cluster's backups. When Start's
-// context ends, the scheduler starts nothing new, lets runs in flight
-// finish for up to Config.StopTimeout, then cancels them and waits for
-// them to return.
+// context ends, the scheduler starts nothing new and returns within
+// Config.StopTimeout, the whole budget of a stop: runs in flight may finish
+// during three quarters of it, then they are cancelled and clean up in the
+// rest; continuous backups store their last segment within it; what has
+// not ended then is abandoned as a killed process would leave it, with
+// nothing uncommitted visible (see Scheduler.Start).
 //
 // # Replicas
 //

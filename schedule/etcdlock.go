@@ -10,6 +10,8 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/etcdbackup/etcdbackup/internal/cleanup"
 )
 
 // Defaults of EtcdLock.
@@ -94,7 +96,7 @@ func (l *EtcdLock) Acquire(ctx context.Context, jobID string, tick time.Time) (H
 		// The cleanup runs on a context of its own, bounded: ctx may have
 		// ended after etcd created this attempt's key, which must not
 		// block the other replicas until the lease expires.
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		cctx, cancel := cleanup.Context(ctx, releaseTimeout)
 		defer cancel()
 		_ = h.close(cctx, false)
 		return nil, err

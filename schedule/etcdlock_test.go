@@ -15,7 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/etcdbackup/etcdbackup/internal/etcdtest"
-	"github.com/etcdbackup/etcdbackup/internal/fakeclock"
+	"github.com/etcdbackup/etcdbackup/schedule/scheduletest"
 )
 
 // startEtcd starts an etcd member and returns it with the goroutines it
@@ -43,7 +43,7 @@ func newEtcdClient(t *testing.T, srv *etcdtest.Server) *clientv3.Client {
 // and EtcdLock on one shared etcd, driven by one manual clock.
 type replicas struct {
 	t      *testing.T
-	clk    *fakeclock.Clock
+	clk    *scheduletest.Clock
 	rec    *recorder // both schedulers' runs
 	s      [2]*Scheduler
 	h      [2]*harness
@@ -53,7 +53,7 @@ type replicas struct {
 
 func newReplicas(t *testing.T, srv *etcdtest.Server, locks func(i int, l Lock) Lock) *replicas {
 	t.Helper()
-	r := &replicas{t: t, clk: fakeclock.New(utc("2026-01-01T00:00:00Z")), prefix: "/test/" + t.Name() + "/"}
+	r := &replicas{t: t, clk: scheduletest.NewClock(utc("2026-01-01T00:00:00Z")), prefix: "/test/" + t.Name() + "/"}
 	r.rec = newRecorder(r.clk)
 	for i := range 2 {
 		cli := newEtcdClient(t, srv)

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/etcdbackup/etcdbackup/internal/fakeclock"
 	"github.com/etcdbackup/etcdbackup/retention"
 	"github.com/etcdbackup/etcdbackup/schedule"
+	"github.com/etcdbackup/etcdbackup/schedule/scheduletest"
 )
 
 // A nightly backup at 02:30 Berlin time, run on a manual clock across the
@@ -17,7 +17,7 @@ import (
 // successful backup.
 func Example() {
 	berlin, _ := time.LoadLocation("Europe/Berlin")
-	clock := fakeclock.New(time.Date(2026, 3, 28, 12, 0, 0, 0, time.UTC))
+	clock := scheduletest.NewClock(time.Date(2026, 3, 28, 12, 0, 0, 0, time.UTC))
 	events := make(chan string, 2)
 	s, err := schedule.New(schedule.Config{
 		Clock: clock,
@@ -72,6 +72,8 @@ func Example() {
 	// stopped: <nil>
 	// successes: 1, next run: Mar 30 02:30 CEST
 }
+
+var _ schedule.Clock = (*scheduletest.Clock)(nil)
 
 // Set refuses a job whose schedule cannot be parsed, with a typed error.
 func ExampleScheduler_Set_invalid() {

@@ -69,12 +69,12 @@ func (s *Scheduler) startFollow(e *entry) {
 	f := &followRun{job: e.job.clone(), cancel: cancel, done: make(chan struct{})}
 	e.follow = f
 	s.wg.Add(1)
-	go s.superviseFollow(ctx, e, f, prev)
+	go s.superviseFollow(ctx, s.wg, e, f, prev)
 }
 
 // superviseFollow runs f until ctx ends, starting it again after each end.
-func (s *Scheduler) superviseFollow(ctx context.Context, e *entry, f *followRun, prev *followRun) {
-	defer s.wg.Done()
+func (s *Scheduler) superviseFollow(ctx context.Context, wg *sync.WaitGroup, e *entry, f *followRun, prev *followRun) {
+	defer wg.Done()
 	defer func() {
 		s.mu.Lock()
 		if e.ending == f {
@@ -142,7 +142,7 @@ func (s *Scheduler) followOnce(ctx context.Context, f *followRun) error {
 			return fmt.Errorf("lock continuous backup: %w", err)
 		}
 		var unlock func(bool)
-		ctx, unlock = s.whileHeld(ctx, held, "continuous backup lock", f.job.ID)
+		ctx, unlock = s.whileHeld(ctx, held, "continuous backup lock", f.job.ID, true)
 		defer unlock(false)
 	}
 	started := func() {

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/etcdbackup/etcdbackup/internal/fakeclock"
+	"github.com/etcdbackup/etcdbackup/schedule/scheduletest"
 )
 
 // waitFor bounds the real time a test waits for the scheduler's
@@ -103,7 +103,7 @@ type call struct {
 
 // recorder is a Runner that records its calls and the concurrency it saw.
 type recorder struct {
-	clk *fakeclock.Clock
+	clk *scheduletest.Clock
 	// hook, when set, runs inside Backup while the call counts as in
 	// flight; its error is Backup's.
 	hook func(ctx context.Context, job Job, tick time.Time) error
@@ -121,7 +121,7 @@ type recorder struct {
 	overlaps    int
 }
 
-func newRecorder(clk *fakeclock.Clock) *recorder {
+func newRecorder(clk *scheduletest.Clock) *recorder {
 	return &recorder{clk: clk, perDest: map[string]int{}, maxPerDest: map[string]int{}, perJob: map[string]int{}}
 }
 
@@ -198,7 +198,7 @@ func (r *recorder) pruned() []string {
 // harness runs a scheduler on a manual clock.
 type harness struct {
 	t      *testing.T
-	clk    *fakeclock.Clock
+	clk    *scheduletest.Clock
 	rec    *recorder
 	s      *Scheduler
 	cancel context.CancelFunc
@@ -209,7 +209,7 @@ type harness struct {
 // recorder as its runner unless cfg has one.
 func newHarness(t *testing.T, now time.Time, cfg Config) *harness {
 	t.Helper()
-	h := &harness{t: t, clk: fakeclock.New(now)}
+	h := &harness{t: t, clk: scheduletest.NewClock(now)}
 	h.rec = newRecorder(h.clk)
 	if cfg.Runner == nil {
 		cfg.Runner = h.rec
@@ -269,7 +269,7 @@ func (h *harness) advanceTo(t time.Time) {
 }
 
 // jumpTo moves the clock to t at once, as a process paused until t sees
-// it (fakeclock.Jump), and waits for the scheduler to settle.
+// it (scheduletest.Clock.Jump), and waits for the scheduler to settle.
 func (h *harness) jumpTo(t time.Time) {
 	h.t.Helper()
 	h.clk.Jump(t)

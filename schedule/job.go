@@ -70,6 +70,15 @@ type Job struct {
 	// backups start its chains.
 	Continuous *Continuous
 
+	// Replicate, when set, makes the job a replication job: each run
+	// copies the cluster's backups from Replicate.From to every one of
+	// Destinations, as stored (see replicate.Copier), instead of taking a
+	// backup, and the job's Retention then prunes the copies on the
+	// targets (backups of every name). Schedule, Cluster and Name keep
+	// their meaning; Compression, Encryption, Kind, Prefixes and
+	// Continuous do not apply and must be zero.
+	Replicate *Replicate
+
 	// continuousPeers names the other continuous jobs of the cluster when
 	// the scheduler runs the job: their chains are not the job's to prune.
 	continuousPeers []string
@@ -93,6 +102,18 @@ type Continuous struct {
 	// nothing. Zero means never; otherwise at least a minute. The
 	// scheduler's runner must be a CompactingRunner.
 	CompactInterval time.Duration
+}
+
+// Replicate configures a replication job.
+type Replicate struct {
+	// From is the name of the destination the backups are copied from.
+	// Required; not one of the job's Destinations.
+	From string
+	// Window copies the backups created within this long before each run
+	// (and what their chains need); zero copies every backup. The job's
+	// Retention on the targets must keep at least the window's backups,
+	// or each run copies again what the last prune deleted.
+	Window time.Duration
 }
 
 // backupKind returns the kind of the job's backups in a catalog.
@@ -145,6 +166,7 @@ func (j *Job) compile(load func(string) (*time.Location, error)) (*cronSchedule,
 		errs = append(errs, err)
 	}
 	errs = append(errs, j.validateKind()...)
+	errs = append(errs, j.validateReplicate()...)
 	var sched *cronSchedule
 	if j.Schedule != "" {
 		loc, err := load(j.TimeZone)
@@ -188,6 +210,27 @@ func (j *Job) validateKind() []error {
 		if c.CompactInterval < 0 || c.CompactInterval > 0 && c.CompactInterval < time.Minute {
 			errs = append(errs, fmt.Errorf("compaction interval %v is not zero or at least a minute", c.CompactInterval))
 		}
+	}
+	return errs
+}
+
+// validateReplicate checks Replicate and the fields it excludes.
+func (j *Job) validateReplicate() []error {
+	r := j.Replicate
+	if r == nil {
+		return nil
+	}
+	var errs []error
+	if err := backup.ValidateName("destination", r.From); err != nil {
+		errs = append(errs, fmt.Errorf("replicate from: %w", err))
+	} else if slices.Contains(j.Destinations, r.From) {
+		errs = append(errs, fmt.Errorf("destination %s is both the source and a target of the replication", r.From))
+	}
+	if r.Window < 0 {
+		errs = append(errs, errors.New("negative replication window"))
+	}
+	if j.Kind != "" || len(j.Prefixes) > 0 || j.Continuous != nil || j.Compression != "" || len(j.Encryption.Recipients) > 0 {
+		errs = append(errs, errors.New("a replication job copies backups as stored: it has no kind, prefixes, continuous backup, compression or encryption"))
 	}
 	return errs
 }
@@ -240,6 +283,10 @@ func (j Job) clone() Job {
 		c := *j.Continuous
 		j.Continuous = &c
 	}
+	if j.Replicate != nil {
+		r := *j.Replicate
+		j.Replicate = &r
+	}
 	return j
 }
 
@@ -253,7 +300,8 @@ func (j *Job) equal(o *Job) bool {
 		slices.Equal(j.Encryption.Recipients, o.Encryption.Recipients) &&
 		policyEqual(j.Retention, o.Retention) &&
 		j.backupKind() == o.backupKind() && slices.Equal(j.Prefixes, o.Prefixes) &&
-		continuousEqual(j.Continuous, o.Continuous)
+		continuousEqual(j.Continuous, o.Continuous) &&
+		(j.Replicate == nil) == (o.Replicate == nil) && (j.Replicate == nil || *j.Replicate == *o.Replicate)
 }
 
 func continuousEqual(a, b *Continuous) bool {

@@ -107,7 +107,7 @@ func TestStopWaitsForRuns(t *testing.T) {
 	<-started
 
 	h.cancel()
-	eventually(t, func() bool { return h.s.isStopping() && h.clk.Pending() == 1 }, "stop deadline armed")
+	eventually(t, func() bool { return h.s.isStopping() && h.clk.Pending() == 2 }, "stop deadlines armed")
 	h.clk.Advance(30 * time.Second)
 	select {
 	case <-h.done:
@@ -128,9 +128,9 @@ func TestStopWaitsForRuns(t *testing.T) {
 	assert.False(t, st.Running)
 }
 
-// TestStopCancelsAfterDeadline: a run still going at StopTimeout is
-// cancelled (its upload aborts) and Start returns once it has returned.
-// Runs waiting for a slot never start.
+// TestStopCancelsAfterDeadline: a run still going at three quarters of
+// StopTimeout is cancelled (its upload aborts) and Start returns once it
+// has returned. Runs waiting for a slot never start.
 func TestStopCancelsAfterDeadline(t *testing.T) {
 	noLeaks(t)
 	h := newHarness(t, utc("2026-01-01T00:00:00Z"), Config{StopTimeout: time.Minute, MaxConcurrent: 1})
@@ -149,8 +149,8 @@ func TestStopCancelsAfterDeadline(t *testing.T) {
 	assert.True(t, h.status("b").Queued)
 
 	h.cancel()
-	eventually(t, func() bool { return h.s.isStopping() && h.clk.Pending() == 1 }, "stop deadline armed")
-	h.clk.Advance(59 * time.Second)
+	eventually(t, func() bool { return h.s.isStopping() && h.clk.Pending() == 2 }, "stop deadlines armed")
+	h.clk.Advance(44 * time.Second)
 	select {
 	case <-h.done:
 		t.Fatal("Start returned before the deadline")
@@ -174,6 +174,95 @@ func TestStopCancelsAfterDeadline(t *testing.T) {
 	assert.Empty(t, h.rec.callsOf("b"), "a queued run never starts")
 	assert.False(t, h.status("b").Queued)
 	assert.Empty(t, h.rec.pruned())
+}
+
+// TestStopReturnsWithinBudget: a run that ignores its cancellation, and
+// the release of its lock, which hangs, do not hold Start past StopTimeout:
+// the run is cancelled at three quarters of it, the release's context ends
+// at its end, and Start returns then.
+func TestStopReturnsWithinBudget(t *testing.T) {
+	noLeaks(t)
+	lock := &hangingLock{released: make(chan error, 1)}
+	h := newHarness(t, utc("2026-01-01T00:00:00Z"), Config{StopTimeout: time.Minute, Lock: lock})
+	started, release := make(chan struct{}), make(chan struct{})
+	defer close(release) // the abandoned run, for the leak check
+	cause := make(chan error, 1)
+	h.rec.setHook(func(ctx context.Context, _ Job, _ time.Time) error {
+		close(started)
+		<-ctx.Done()
+		cause <- context.Cause(ctx)
+		<-release
+		return ctx.Err()
+	})
+	require.NoError(t, h.s.Set(job("j", "@hourly")))
+	h.start()
+	h.clk.Set(utc("2026-01-01T01:00:00Z"))
+	<-started
+
+	h.cancel()
+	eventually(t, func() bool { return h.s.isStopping() && h.clk.Pending() > 0 }, "stop deadlines armed")
+	h.clk.Advance(45 * time.Second)
+	h.clk.Advance(15 * time.Second)
+	select {
+	case err := <-h.done:
+		require.NoError(t, err)
+		h.cancel = nil
+	case <-time.After(waitFor):
+		t.Fatal("Start did not return at the end of its budget")
+	}
+	assert.ErrorIs(t, <-cause, errStopped)
+	release <- struct{}{}
+	select {
+	case err := <-lock.released:
+		assert.ErrorIs(t, err, context.Canceled, "the lock's release ended with the budget")
+	case <-time.After(waitFor):
+		t.Fatal("the lock's release never ended")
+	}
+}
+
+// TestStartAgainWhileAbandonedRunEnds: a scheduler started again while
+// the run its last stop abandoned still winds down counts that run's slot
+// until it returns, then frees it; the two Starts share no WaitGroup.
+func TestStartAgainWhileAbandonedRunEnds(t *testing.T) {
+	noLeaks(t)
+	h := newHarness(t, utc("2026-01-01T00:00:00Z"), Config{StopTimeout: time.Minute})
+	started, release := make(chan struct{}), make(chan struct{})
+	h.rec.setHook(func(ctx context.Context, _ Job, _ time.Time) error {
+		close(started)
+		<-release
+		return ctx.Err()
+	})
+	require.NoError(t, h.s.Set(job("j", "@hourly")))
+	h.start()
+	h.clk.Set(utc("2026-01-01T01:00:00Z"))
+	<-started
+	h.cancel()
+	eventually(t, func() bool { return h.s.isStopping() && h.clk.Pending() > 0 }, "stop deadlines armed")
+	h.clk.Advance(time.Minute)
+	require.NoError(t, <-h.done)
+	h.cancel = nil
+
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- h.s.Start(ctx) }()
+	eventually(t, h.s.loopIdle, "started again")
+	assert.True(t, h.status("j").Running, "the abandoned run still holds its slot")
+	close(release)
+	eventually(t, func() bool { return !h.status("j").Running && h.s.quiet() }, "the abandoned run ended")
+	assert.ErrorIs(t, h.status("j").LastError, errStopped)
+	cancel()
+	require.NoError(t, <-done)
+}
+
+// hangingLock is a Lock whose release waits until its context ends.
+type hangingLock struct{ released chan error }
+
+func (l *hangingLock) Acquire(context.Context, string, time.Time) (Held, error) { return l, nil }
+func (l *hangingLock) Lost() <-chan struct{}                                    { return nil }
+func (l *hangingLock) Release(ctx context.Context, _ bool) error {
+	<-ctx.Done()
+	l.released <- ctx.Err()
+	return ctx.Err()
 }
 
 // fakeLock is a Lock answering from fields.

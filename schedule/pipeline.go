@@ -9,6 +9,7 @@ import (
 
 	"github.com/etcdbackup/etcdbackup/backup"
 	"github.com/etcdbackup/etcdbackup/compact"
+	"github.com/etcdbackup/etcdbackup/replicate"
 	"github.com/etcdbackup/etcdbackup/restore"
 	"github.com/etcdbackup/etcdbackup/retention"
 	"github.com/etcdbackup/etcdbackup/storage"
@@ -54,6 +55,10 @@ type PipelineRunner struct {
 	// FollowObserver receives the events of the continuous backups; nil
 	// means none (see backup.FollowMetrics).
 	FollowObserver backup.FollowObserver
+	// ReplicationObserver receives the events of replication jobs' copies,
+	// and ReplicationMetrics records their reports; nil means none.
+	ReplicationObserver replicate.Observer
+	ReplicationMetrics  *replicate.Metrics
 	// Pins protects the backups a restore is reading from retention; nil
 	// means none.
 	Pins retention.Pins
@@ -98,6 +103,9 @@ func (r *PipelineRunner) Validate() error {
 func (r *PipelineRunner) Backup(ctx context.Context, job Job, _ time.Time) error {
 	if err := r.Validate(); err != nil {
 		return err
+	}
+	if job.Replicate != nil {
+		return r.replicate(ctx, job)
 	}
 	targets, err := r.targets(ctx, job)
 	if err != nil {
@@ -188,7 +196,7 @@ func (r *PipelineRunner) Prune(ctx context.Context, job Job) error {
 			errs = append(errs, fmt.Errorf("destination %s: %w", name, err))
 			continue
 		}
-		p := &retention.Pruner{Store: store, Destination: name, Policy: job.Retention, Name: job.Name,
+		p := &retention.Pruner{Store: store, Destination: name, Policy: job.Retention, Name: job.pruneName(),
 			Kind: job.backupKind(), Pins: r.Pins, Metrics: r.RetentionMetrics, Now: r.Now, Logger: r.Logger}
 		if c := job.Continuous; c != nil {
 			chains := retention.PointInTime(c.Window)
@@ -204,7 +212,8 @@ func (r *PipelineRunner) Prune(ctx context.Context, job Job) error {
 
 // CatalogInventory is the Inventory that lists a job's destinations: the
 // job's last backup on a destination is its newest backup (with a
-// manifest) of the job's cluster and backup name there. It reads every
+// manifest) of the job's cluster and backup name there (of any name for a
+// replication job: its copies keep their source's names). It reads every
 // manifest of the cluster's folder on each destination; a host with
 // thousands of jobs answers from a synced inventory instead.
 type CatalogInventory struct {
@@ -232,7 +241,7 @@ func (c *CatalogInventory) LastBackup(ctx context.Context, job Job) (time.Time, 
 		}
 		var newest time.Time
 		for _, e := range entries {
-			if e.Kind == job.backupKind() && e.Manifest != nil && e.Manifest.Name == job.Name && e.Created.After(newest) {
+			if e.Kind == job.backupKind() && e.Manifest != nil && (job.Replicate != nil || e.Manifest.Name == job.Name) && e.Created.After(newest) {
 				newest = e.Created
 			}
 		}

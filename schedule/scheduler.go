@@ -12,14 +12,16 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/etcdbackup/etcdbackup/internal/cleanup"
 )
 
 // Defaults of Config.
 const (
 	DefaultMaxConcurrent     = 4
 	DefaultMaxPerDestination = 2
-	// DefaultStopTimeout leaves a controller-manager's usual 30 seconds
-	// of graceful shutdown room to cancel what is still running.
+	// DefaultStopTimeout fits a controller-manager's usual 30 seconds of
+	// graceful shutdown, with room for the rest of the host's.
 	DefaultStopTimeout = 20 * time.Second
 )
 
@@ -37,6 +39,9 @@ var (
 	errRemoved  = errors.New("job removed")
 	errStopped  = errors.New("scheduler stopped before the run ended")
 	errLockLost = errors.New("job lock lost")
+	// errStopBudget ends the cleanups still going when StopTimeout has
+	// passed.
+	errStopBudget = errors.New("scheduler's stop budget spent")
 )
 
 // Config configures a Scheduler. Runner is required; the zero value of
@@ -79,8 +84,14 @@ type Config struct {
 	// job so cancelled is not done: it is queued again at once (and, if
 	// the scheduler stops first, at its next Start). Zero means no limit.
 	RunTimeout time.Duration
-	// StopTimeout is how long Start waits, once its context ends, for the
-	// runs in flight to finish before it cancels them. Zero means
+	// StopTimeout is the whole budget of a stop: Start returns at most
+	// StopTimeout after its context ended, whatever is still going then.
+	// Within it, the runs in flight may finish during its first three
+	// quarters, then they are cancelled and have the rest to clean up
+	// (remove the data they wrote without a manifest, release their
+	// lock); the continuous backups are cancelled at once and store their
+	// last segment within the whole budget (and their FinalCommitTimeout).
+	// See Start for what is committed and what is abandoned. Zero means
 	// DefaultStopTimeout.
 	StopTimeout time.Duration
 
@@ -153,8 +164,14 @@ type Scheduler struct {
 	// ends them.
 	followCtx    context.Context
 	cancelFollow context.CancelFunc
-	wg           sync.WaitGroup // runs and checks in flight
-	idle         bool           // the loop waits for a wake-up
+	// endCleanup ends the cleanups of the runs and continuous backups
+	// (see internal/cleanup) when the stop budget is spent.
+	endCleanup context.CancelCauseFunc
+	// wg counts the runs, checks and continuous backups of the current
+	// Start: each Start has its own, since one that stopped at its budget
+	// leaves behind what had not ended.
+	wg   *sync.WaitGroup
+	idle bool // the loop waits for a wake-up
 	// heartbeat is when the loop last ran: at least every maxSleep while
 	// the scheduler runs.
 	heartbeat time.Time
@@ -403,11 +420,34 @@ func (e *entry) currentStatus() Status {
 }
 
 // Start runs the scheduler until ctx ends. It first reschedules every job
-// from now and, with an Inventory, checks which jobs missed a tick. When
-// ctx ends it starts nothing new, waits for the runs in flight up to
-// StopTimeout, cancels those still going, waits for them to return, and
-// returns nil. It returns ErrRunning if the scheduler is already running;
-// it may be started again once it has returned.
+// from now and, with an Inventory, checks which jobs missed a tick. It
+// returns ErrRunning if the scheduler is already running; it may be
+// started again once it has returned.
+//
+// When ctx ends, Start starts nothing new and returns nil within
+// StopTimeout, so that a host with a grace period of a little more is not
+// killed in the middle of it:
+//   - The continuous backups are cancelled at once, and each stores the
+//     revisions it holds as a last segment.
+//   - The runs in flight may finish until three quarters of StopTimeout;
+//     those still going then are cancelled (their error wraps "scheduler
+//     stopped") and, in the last quarter, remove the data they wrote and
+//     release their lock.
+//   - When StopTimeout has passed, whatever has not ended is abandoned:
+//     Start returns while it winds down, its cleanups ended.
+//
+// Committed, whatever happens next: the backups of the runs that ended
+// before their cancellation (and their ticks, in the Lock), and the
+// segments stored before the budget ran out. Abandoned, with nothing
+// visible, since a backup or a segment becomes visible only with its
+// manifest: a cancelled run's backup, and a last segment not stored in
+// time, whose revisions the next continuous backup reads again from etcd
+// (after the last segment committed, so that its chain stays contiguous).
+// Data objects whose manifest was never written may stay behind, as after
+// a crash: retention deletes them as orphans once older than its grace
+// (retention.PlanOptions.OrphanGrace), and stale incomplete uploads too.
+// A lock not released expires with its lease. A process killed at the end
+// of StopTimeout leaves the same.
 //
 // Start and NeedLeaderElection make the scheduler a controller-runtime
 // Runnable that runs on the elected leader only.
@@ -418,10 +458,14 @@ func (s *Scheduler) Start(ctx context.Context) error {
 		return ErrRunning
 	}
 	s.running, s.stopping = true, false
-	runCtx, cancelRuns := context.WithCancelCause(context.WithoutCancel(ctx))
+	// Runs and continuous backups outlive ctx until the stop budget is
+	// spent; so do their cleanups, not past it.
+	bounded, endCleanup := cleanup.Bound(context.WithoutCancel(ctx))
+	runCtx, cancelRuns := context.WithCancelCause(bounded)
 	checkCtx, cancelChecks := context.WithCancel(ctx)
-	s.runCtx, s.checkCtx = runCtx, checkCtx
-	s.followCtx, s.cancelFollow = context.WithCancel(context.WithoutCancel(ctx))
+	s.runCtx, s.checkCtx, s.endCleanup = runCtx, checkCtx, endCleanup
+	s.followCtx, s.cancelFollow = context.WithCancel(bounded)
+	s.wg = new(sync.WaitGroup)
 	now := s.clock.Now()
 	ids := make([]string, 0, len(s.jobs))
 	for id := range s.jobs {
@@ -611,7 +655,7 @@ func (s *Scheduler) startRun(e *entry, now time.Time) {
 		s.perDest[dst]++
 	}
 	s.wg.Add(1)
-	go s.execute(ctx, e, r, job)
+	go s.execute(ctx, s.wg, e, r, job)
 }
 
 // continuousPeers returns the names of the other continuous jobs of job's
@@ -637,8 +681,8 @@ type outcome struct {
 }
 
 // execute performs a run and records its outcome.
-func (s *Scheduler) execute(ctx context.Context, e *entry, r *run, job Job) {
-	defer s.wg.Done()
+func (s *Scheduler) execute(ctx context.Context, wg *sync.WaitGroup, e *entry, r *run, job Job) {
+	defer wg.Done()
 	s.log.Debug("run started", "job", job.ID, "cluster", job.Cluster, "tick", r.tick, "kind", r.kind.String())
 	out := s.performSafely(ctx, job, r.tick)
 	end := s.clock.Now()
@@ -696,7 +740,7 @@ func (s *Scheduler) perform(ctx context.Context, job Job, tick time.Time) outcom
 		case err != nil:
 			return outcome{err: fmt.Errorf("lock job: %w", err)}
 		}
-		ctx, release := s.whileHeld(ctx, held, "job lock", job.ID)
+		ctx, release := s.whileHeld(ctx, held, "job lock", job.ID, false)
 		completed := false
 		defer func() { release(completed) }() // a panic of the runner releases it too
 		out := s.backupAndPrune(ctx, job, tick)
@@ -708,18 +752,29 @@ func (s *Scheduler) perform(ctx context.Context, job Job, tick time.Time) outcom
 
 // whileHeld returns a context that ends with errLockLost when held is
 // lost, and the function that releases the lock (completing its tick or
-// not) and ends that context.
-func (s *Scheduler) whileHeld(ctx context.Context, held Held, what, jobID string) (context.Context, func(completed bool)) {
+// not) and ends that context. With endCleanup, losing the lock also ends
+// the cleanups of that context (see internal/cleanup), before the context
+// itself: a continuous backup must not store its last segment once
+// another replica may follow the cluster.
+func (s *Scheduler) whileHeld(ctx context.Context, held Held, what, jobID string, endCleanup bool) (context.Context, func(completed bool)) {
 	ctx, cancel := context.WithCancelCause(ctx)
+	// The release is bounded by the stop budget only: a lost lock's
+	// lease may still be there to revoke.
+	releaseCtx, end := ctx, context.CancelCauseFunc(func(error) {})
+	if endCleanup {
+		ctx, end = cleanup.Bound(ctx)
+	}
 	go func() {
 		select {
 		case <-held.Lost():
+			end(errLockLost)
 			cancel(errLockLost)
 		case <-ctx.Done():
 		}
 	}()
 	return ctx, func(completed bool) {
-		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		defer end(nil)
+		rctx, rcancel := cleanup.Context(releaseCtx, releaseTimeout)
 		defer rcancel()
 		if err := held.Release(rctx, completed); err != nil {
 			s.log.Warn(what+" release", "job", jobID, "err", err)
@@ -776,10 +831,10 @@ func (s *Scheduler) record(e *entry, r *run, job Job, out outcome, end time.Time
 // catch-up run if it missed a tick since. The caller holds s.mu.
 func (s *Scheduler) startCheck(e *entry) {
 	s.checking++
-	job, ctx := e.job, s.checkCtx
-	s.wg.Add(1)
+	job, ctx, wg := e.job, s.checkCtx, s.wg
+	wg.Add(1)
 	go func() {
-		defer s.wg.Done()
+		defer wg.Done()
 		last, ok, err := s.inventory.LastBackup(ctx, job)
 		now := s.clock.Now()
 		s.mu.Lock()
@@ -830,7 +885,8 @@ func (s *Scheduler) checked(e *entry, last time.Time, ok bool, err error, now ti
 	}
 }
 
-// shutdown stops the scheduler after its loop returned: see Start.
+// shutdown stops the scheduler after its loop returned, within
+// StopTimeout: see Start.
 func (s *Scheduler) shutdown(cancelRuns context.CancelCauseFunc, cancelChecks context.CancelFunc) {
 	s.mu.Lock()
 	s.stopping = true
@@ -846,19 +902,40 @@ func (s *Scheduler) shutdown(cancelRuns context.CancelCauseFunc, cancelChecks co
 		e.follow = nil // each stores what it holds and returns; wg waits for them
 	}
 	s.cancelFollow()
-	var stop func() bool
+	now := s.clock.Now()
 	if s.inFlight > 0 {
 		s.log.Info("scheduler stopping: waiting for runs in flight", "runs", s.inFlight, "timeout", s.stopTimeout)
-		stop = s.clock.At(s.clock.Now().Add(s.stopTimeout), func() { cancelRuns(errStopped) })
 	}
+	// The runs may end until three quarters of the budget, and clean up
+	// after their cancellation in the last quarter.
+	stopCancel := s.clock.At(now.Add(s.stopTimeout-s.stopTimeout/4), func() { cancelRuns(errStopped) })
+	spent := make(chan struct{})
+	stopSpent := s.clock.At(now.Add(s.stopTimeout), func() { close(spent) })
+	wg, endCleanup := s.wg, s.endCleanup
 	s.mu.Unlock()
 
 	cancelChecks()
-	s.wg.Wait()
-	if stop != nil {
-		stop()
+	ended := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(ended)
+	}()
+	select {
+	case <-ended:
+	case <-spent:
+		// What still runs is abandoned as a killed process would leave
+		// it: nothing it did not commit is visible.
+		cancelRuns(errStopped)
+		endCleanup(errStopBudget)
+		s.mu.Lock()
+		runs := s.inFlight
+		s.mu.Unlock()
+		s.log.Warn("scheduler stop budget spent: abandoning what has not ended", "timeout", s.stopTimeout, "runs", runs)
 	}
+	stopCancel()
+	stopSpent()
 	cancelRuns(nil)
+	endCleanup(nil)
 
 	s.mu.Lock()
 	for _, e := range s.queue {
@@ -866,7 +943,7 @@ func (s *Scheduler) shutdown(cancelRuns context.CancelCauseFunc, cancelChecks co
 	}
 	s.queue = nil
 	s.running, s.stopping = false, false
-	s.runCtx, s.checkCtx, s.followCtx = nil, nil, nil
+	s.runCtx, s.checkCtx, s.followCtx, s.endCleanup = nil, nil, nil, nil
 	s.heartbeat = time.Time{}
 	s.mu.Unlock()
 	s.log.Info("scheduler stopped")

@@ -20,8 +20,8 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/etcdbackup/etcdbackup/backup"
+	"github.com/etcdbackup/etcdbackup/backup/backuptest"
 	"github.com/etcdbackup/etcdbackup/destination"
-	"github.com/etcdbackup/etcdbackup/internal/backuptest"
 	"github.com/etcdbackup/etcdbackup/restore"
 	"github.com/etcdbackup/etcdbackup/retention"
 	"github.com/etcdbackup/etcdbackup/schedule"
@@ -298,7 +298,8 @@ func exportedMetrics(t *testing.T) map[string]family {
 	// A follower's segment.
 	fm := backup.NewFollowerMetrics()
 	require.NoError(t, reg.Register(fm))
-	for _, kind := range []backup.FollowEventKind{backup.ChainStarted, backup.SegmentCommitted, backup.SegmentFailed, backup.ChainGap} {
+	for _, kind := range []backup.FollowEventKind{backup.ChainStarted, backup.SegmentCommitted, backup.SegmentFailed, backup.ChainGap,
+		backup.TargetBehind, backup.TargetRestarted} {
 		fm.ObserveFollow(backup.FollowEvent{Kind: kind, Time: now, Cluster: "prod", Destination: "main", HeadRevision: 10, Committed: 8,
 			Revision: 2, ChainLength: 1, RawBytes: 100, StoredBytes: 50, Events: 3, Revisions: 2, Err: errors.New("x")})
 	}

@@ -121,6 +121,15 @@ func (p *followProgress) ObserveFollow(e backup.FollowEvent) {
 		fmt.Fprintf(p.w, "GAP: revision %d of %s was compacted before it was read; a new chain starts: %s\n", e.Revision, e.Cluster, oneLine(e.Err))
 	case backup.ChainRewound:
 		fmt.Fprintf(p.w, "REWOUND: %s is not the chain's history (restored to an earlier revision, or replaced); a new chain starts: %s\n", e.Cluster, oneLine(e.Err))
+	case backup.TargetBehind:
+		fmt.Fprintf(p.w, "BEHIND: %s fails from revision %d (retrying; other destinations go on): %s\n", e.Destination, e.Revision, oneLine(e.Err))
+	case backup.TargetLost:
+		fmt.Fprintf(p.w, "LOST: %s lacks revisions from %d that are no longer held; it takes a full backup of its own when it answers: %s\n",
+			e.Destination, e.Revision, oneLine(e.Err))
+	case backup.TargetRestarted:
+		fmt.Fprintf(p.w, "chain of %s on %s started again after its own full backup %s, at revision %d\n", e.Cluster, e.Destination, e.Chain, e.Revision)
+	case backup.TargetCaughtUp:
+		fmt.Fprintf(p.w, "%s caught up to revision %d\n", e.Destination, e.Committed)
 	case backup.WatchRestarted:
 		fmt.Fprintf(p.w, "  watch restarted at revision %d: %s\n", e.Revision, oneLine(e.Err))
 	}

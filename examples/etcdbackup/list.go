@@ -76,7 +76,7 @@ func runList(ctx context.Context, s *streams, args []string) error {
 
 	list := []listedBackup{} // so that json says [] rather than null
 	for _, e := range entries {
-		if all || e.Restorable() || e.Kind == backup.KindDelta || e.Kind == backup.KindKeysJSON {
+		if all || e.Restorable() || e.Kind == backup.KindDelta || e.Kind.Logical() {
 			list = append(list, listed(d.Name(), e))
 		}
 	}

@@ -27,13 +27,17 @@ func runExport(ctx context.Context, s *streams, args []string) error {
 		encoding         encodingFlags
 		prefixes         fileList
 		name, fromBackup string
+		typ              string
+		sock             socketFlags
 		identities       fileList
 		quiet            bool
 	)
 	dest.register(fs)
 	etcd.register(fs)
 	encoding.register(fs)
-	fs.StringVar(&fromBackup, "from-backup", "", "turn this snapshot backup `ID` (or latest) of the destination into keys-json, offline, instead of reading a live etcd")
+	fs.StringVar(&typ, "type", backup.ManifestKindKeysJSON, "the backup `type`: keys-json (JSON Lines) or keys (a zip with one file per key and an index)")
+	fs.StringVar(&fromBackup, "from-backup", "", "turn this snapshot backup `ID` (or latest) of the destination into a logical backup, offline, instead of reading a live etcd")
+	sock.register(fs, false)
 	fs.Var(&identities, "identity", "age identity `file` to decrypt the --from-backup snapshot with; repeatable")
 	fs.Var(&prefixes, "prefix", "export only the keys under this `prefix`; repeatable (default: every key)")
 	fs.StringVar(&name, "name", "export", "backup `name`: the ID is CLUSTER-NAME-TIMESTAMP")
@@ -55,6 +59,9 @@ func runExport(ctx context.Context, s *streams, args []string) error {
 	if err := backup.ValidateName("backup", name); err != nil {
 		return invalidInput(err)
 	}
+	if !backup.IsLogicalKind(typ) {
+		return usagef("--type %q: want keys-json or keys", typ)
+	}
 	comp, enc, err := encoding.parse(s)
 	if err != nil {
 		return err
@@ -66,12 +73,22 @@ func runExport(ctx context.Context, s *streams, args []string) error {
 			return err
 		}
 		defer cli.Close()
-		pipeline.Snapshotter = &backup.KeysExporter{Client: cli, Prefixes: prefixes}
+		pipeline.Snapshotter = &backup.KeysExporter{Client: cli, Prefixes: prefixes, Kind: typ}
 	}
-	req := backup.Request{Cluster: dest.cluster, Name: name, Scheduled: true, Kind: backup.ManifestKindKeysJSON}
-	if dest.destination == streamDestination {
+	req := backup.Request{Cluster: dest.cluster, Name: name, Scheduled: true, Kind: typ}
+	switch {
+	case dest.destination == streamDestination:
 		req.Targets = []backup.Target{{Destination: "stdout", Uploader: &streamUploader{w: s.stdout}}}
-	} else {
+	case isSocketURL(dest.destination):
+		if fromBackup != "" {
+			return usagef("--from-backup reads the snapshot from --destination: give a URL or a name")
+		}
+		t, err := sock.target(dest.destination)
+		if err != nil {
+			return err
+		}
+		req.Targets = []backup.Target{t}
+	default:
 		reg, d, err := openDestination(ctx, &dest, encoding.registry(fs.logger(s)))
 		if err != nil {
 			return err
@@ -91,7 +108,7 @@ func runExport(ctx context.Context, s *streams, args []string) error {
 			if err != nil {
 				return err
 			}
-			pipeline.Snapshotter = &restore.SnapshotExporter{Restorer: r, Backup: b, Prefixes: prefixes}
+			pipeline.Snapshotter = &restore.SnapshotExporter{Restorer: r, Backup: b, Prefixes: prefixes, Kind: typ}
 		}
 		if !quiet {
 			pipeline.Observer = &saveProgress{w: s.stderr}
@@ -439,15 +456,11 @@ func diffSources(ctx context.Context, r *restore.Restorer, sources []restore.Sou
 	return from, to, nil
 }
 
-// openKeys opens the keys-json file at path as a KeySource of the keys
-// under scope. The file is removed with its directory when the command
-// ends.
+// openKeys opens the keys-json or keys zip file at path as a KeySource of
+// the keys under scope. The file is removed with its directory when the
+// command ends.
 func openKeys(path string, scope []string) (restore.KeySource, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	src, _, err := restore.KeysJSONSource(f, restore.KeyMapping{Prefixes: scope})
+	src, _, _, err := restore.OpenKeysFile(path, restore.KeyMapping{Prefixes: scope}, 0)
 	return src, err
 }
 
@@ -476,17 +489,11 @@ func fetchKeys(ctx context.Context, r *restore.Restorer, sources []restore.Sourc
 	default:
 		return nil, err
 	}
-	f, err := os.Open(path)
+	_, h, c, err := restore.OpenKeysFile(path, restore.KeyMapping{}, 0)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	kr, err := backup.NewKeysJSONReader(f)
-	if err != nil {
-		return nil, err
-	}
-	h := kr.Header()
-	return &h, nil
+	return h, c.Close()
 }
 
 func snapshotKeysFile(ctx context.Context, r *restore.Restorer, b restore.Backup, prefixes []string, path string) error {

@@ -13,6 +13,7 @@
 //	etcdbackup diff    --endpoints=127.0.0.1:2379 --destination=file:///var/backups/etcd --cluster=prod --backup=latest
 //	etcdbackup prune   --destination=file:///var/backups/etcd --cluster=prod --keep-last=20 --dry-run
 //	etcdbackup prune   --destination=file:///var/backups/etcd --cluster=prod --gfs=hours=24,days=7,weeks=4,months=12
+//	etcdbackup copy    --from=file:///var/backups/etcd --to=offsite --config=etcdbackup.yaml --cluster=prod --all
 //	etcdbackup delete  --destination=file:///var/backups/etcd --cluster=prod --backup=prod-manual-20261124T190000.000Z
 //	etcdbackup destinations --config=etcdbackup.yaml
 //
@@ -154,10 +155,12 @@ var commands = []command{
 	{"restore", "restore an etcd member's data directory from a backup, or to a revision or time", runRestore},
 	{"follow", "back up an etcd cluster continuously: a full backup, then its changes as delta segments", runFollow},
 	{"compact", "turn a chain of continuous backup into a synthetic full backup at a revision, offline", runCompact},
-	{"export", "store the keys under some prefixes of a live etcd as a keys-json backup", runExport},
+	{"export", "store the keys under some prefixes of a live etcd as a logical backup (keys-json or a keys zip)", runExport},
 	{"import", "write the keys of a keys-json backup into a live etcd", runImport},
 	{"diff", "compare a keys-json backup with a live etcd or with another backup", runDiff},
+	{"receive", "receive backups sent to tcp:// or tls:// and store them, verified, on a destination", runReceive},
 	{"prune", "delete the backups of a cluster that a retention policy does not keep", runPrune},
+	{"copy", "copy backups of a cluster from one destination to another, as stored (no key needed), verified", runCopy},
 	{"delete", "delete one backup (never a locked one, nor on a read-only destination)", runDelete},
 	{"destinations", "check the availability of every destination of a config file", runDestinations},
 	{"version", "print the versions of etcdbackup, Go and the etcd client", runVersion},

@@ -43,7 +43,7 @@ func runPrune(ctx context.Context, s *streams, args []string) error {
 			return invalidInput(err)
 		}
 	}
-	kinds := map[string]backup.Kind{"snapshot": backup.KindBackup, "keys-json": backup.KindKeysJSON}
+	kinds := map[string]backup.Kind{"snapshot": backup.KindBackup, "keys-json": backup.KindKeysJSON, "keys": backup.KindKeys}
 	if _, ok := kinds[kind]; !ok {
 		return usagef("--kind %q: want snapshot or keys-json", kind)
 	}

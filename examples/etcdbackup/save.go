@@ -17,8 +17,9 @@ import (
 )
 
 func runSave(ctx context.Context, s *streams, args []string) error {
-	fs := newFlagSet("save", "--endpoints=HOST:PORT[,...] --destination=URL|NAME|- --cluster=NAME [flags]").withOutput()
+	fs := newFlagSet("save", "--endpoints=HOST:PORT[,...] --destination=URL|NAME|-|tcp://HOST:PORT|tls://HOST:PORT --cluster=NAME [flags]").withOutput()
 	var (
+		sock     socketFlags
 		dest     destinationFlags
 		etcd     etcdFlags
 		encoding encodingFlags
@@ -30,6 +31,7 @@ func runSave(ctx context.Context, s *streams, args []string) error {
 	etcd.register(fs)
 	fs.StringVar(&name, "name", "manual", "backup `name`: the ID is CLUSTER-NAME-TIMESTAMP")
 	encoding.register(fs)
+	sock.register(fs, false)
 	fs.BoolVar(&quiet, "quiet", false, "print no progress")
 	if err := fs.parse(s, args); err != nil {
 		return err
@@ -75,8 +77,19 @@ func runSave(ctx context.Context, s *streams, args []string) error {
 		_, err = pipeline.Run(ctx, req)
 		return err
 	}
-	targets, labels, closeAll, err := openTargets(ctx, dest, encoding.registry(fs.logger(s)))
-	if err != nil {
+	var targets []backup.Target
+	var labels map[string]string
+	closeAll := func() {}
+	if isSocketURL(dest.destination) {
+		if len(dest.more) > 0 {
+			return usagef("a tcp:// or tls:// destination cannot be combined with other destinations")
+		}
+		t, err := sock.target(dest.destination)
+		if err != nil {
+			return err
+		}
+		targets = []backup.Target{t}
+	} else if targets, labels, closeAll, err = openTargets(ctx, dest, encoding.registry(fs.logger(s))); err != nil {
 		return err
 	}
 	if len(targets) == 1 {
@@ -333,8 +346,8 @@ func uploadedLine(e backup.Event) string {
 	}
 	what := "snapshot of " + m.Etcd.MemberName
 	switch {
-	case m.IsKeysJSON():
-		what = "keys-json export" // read through the client, of no one member
+	case m.IsLogical():
+		what = m.Kind + " export" // read through the client, of no one member
 	case m.Etcd.MemberName == "":
 		what = "snapshot"
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/etcdbackup/etcdbackup/backup"
@@ -67,22 +66,34 @@ func measureCompaction(ctx context.Context, env modeEnv, last int64, dir string)
 	return rep, nil
 }
 
-// markdown adds the compaction's rows to a table whose full-alone and
-// point restores are fullOnly and point. target says whether the full
-// backup alone is the size the restore target is measured against (the
-// 1 GiB of pitr-restore, not the empty etcd of pitr).
-func (c *compactReport) markdown(fullOnly, point time.Duration, target bool) string {
-	var b strings.Builder
-	eps := float64(c.Events) / c.Elapsed.Seconds()
-	fmt.Fprintf(&b, "| compaction to revision %d: %d segments, %d events (replay, store, drill) | %s: %.0f events/s (replay %s), %s stored | |\n",
-		c.Revision, c.Segments, c.Events, c.Elapsed.Round(time.Millisecond), eps, c.Replay.Round(time.Millisecond), formatBytes(c.StoredBytes))
-	fmt.Fprintf(&b, "| compaction peak RSS (VmHWM of the bench process, reset before) | %s | |\n", formatBytes(c.HWM))
-	ratio := c.Restore.Seconds() / fullOnly.Seconds()
-	verdictText := ""
-	if target {
-		verdictText = "<= 1.3x the full alone: " + verdict(ratio <= 1.3)
+// compactedRestoreTarget is the most the restore of the newest point after
+// compaction may take, against the restore of the full backup alone.
+const compactedRestoreTarget = 1.3
+
+// compactionRows returns the table rows of c: figure, measured and, when
+// judged is set (the 1 GiB full of pitr-restore, not the empty etcd of
+// pitr), the verdict against the full backup alone. fullOnly and point are
+// the restores of the full backup alone and of the point before
+// compaction.
+func compactionRows(c *compactReport, fullOnly, point time.Duration, judged bool) [][3]string {
+	if c == nil {
+		return [][3]string{{"compaction", "not measured by this run", ""}}
 	}
-	fmt.Fprintf(&b, "| restore of revision %d after compaction (the synthetic full alone) | %s: %.2fx the point restore before compaction, %.2fx the full alone | %s |\n",
-		c.Revision, c.Restore.Round(time.Millisecond), c.Restore.Seconds()/point.Seconds(), ratio, verdictText)
-	return b.String()
+	ratio := func(d time.Duration) string {
+		if d <= 0 {
+			return "—"
+		}
+		return fmt.Sprintf("%.2fx", c.Restore.Seconds()/d.Seconds())
+	}
+	verdictText := ""
+	if judged && fullOnly > 0 {
+		verdictText = fmt.Sprintf("<= %.1fx the full alone: %s", compactedRestoreTarget, verdict(c.Restore.Seconds()/fullOnly.Seconds() <= compactedRestoreTarget))
+	}
+	return [][3]string{
+		{fmt.Sprintf("compaction to revision %d: %d segments, %d events (replay, store, drill)", c.Revision, c.Segments, c.Events),
+			fmt.Sprintf("%s: %.0f events/s (replay %s), %s stored", c.Elapsed.Round(time.Millisecond), rate(c.Events, c.Elapsed), c.Replay.Round(time.Millisecond), formatBytes(c.StoredBytes)), ""},
+		{"compaction peak RSS (VmHWM of the bench process, reset before)", formatBytes(c.HWM), ""},
+		{fmt.Sprintf("restore of revision %d after compaction (the synthetic full alone)", c.Revision),
+			fmt.Sprintf("%s: %s the point restore before compaction, %s the full alone", c.Restore.Round(time.Millisecond), ratio(point), ratio(fullOnly)), verdictText},
+	}
 }

@@ -15,11 +15,15 @@ import (
 // and package initialisation touch are part of every process' resident
 // set.
 func main() {
-	if len(os.Args) < 2 || os.Args[1] != "mode" {
-		fmt.Fprintln(os.Stderr, "etcdbackup-bench-lean: runs the bench's backup modes (etcdbackup-bench-lean mode -mode NAME); run etcdbackup-bench instead")
+	if len(os.Args) < 2 || os.Args[1] != "mode" && os.Args[1] != "pitr-follow" {
+		fmt.Fprintln(os.Stderr, "etcdbackup-bench-lean: runs the bench's backup modes (etcdbackup-bench-lean mode -mode NAME) and its follower (pitr-follow); run etcdbackup-bench instead")
 		os.Exit(2)
 	}
-	if err := runModeChild(os.Args[2:]); err != nil {
+	run := func() error { return runModeChild(os.Args[2:]) }
+	if os.Args[1] == "pitr-follow" {
+		run = runPITRFollower
+	}
+	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "etcdbackup-bench-lean:", err)
 		os.Exit(1)
 	}

@@ -17,15 +17,16 @@ func runExportKeys(ctx context.Context, env modeEnv) (modeResult, error) {
 	return exportKeysWithin(ctx, env, 0)
 }
 
-// runExportKeysMem is runExportKeys within the CLI's default --memory,
-// split as the CLI splits it.
+// runExportKeysMem is runExportKeys within a budget of the CLI's default
+// --memory, split as the CLI splits it, in this binary: the CLI itself is
+// the cli-export mode.
 func runExportKeysMem(ctx context.Context, env modeEnv) (modeResult, error) {
 	return exportKeysWithin(ctx, env, 32<<20)
 }
 
-// exportKeysWithin is the export as the CLI runs it within a budget:
-// its memory limit and a client with fixed gRPC windows. A budget of 0 is
-// the library's defaults.
+// exportKeysWithin is the export within a budget, with the memory limit
+// and the client's fixed gRPC windows the CLI uses. A budget of 0 is the
+// library's defaults.
 func exportKeysWithin(ctx context.Context, env modeEnv, budget int64) (modeResult, error) {
 	limitMemory(budget)
 	bucket, err := env.bucketWithin(budget / 2)

@@ -10,9 +10,17 @@
 //
 //	go build -o bench-out/etcdbackup-bench ./internal/bench
 //	go build -tags benchlean -o bench-out/etcdbackup-bench-lean ./internal/bench
-//	bench-out/etcdbackup-bench [-sizes 256MiB,1GiB,2GiB] [-runs 5] [-modes two-step,stream,...]
-//	bench-out/etcdbackup-bench report   # render BENCHMARKS.md again from bench-out/results.json
-//	bench-out/etcdbackup-bench pitr     # continuous backup: commit lag, follower RSS, replay speed
+//	go build -trimpath -ldflags='-s -w' -o /tmp/cli/etcdbackup ./examples/etcdbackup
+//	bench-out/etcdbackup-bench -cli /tmp/cli/etcdbackup [-sizes 256MiB,1GiB,2GiB] [-runs 5] [-modes two-step,stream,...]
+//	bench-out/etcdbackup-bench pitr          # continuous backup: commit lag, follower RSS, replay speed
+//	bench-out/etcdbackup-bench pitr-restore  # a point restore after an hour of writes
+//	bench-out/etcdbackup-bench report        # render BENCHMARKS.md again from bench-out/results.json
+//
+// Every step saves what it measured in bench-out/results.json and renders
+// the whole of BENCHMARKS.md from it, notes included (notes.md is a
+// template whose figures come from the results): nothing in the report is
+// typed in. Wall-time verdicts rest on at least minQuietRounds quiet
+// rounds, each run paired with the baseline's run next to it (roundOrder).
 //
 // etcd and MinIO run as processes of their own, and so does every run of a
 // mode, so that the peak RSS and CPU time reported for a mode are those of
@@ -85,6 +93,8 @@ type config struct {
 	sizes     []int64
 	runs      int
 	runsLarge int
+	// maxRuns bounds the rounds added for want of quiet rounds.
+	maxRuns int
 	// restoreRuns multiplies the runs of restore modes, which are short
 	// and vary more from run to run with the disk.
 	restoreRuns int
@@ -95,14 +105,17 @@ type config struct {
 	seed        int64
 	trace       bool
 	profile     string
-	args        []string
+	// cli is the etcdbackup command of the CLI modes.
+	cli  string
+	args []string
 }
 
 func parseConfig(args []string) (*config, error) {
 	fs := flag.NewFlagSet("etcdbackup-bench", flag.ContinueOnError)
 	sizes := fs.String("sizes", "256MiB,1GiB,2GiB", "etcd database sizes to measure, comma-separated")
-	runs := fs.Int("runs", 5, "runs of each mode per size up to 1 GiB; the report shows medians")
-	runsLarge := fs.Int("runs-large", 3, "runs of each mode per size above 1 GiB, which the targets do not judge")
+	runs := fs.Int("runs", 5, "rounds of each mode per size up to 1 GiB; the report shows medians")
+	runsLarge := fs.Int("runs-large", 5, "rounds of each mode per size above 1 GiB")
+	maxRuns := fs.Int("max-runs", 8, "rounds at most, when a compared mode has fewer than 5 quiet rounds after -runs (-runs-large)")
 	restoreRuns := fs.Int("restore-runs", 2, "restore modes run this many times as often as backup modes")
 	modeList := fs.String("modes", "", "modes to run, comma-separated (default: all)")
 	work := fs.String("work", "bench-out", "directory for the fill cache, logs, temporary files and results")
@@ -111,10 +124,11 @@ func parseConfig(args []string) (*config, error) {
 	seed := fs.Int64("seed", 1, "seed of the generated data")
 	trace := fs.Bool("trace", false, "make every mode log its steps to standard error")
 	profile := fs.String("profile", "", "directory for a CPU profile of every mode run (pprof)")
+	cli := fs.String("cli", "", "the etcdbackup command the CLI modes run, built as make release builds it (make bench builds it into a temporary directory)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
-	c := &config{runs: *runs, runsLarge: *runsLarge, restoreRuns: *restoreRuns, work: *work, out: *out, chart: *chart, seed: *seed, trace: *trace, profile: *profile, args: args}
+	c := &config{runs: *runs, runsLarge: *runsLarge, maxRuns: *maxRuns, restoreRuns: *restoreRuns, work: *work, out: *out, chart: *chart, seed: *seed, trace: *trace, profile: *profile, cli: *cli, args: args}
 	for s := range strings.SplitSeq(*sizes, ",") {
 		n, err := parseSize(strings.TrimSpace(s))
 		if err != nil {
@@ -136,6 +150,19 @@ func parseConfig(args []string) (*config, error) {
 	}
 	if c.runs < 1 || c.runsLarge < 1 || c.restoreRuns < 1 {
 		return nil, errors.New("-runs, -runs-large and -restore-runs must be at least 1")
+	}
+	if slices.ContainsFunc(c.modes, func(m mode) bool { return strings.HasPrefix(m.name, "cli-") }) {
+		if c.cli == "" {
+			return nil, errors.New("the CLI modes need -cli PATH: the etcdbackup command built as make release builds it (make bench does)")
+		}
+		abs, err := filepath.Abs(c.cli)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := os.Stat(abs); err != nil {
+			return nil, fmt.Errorf("-cli: %w", err)
+		}
+		c.cli = abs
 	}
 	return c, nil
 }
@@ -186,22 +213,9 @@ func runBench(args []string) error {
 	}
 	defer os.RemoveAll(b.run)
 
-	b.res = &results{
-		Machine: machine{
-			CPUs:        runtime.NumCPU(),
-			CPUModel:    cpuModel(),
-			MemoryBytes: memTotal(),
-			GoVersion:   runtime.Version(),
-			OS:          runtime.GOOS + "/" + runtime.GOARCH,
-			EtcdVersion: version.Version,
-			MinIO:       minioVersion(minioBinary()),
-			Library:     backup.LibraryVersion(),
-		},
-		Started: time.Now().UTC(),
-		Command: "make bench",
-	}
-	if len(args) > 0 {
-		b.res.Command = "make bench BENCH_FLAGS='" + strings.Join(args, " ") + "'"
+	b.res = newResults()
+	if flags := benchFlags(args); len(flags) > 0 {
+		b.res.Command = "make bench BENCH_FLAGS='" + strings.Join(flags, " ") + "'"
 	}
 	for _, m := range cfg.modes {
 		b.res.Modes = append(b.res.Modes, modeInfo{Name: m.name, Label: m.label, Short: m.short, Group: m.group, Reference: m.reference, Source: m.source})
@@ -277,31 +291,175 @@ func (b *bench) measureSize(ctx context.Context, cache *fillCache, size int64) e
 				return err
 			}
 		}
-		n, rounds := len(g), runs
+		rounds, most := runs, max(runs, b.cfg.maxRuns)
 		if g[0].group == groupRestore {
-			rounds = info.RestoreRuns
+			rounds, most = info.RestoreRuns, max(info.RestoreRuns, b.cfg.maxRuns*b.cfg.restoreRuns)
 		}
-		for run := 1; run <= rounds; run++ {
-			// Each round starts one mode later, so no mode always runs
-			// first after the fill or right after the same neighbour.
-			for i := range n {
-				m := g[(i+run-1)%n]
-				s, err := b.runMode(ctx, etcd, m, label, run, sources[m.source])
-				if err != nil {
-					return err
-				}
-				b.res.Samples = append(b.res.Samples, s)
-				progress("%s run %d/%d %-16s %7.2f s  rss %4d MiB (anon %d)  stored %s  cpu %.1f s (etcd %.1f, minio %.1f, others %.2f cores)  load %.2f  go alloc %s in %d GCs",
-					label, run, rounds, m.name, s.Wall, s.PeakRSS>>20, s.PeakAnon>>20, formatBytes(s.Stored), s.CPU, s.EtcdCPU, s.MinIOCPU, s.OtherCores, s.Load1, formatBytes(int64(s.Allocated)), s.GCs)
-				// Partial results survive an interrupted run.
-				_ = b.res.save(filepath.Join(b.cfg.work, "results.json"))
-			}
+		done, err := b.runRounds(ctx, etcd, g, label, rounds, most, sources)
+		if err != nil {
+			return err
+		}
+		i := len(b.res.Sizes) - 1
+		if g[0].group == groupRestore {
+			b.res.Sizes[i].RestoreRuns = done
+		} else {
+			b.res.Sizes[i].Runs = done
 		}
 		if err := b.minio.emptyBucket(ctx); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// runRounds runs the modes of group g in rounds (see roundOrder): rounds
+// of them, then more, up to most, while a mode compared with the baseline
+// has fewer than minQuietRounds quiet rounds. It returns the rounds run.
+func (b *bench) runRounds(ctx context.Context, etcd *etcdServer, g []mode, label string, rounds, most int, sources map[string]preparedBackup) (int, error) {
+	run := 1
+	for ; run <= most; run++ {
+		if run > rounds && !b.needsQuietRounds(label, g) {
+			break
+		}
+		for i, m := range roundOrder(g, run) {
+			s, err := b.runMode(ctx, etcd, m, label, run, sources[m.source])
+			if err != nil {
+				return 0, err
+			}
+			s.Seq = i + 1
+			b.res.Samples = append(b.res.Samples, s)
+			progress("%s run %d/%d %-16s %7.2f s  rss %4d MiB (anon %d)  stored %s  cpu %.1f s (etcd %.1f, minio %.1f, others %.2f cores)  load %.2f  go alloc %s in %d GCs",
+				label, run, rounds, m.name, s.Wall, s.PeakRSS>>20, s.PeakAnon>>20, formatBytes(s.Stored), s.CPU, s.EtcdCPU, s.MinIOCPU, s.OtherCores, s.Load1, formatBytes(int64(s.Allocated)), s.GCs)
+			// Partial results survive an interrupted run.
+			_ = b.res.save(filepath.Join(b.cfg.work, "results.json"))
+		}
+	}
+	return run - 1, nil
+}
+
+// needsQuietRounds reports whether a mode of g that is compared with its
+// baseline has fewer than minQuietRounds quiet rounds on size.
+func (b *bench) needsQuietRounds(size string, g []mode) bool {
+	var base string
+	for _, m := range g {
+		if !m.reference {
+			base = m.name
+			break
+		}
+	}
+	for _, rw := range b.res.summarize(size) {
+		if rw.Mode.Group == g[0].group && !rw.Mode.Reference && rw.Mode.Name != base && rw.Judged.Quiet < minQuietRounds {
+			return true
+		}
+	}
+	return false
+}
+
+// roundOrder returns the order of round run of group g: every mode
+// compared with the baseline (its first mode that is not a reference)
+// runs right next to a run of the baseline, one mode before and one after
+// each baseline run, so that a mode and the baseline it is divided by see
+// the same load; the references follow. A mode runs before the baseline
+// in one round and after it in the next, and the modes rotate by one
+// each round, so that no mode always follows the same neighbour.
+func roundOrder(g []mode, run int) []mode {
+	var base *mode
+	var compared, refs []mode
+	side := map[string]bool{} // runs before the baseline
+	for i, m := range g {
+		switch {
+		case m.reference:
+			refs = append(refs, m)
+		case base == nil:
+			base = &g[i]
+		default:
+			side[m.name] = (len(compared)+run)%2 == 1
+			compared = append(compared, m)
+		}
+	}
+	rotate := func(ms []mode) []mode {
+		if len(ms) == 0 {
+			return ms
+		}
+		k := (run - 1) % len(ms)
+		return append(slices.Clone(ms[k:]), ms[:k]...)
+	}
+	var before, after []mode
+	for _, m := range rotate(compared) {
+		if side[m.name] {
+			before = append(before, m)
+		} else {
+			after = append(after, m)
+		}
+	}
+	var out []mode
+	if base != nil && len(compared) == 0 {
+		out = append(out, *base)
+	}
+	for i := range max(len(before), len(after)) {
+		if i < len(before) {
+			out = append(out, before[i])
+		}
+		out = append(out, *base)
+		if i < len(after) {
+			out = append(out, after[i])
+		}
+	}
+	return append(out, rotate(refs)...)
+}
+
+// newResults returns empty results of a run starting now on this machine.
+func newResults() *results {
+	return &results{
+		Machine: machine{
+			CPUs:        runtime.NumCPU(),
+			CPUModel:    cpuModel(),
+			MemoryBytes: memTotal(),
+			GoVersion:   runtime.Version(),
+			OS:          runtime.GOOS + "/" + runtime.GOARCH,
+			EtcdVersion: version.Version,
+			MinIO:       minioVersion(minioBinary()),
+			Library:     backup.LibraryVersion(),
+		},
+		Started: time.Now().UTC(),
+		Command: "make bench",
+	}
+}
+
+// saveSection loads the results at path (new ones when there are none),
+// lets set fill in its section, saves them and renders the report and
+// chart again: the continuous-backup subcommands add their figures to the
+// run's results this way.
+func saveSection(path, out, chart string, set func(*results)) error {
+	r, err := loadResults(path)
+	if errors.Is(err, os.ErrNotExist) {
+		r, err = newResults(), nil
+		r.Finished = r.Started
+	}
+	if err != nil {
+		return err
+	}
+	set(r)
+	if err := r.save(path); err != nil {
+		return err
+	}
+	return writeOutputs(r, out, chart)
+}
+
+// benchFlags returns args without -cli and its value, which make bench
+// sets itself.
+func benchFlags(args []string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		switch a := args[i]; {
+		case a == "-cli" || a == "--cli":
+			i++
+		case strings.HasPrefix(a, "-cli=") || strings.HasPrefix(a, "--cli="):
+		default:
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // groupModes splits modes into their groups, each in the order of modes.
@@ -361,6 +519,7 @@ func (b *bench) env(etcd *etcdServer, name, profile string) modeEnv {
 		Trace:    b.cfg.trace,
 		Profile:  profile,
 		Identity: b.identity,
+		CLI:      b.cfg.cli,
 	}
 }
 
@@ -518,7 +677,11 @@ func writeOutputs(r *results, out, chart string) error {
 	if err := writeChart(r, chart); err != nil {
 		return err
 	}
-	if err := os.WriteFile(out, []byte(renderReport(r, filepath.ToSlash(rel))), 0o644); err != nil {
+	report, err := renderReport(r, filepath.ToSlash(rel))
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(out, []byte(report), 0o644); err != nil {
 		return fmt.Errorf("write report: %w", err)
 	}
 	return nil

@@ -74,11 +74,14 @@ var backupModes = []mode{
 	{name: "stream-zstd", short: "(c) streaming zstd", label: "(c) etcdbackup streaming, zstd", group: "backup", run: runPipeline(backup.Zstd, false, false)},
 	{name: "stream-zstd-age", short: "(d) streaming zstd+age", label: "(d) etcdbackup streaming, zstd + age", group: "backup", run: runPipeline(backup.Zstd, true, false)},
 	{name: "spool-zstd", short: "(e) spool zstd", label: "(e) etcdbackup spool mode, zstd", group: "backup", run: runPipeline(backup.Zstd, false, true)},
-	{name: "stream-zstd-mem", short: "(c') zstd, --memory=32MiB", label: "(c') etcdbackup streaming, zstd, within 32 MiB (`--memory`, the CLI's default): 8 MiB parts, 2 in flight; two zstd encoders, 2 MiB windows; the Go runtime's memory limit the CLI sets for it (32 MiB)", group: "backup", run: runPipelineWithin(backup.Zstd, false, false, 32<<20)},
+	{name: "stream-zstd-mem", short: "(c') zstd, 32 MiB budget", label: "(c') etcdbackup streaming, zstd, in the lean binary within a 32 MiB budget split as the CLI's `--memory` splits it: 8 MiB parts, 2 in flight; two zstd encoders, 2 MiB windows; the Go runtime's memory limit `backup.MemoryLimit` gives (the CLI itself: the CLI save row)", group: "backup", run: runPipelineWithin(backup.Zstd, false, false, 32<<20)},
 	{name: "snapshot-read", short: "snapshot read only", label: "(ref) snapshot read and trailer check only, to /dev/null", group: "backup", reference: true, run: runSnapshotRead},
 	{name: "idle", short: "idle process", label: "(ref) idle child: the backup modes' binary doing nothing", group: "backup", reference: true, run: runIdle},
 	{name: "export-keys", short: "keys-json export", label: "(ref) etcdbackup keys-json export of every key, zstd, with the library's defaults: a logical backup, read against (c)", group: "backup", reference: true, run: runExportKeys},
-	{name: "export-keys-mem", short: "keys-json export, --memory=32MiB", label: "(ref) the same export as the CLI runs it by default: within 32 MiB (`--memory`) and its memory limit, as (c'), and 1 MiB gRPC windows (`backup.ExportDialOptions`)", group: "backup", reference: true, run: runExportKeysMem},
+	{name: "export-keys-mem", short: "keys-json export, 32 MiB budget", label: "(ref) the same export in the lean binary within a 32 MiB budget and memory limit, as (c'), and the CLI's gRPC windows (`backup.ExportDialOptions`) (the CLI itself: the CLI export row)", group: "backup", reference: true, run: runExportKeysMem},
+	{name: "cli-save", short: "CLI save", label: "(ref) `etcdbackup save` as shipped (`make release`), a process of its own, at its defaults (zstd, `--memory=32MiB`); wall time includes the process' start", group: "backup", reference: true, run: runCLISave},
+	{name: "cli-idle", short: "CLI idle", label: "(ref) `etcdbackup version` as shipped (`make release`): the CLI's floor, its peak RSS before doing anything", group: "backup", reference: true, run: runCLIIdle},
+	{name: "cli-export", short: "CLI export", label: "(ref) `etcdbackup export` of every key as shipped (`make release`), a process of its own, at its defaults; wall time includes the process' start", group: "backup", reference: true, run: runCLIExport},
 }
 
 func findMode(name string) (mode, bool) {
@@ -111,6 +114,8 @@ type modeEnv struct {
 	Identity string
 	// Source is the backup a restore mode reads.
 	Source preparedBackup
+	// CLI is the path of the etcdbackup command the CLI modes run.
+	CLI string `json:",omitempty"`
 }
 
 // preparedBackup is a backup a restore mode reads: its ID and the key of
@@ -142,6 +147,10 @@ type modeResult struct {
 	// works the garbage collector.
 	Allocated uint64
 	GCs       uint32
+	// External is set by a mode that measured another process (the
+	// CLI's): HWM and AnonHWM are that process', and Allocated and GCs
+	// are not measured.
+	External bool `json:",omitempty"`
 }
 
 // runModeChild is the "mode" subcommand: it reads a modeEnv on stdin, runs
@@ -174,17 +183,19 @@ func runModeChild(args []string) error {
 	}
 	anon := sampleAnon(anonSampleEvery)
 	res, err := m.run(ctx, env)
-	res.AnonHWM = anon()
+	ownAnon := anon()
 	if env.Profile != "" {
 		pprof.StopCPUProfile()
 	}
 	if err != nil {
 		return fmt.Errorf("mode %s: %w", m.name, err)
 	}
-	res.HWM = selfHWM()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	res.Allocated, res.GCs = ms.TotalAlloc, ms.NumGC
+	if !res.External {
+		res.HWM, res.AnonHWM = selfHWM(), ownAnon
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		res.Allocated, res.GCs = ms.TotalAlloc, ms.NumGC
+	}
 	return json.NewEncoder(os.Stdout).Encode(res)
 }
 
@@ -343,8 +354,12 @@ func selfHWM() int64 { return selfStatus("VmHWM:") }
 
 // selfStatus returns a size field of /proc/self/status in bytes, 0 if it
 // cannot be read.
-func selfStatus(field string) int64 {
-	f, err := os.Open("/proc/self/status")
+func selfStatus(field string) int64 { return procStatus("self", field) }
+
+// procStatus returns a size field of /proc/PID/status in bytes, 0 if it
+// cannot be read.
+func procStatus(pid, field string) int64 {
+	f, err := os.Open("/proc/" + pid + "/status")
 	if err != nil {
 		return 0
 	}
@@ -369,19 +384,28 @@ const anonSampleEvery = 10 * time.Millisecond
 // it writes with MAP_POPULATE, so the VmHWM of any restore includes the
 // whole database, pages the kernel can drop and write back at will. The
 // anonymous part is the memory the restore itself holds.
-func sampleAnon(interval time.Duration) func() int64 {
+func sampleAnon(interval time.Duration) func() int64 { return sampleAnonIn("self", interval) }
+
+// sampleAnonOf is sampleAnon of another process: the highest RssAnon seen
+// while it ran (a lower bound: it is not read after the process ends).
+func sampleAnonOf(pid int, interval time.Duration) func() int64 {
+	return sampleAnonIn(strconv.Itoa(pid), interval)
+}
+
+// sampleAnonIn is sampleAnon of /proc/PID.
+func sampleAnonIn(pid string, interval time.Duration) func() int64 {
 	done := make(chan struct{})
 	result := make(chan int64, 1)
 	go func() {
-		peak := selfStatus("RssAnon:")
+		peak := procStatus(pid, "RssAnon:")
 		t := time.NewTicker(interval)
 		defer t.Stop()
 		for {
 			select {
 			case <-t.C:
-				peak = max(peak, selfStatus("RssAnon:"))
+				peak = max(peak, procStatus(pid, "RssAnon:"))
 			case <-done:
-				result <- max(peak, selfStatus("RssAnon:"))
+				result <- max(peak, procStatus(pid, "RssAnon:"))
 				return
 			}
 		}

@@ -21,37 +21,33 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/etcdbackup/etcdbackup/backup"
 	"github.com/etcdbackup/etcdbackup/restore"
 )
 
 // The "pitr" subcommand measures continuous backup: a follower (a process
-// of its own, so that its peak RSS is its own) follows an etcd that takes
-// -rate writes per second of -value bytes for -duration; the commit lag of
-// every revision is the time from etcd's answer to the write to the commit
-// of the manifest of the segment holding it. Then the last revision is
-// restored offline and the replay speed reported, next to restoring the
-// full backup alone.
+// of its own in the lean binary, so that its peak RSS is its own) starts
+// on a copy of the filled etcd of -full, takes the chain's full backup
+// itself, as a follower started on a cluster does, then follows the etcd
+// while it takes -rate writes per second of -value bytes for -duration;
+// the commit lag of every revision is the time from etcd's answer to the
+// write to the commit of the manifest of the segment holding it. Then the
+// last revision is restored offline and the replay speed reported, next
+// to restoring the full backup alone. The figures go into results.json,
+// and the report is rendered again.
 //
-//	bench-out/etcdbackup-bench pitr [-duration 60s] [-rate 1000] [-value 1024]
-
-// pitrLine is one line the follower child writes on stdout.
-type pitrLine struct {
-	Kind        string `json:"kind"` // "chain", "segment", "end"
-	First, Last int64  `json:",omitempty"`
-	Committed   int64  `json:",omitempty"` // Unix nanoseconds
-	HWM         int64  `json:",omitempty"`
-}
+//	bench-out/etcdbackup-bench pitr [-full 1GiB] [-duration 60s] [-rate 1000] [-value 1024]
 
 func runPITR(args []string) error {
 	fs := flag.NewFlagSet("pitr", flag.ContinueOnError)
 	duration := fs.Duration("duration", 60*time.Second, "how long the writes run")
 	rate := fs.Int("rate", 1000, "writes per second")
 	valueSize := fs.Int("value", 1024, "value size in bytes")
-	work := fs.String("work", "bench-out", "directory for scratch files and logs")
-	out := fs.String("out", "bench-out/pitr.md", "markdown table to write")
+	fullSize := fs.String("full", "1GiB", "size of the filled etcd (from the fill cache) the follower takes its own full backup of first; 0 for an empty etcd")
+	work := fs.String("work", "bench-out", "directory for the fill cache, scratch files, logs and results")
+	out := fs.String("out", "BENCHMARKS.md", "report to render again with these figures")
+	chart := fs.String("chart", "BENCHMARKS.png", "chart to render again")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -62,7 +58,10 @@ func runPITR(args []string) error {
 		return err
 	}
 	defer os.RemoveAll(run)
-
+	rep := pitrReport{Started: time.Now().UTC(), Command: pitrCommand("pitr", args), Asked: *rate, Value: *valueSize}
+	if err := filledCopy(ctx, *work, *fullSize, self, logs, filepath.Join(run, "etcd"), &rep); err != nil {
+		return err
+	}
 	minio, err := startMinIO(ctx, minioBinary(), filepath.Join(run, "minio"), filepath.Join(logs, "pitr-minio.log"))
 	if err != nil {
 		return err
@@ -74,14 +73,13 @@ func runPITR(args []string) error {
 	}
 	defer etcd.stop(time.Minute)
 	env := modeEnv{Etcd: etcd.endpoint, S3: minio.addr, Access: minio.access, Secret: minio.secret, Bucket: benchBucket, Name: "pitr"}
-	// The full backup the chain starts from is taken here, so that the
-	// follower's peak RSS is that of following alone (a follower that
-	// takes the full backup itself peaks at the pipeline's buffers).
-	if err := pitrFull(ctx, env); err != nil {
+	// The follower takes the chain's full backup itself, as a follower
+	// started on a cluster does, so its peak RSS includes the full.
+	lean, err := leanBinary(self, backupModes)
+	if err != nil {
 		return err
 	}
-
-	child, lines, err := startPITRFollower(self, env, filepath.Join(logs, "pitr-follower.log"))
+	child, lines, err := startPITRFollower(lean, env, filepath.Join(logs, "pitr-follower.log"))
 	if err != nil {
 		return err
 	}
@@ -90,13 +88,59 @@ func runPITR(args []string) error {
 		return errors.New("the follower did not start its chain")
 	}
 	progress("pitr: follower started; %d writes/s of %d bytes for %v", *rate, *valueSize, *duration)
+	if err := followLoad(ctx, etcd, child, lines, *rate, *valueSize, *duration, &rep); err != nil {
+		return fmt.Errorf("%w (log %s)", err, filepath.Join(logs, "pitr-follower.log"))
+	}
+	if err := measureReplay(ctx, env, rep.RestoredRevision, filepath.Join(run, "restore"), &rep); err != nil {
+		return err
+	}
+	progress("pitr: compacting the chain to revision %d", rep.RestoredRevision)
+	if rep.Compaction, err = measureCompaction(ctx, env, rep.RestoredRevision, filepath.Join(run, "compact")); err != nil {
+		return err
+	}
+	progress("pitr: commit lag p99 %v, follower peak RSS %s", rep.LagP99, formatBytes(rep.HWM))
+	return saveSection(filepath.Join(*work, "results.json"), *out, *chart, func(r *results) { r.Continuous = &rep })
+}
 
+// pitrCommand is the make command line of a continuous-backup subcommand.
+func pitrCommand(sub string, args []string) string {
+	v := map[string]string{"pitr": "PITR_FLAGS", "pitr-restore": "PITR_RESTORE_FLAGS"}[sub]
+	if len(args) == 0 {
+		return "make bench"
+	}
+	return "make bench " + v + "='" + strings.Join(args, " ") + "'"
+}
+
+// filledCopy copies the cached fill of size (filling it first when the
+// cache lacks it) into dir, and records its size and keys in rep; size
+// "0" leaves dir to an empty etcd.
+func filledCopy(ctx context.Context, work, size, self, logs, dir string, rep *pitrReport) error {
+	if size == "0" {
+		return nil
+	}
+	n, err := parseSize(size)
+	if err != nil {
+		return err
+	}
+	cache := &fillCache{dir: filepath.Join(work, "etcd"), seed: 1, self: self, logs: logs}
+	data, meta, _, err := cache.ensure(ctx, n, formatBytes(n))
+	if err != nil {
+		return fmt.Errorf("fill: %w", err)
+	}
+	progress("copying the %s fill (%d keys)", formatBytes(n), meta.Keys)
+	rep.Full, rep.Keys = formatBytes(n), meta.Keys
+	return copyDir(data, dir)
+}
+
+// followLoad writes the load, waits for the follower to commit its last
+// revision, stops it and fills rep with the commit lags and its peak.
+func followLoad(ctx context.Context, etcd *etcdServer, child *exec.Cmd, lines <-chan pitrLine, rate, size int, d time.Duration, rep *pitrReport) error {
 	cli, err := etcd.client()
 	if err != nil {
 		return err
 	}
 	defer cli.Close()
-	done, err := writeLoad(ctx, cli, *rate, *valueSize, *duration)
+	done, err := writeLoad(ctx, cli, rate, size, d)
 	if err != nil {
 		return err
 	}
@@ -125,25 +169,17 @@ collect:
 		}
 	}
 	if err := child.Wait(); err != nil {
-		return fmt.Errorf("follower: %w (log %s)", err, filepath.Join(logs, "pitr-follower.log"))
+		return fmt.Errorf("follower: %w", err)
 	}
 	lags, err := commitLags(done, segs)
 	if err != nil {
 		return err
 	}
-	rep := pitrReport{Writes: len(done), Seconds: duration.Seconds(), Value: *valueSize, Segments: len(segs), HWM: hwm, Lags: lags}
+	rep.Writes, rep.Seconds, rep.Segments, rep.HWM = len(done), d.Seconds(), len(segs), hwm
 	rep.Rate = float64(len(done)) / done[len(done)-1].at.Sub(done[0].at).Seconds()
-	if err := measureReplay(ctx, env, last, filepath.Join(run, "restore"), &rep); err != nil {
-		return err
-	}
-	progress("pitr: compacting the chain to revision %d", last)
-	cr, err := measureCompaction(ctx, env, last, filepath.Join(run, "compact"))
-	if err != nil {
-		return err
-	}
-	md := strings.TrimSuffix(rep.markdown(*rate, strings.Join(args, " ")), "\n") + cr.markdown(rep.FullOnly, rep.PointTotal, false) + "\n"
-	fmt.Print(md)
-	return os.WriteFile(*out, []byte(md), 0o644)
+	rep.LagP50, rep.LagP99, rep.LagMax = quantile(lags, 0.5), quantile(lags, 0.99), lags[len(lags)-1]
+	rep.RestoredRevision = last
+	return nil
 }
 
 // scratchDirs makes a fresh scratch directory name under work, and the
@@ -220,57 +256,6 @@ func startPITRFollower(self string, env modeEnv, logPath string) (*exec.Cmd, <-c
 	return cmd, lines, nil
 }
 
-// runPITRFollower is the "pitr-follow" subcommand: a follower of env's
-// etcd into env's bucket until SIGTERM, reporting segments on stdout.
-func runPITRFollower() error {
-	var env modeEnv
-	if err := json.NewDecoder(os.Stdin).Decode(&env); err != nil {
-		return fmt.Errorf("read environment: %w", err)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{env.Etcd}, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		return err
-	}
-	defer cli.Close()
-	snapshotter, err := backup.NewEtcdSnapshotter(backup.EtcdConfig{Endpoints: []string{env.Etcd}})
-	if err != nil {
-		return err
-	}
-	bucket, err := env.bucket()
-	if err != nil {
-		return err
-	}
-	var mu sync.Mutex
-	enc := json.NewEncoder(os.Stdout)
-	emit := func(l pitrLine) {
-		mu.Lock()
-		defer mu.Unlock()
-		_ = enc.Encode(l)
-	}
-	f := &backup.Follower{
-		Client:   cli,
-		Pipeline: &backup.Pipeline{Snapshotter: snapshotter, Compression: backup.Zstd, Logger: traceLogger()},
-		Cluster:  "bench",
-		Targets:  []backup.Target{{Destination: "minio", Uploader: &backup.BucketUploader{Bucket: bucket}}},
-		Catalogs: []backup.Catalog{bucket},
-		Observer: backup.FollowObserverFunc(func(e backup.FollowEvent) {
-			switch e.Kind {
-			case backup.ChainStarted, backup.ChainResumed:
-				emit(pitrLine{Kind: "chain"})
-			case backup.SegmentCommitted:
-				emit(pitrLine{Kind: "segment", First: e.Revision, Last: e.Committed, Committed: e.Time.UnixNano()})
-			}
-		}),
-	}
-	if err := f.Run(ctx); err != nil {
-		return err
-	}
-	emit(pitrLine{Kind: "end", HWM: selfHWM()})
-	return nil
-}
-
 // written is a write etcd acknowledged: its revision and when.
 type written struct {
 	rev int64
@@ -339,20 +324,35 @@ func commitLags(done []written, segs []pitrLine) ([]time.Duration, error) {
 	return lags, nil
 }
 
-// pitrReport holds the figures of one run.
+// pitrReport holds the figures of a run of the "pitr" or "pitr-restore"
+// subcommand, saved with the results.
 type pitrReport struct {
-	Writes   int
-	Seconds  float64
-	Rate     float64
-	Value    int
-	Segments int
-	HWM      int64
-	Lags     []time.Duration
+	Started time.Time
+	Command string
+	// Full and Keys describe the filled etcd the chain's full backup was
+	// taken of ("" for an empty etcd).
+	Full string `json:",omitempty"`
+	Keys int64  `json:",omitempty"`
+	// Asked is the write rate asked for, Rate the one done.
+	Asked, Writes int
+	Seconds, Rate float64
+	Value         int
+	Segments      int
+	// HWM is the follower's peak RSS (VmHWM), its own full backup
+	// included.
+	HWM int64
+	// Commit lags: from etcd's answer to a write to the commit of the
+	// segment holding it.
+	LagP50, LagP99, LagMax time.Duration
 	// Replay figures: the events applied, the replay's duration, the
 	// whole point restore's and the full backup's restore alone.
 	Events                         int64
 	Replay, PointTotal, FullOnly   time.Duration
 	FullRevision, RestoredRevision int64
+	// Compaction is the compaction of the chain to RestoredRevision and
+	// the restore of that revision from the synthetic full backup; nil
+	// when it was not measured.
+	Compaction *compactReport `json:",omitempty"`
 }
 
 // measureReplay restores revision last, and the full backup alone.
@@ -394,22 +394,4 @@ func quantile(sorted []time.Duration, q float64) time.Duration {
 		return 0
 	}
 	return sorted[min(len(sorted)-1, int(q*float64(len(sorted))))]
-}
-
-func (r pitrReport) markdown(rate int, args string) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "## Continuous backup (`etcdbackup-bench pitr %s`)\n\n", args)
-	fmt.Fprintf(&b, "%d writes of %d-byte values asked at %d/s for %.0f s, done at %.0f/s; the follower (a process of its own, resuming after a full backup) stored them in %d segments (zstd, default 1 s flush) on MinIO. etcd, MinIO, the follower and the writer share the machine's cores.\n\n",
-		r.Writes, r.Value, rate, r.Seconds, r.Rate, r.Segments)
-	b.WriteString("| figure | measured | target |\n|---|---|---|\n")
-	p99 := quantile(r.Lags, 0.99)
-	fmt.Fprintf(&b, "| commit lag p50 | %s | |\n", quantile(r.Lags, 0.5).Round(time.Millisecond))
-	fmt.Fprintf(&b, "| commit lag p99 | %s | <= 2 s: %s |\n", p99.Round(time.Millisecond), verdict(p99 <= 2*time.Second))
-	fmt.Fprintf(&b, "| commit lag max | %s | |\n", r.Lags[len(r.Lags)-1].Round(time.Millisecond))
-	fmt.Fprintf(&b, "| follower peak RSS (VmHWM) | %s | <= 64 MiB: %s |\n", formatBytes(r.HWM), verdict(r.HWM <= 64<<20))
-	eps := float64(r.Events) / r.Replay.Seconds()
-	fmt.Fprintf(&b, "| offline replay | %d events in %s: %.0f events/s | >= 100,000/s: %s |\n", r.Events, r.Replay.Round(time.Millisecond), eps, verdict(eps >= 100_000))
-	fmt.Fprintf(&b, "| restore of revision %d (full at %d + replay) | %s | |\n", r.RestoredRevision, r.FullRevision, r.PointTotal.Round(time.Millisecond))
-	fmt.Fprintf(&b, "| restore of the full backup alone | %s | |\n\n", r.FullOnly.Round(time.Millisecond))
-	return b.String()
 }

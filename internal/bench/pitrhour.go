@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -33,14 +32,14 @@ func runPITRRestore(args []string) error {
 	fullSize := fs.String("full", "1GiB", "size of the filled etcd the full backup is taken of")
 	writes := fs.Int("writes", 3_600_000, "puts after the full backup (one hour at 1,000/s)")
 	valueSize := fs.Int("value", 1024, "value size in bytes")
-	work := fs.String("work", "bench-out", "directory for the fill cache, scratch files and logs")
-	out := fs.String("out", "bench-out/pitr-restore.md", "markdown table to write")
+	work := fs.String("work", "bench-out", "directory for the fill cache, scratch files, logs and results")
+	out := fs.String("out", "BENCHMARKS.md", "report to render again with these figures")
+	chart := fs.String("chart", "BENCHMARKS.png", "chart to render again")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	size, err := parseSize(*fullSize)
-	if err != nil {
-		return err
+	if *fullSize == "0" {
+		return errors.New("-full: pitr-restore needs a filled etcd")
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -50,13 +49,8 @@ func runPITRRestore(args []string) error {
 	}
 	defer os.RemoveAll(run)
 
-	cache := &fillCache{dir: filepath.Join(*work, "etcd"), seed: 1, self: self, logs: logs}
-	data, meta, _, err := cache.ensure(ctx, size, formatBytes(size))
-	if err != nil {
-		return fmt.Errorf("fill: %w", err)
-	}
-	progress("pitr-restore: copying the %s fill (%d keys)", formatBytes(size), meta.Keys)
-	if err := copyDir(data, filepath.Join(run, "etcd")); err != nil {
+	rep := pitrReport{Started: time.Now().UTC(), Command: pitrCommand("pitr-restore", args), Writes: *writes, Value: *valueSize}
+	if err := filledCopy(ctx, *work, *fullSize, self, logs, filepath.Join(run, "etcd"), &rep); err != nil {
 		return err
 	}
 	minio, err := startMinIO(ctx, minioBinary(), filepath.Join(run, "minio"), filepath.Join(logs, "pitr-restore-minio.log"))
@@ -76,7 +70,11 @@ func runPITRRestore(args []string) error {
 	if err := pitrFull(ctx, env); err != nil {
 		return err
 	}
-	last, segments, err := followBurst(ctx, self, env, logs, *writes, *valueSize)
+	lean, err := leanBinary(self, backupModes)
+	if err != nil {
+		return err
+	}
+	last, segments, err := followBurst(ctx, lean, env, logs, *writes, *valueSize)
 	if err != nil {
 		return err
 	}
@@ -86,7 +84,7 @@ func runPITRRestore(args []string) error {
 	progress("pitr-restore: restoring revision %d, then the full backup alone", last)
 	// Twice, keeping the faster of each: the first run reads MinIO's
 	// files cold.
-	rep := pitrReport{Writes: *writes, Value: *valueSize, Segments: segments}
+	rep.Segments = segments
 	for i := range 2 {
 		var r pitrReport
 		dir := filepath.Join(run, fmt.Sprintf("restore-%d", i))
@@ -105,21 +103,17 @@ func runPITRRestore(args []string) error {
 		rep.Events, rep.FullRevision, rep.RestoredRevision = r.Events, r.FullRevision, r.RestoredRevision
 	}
 	progress("pitr-restore: compacting the chain to revision %d", last)
-	cr, err := measureCompaction(ctx, env, last, filepath.Join(run, "compact"))
-	if err != nil {
+	if rep.Compaction, err = measureCompaction(ctx, env, last, filepath.Join(run, "compact")); err != nil {
 		return err
 	}
-	md := strings.TrimSuffix(rep.restoreMarkdown(formatBytes(size), meta.Keys, strings.Join(args, " ")), "\n") +
-		cr.markdown(rep.FullOnly, rep.PointTotal, true) + "\n"
-	fmt.Print(md)
-	return os.WriteFile(*out, []byte(md), 0o644)
+	return saveSection(filepath.Join(*work, "results.json"), *out, *chart, func(r *results) { r.PointRestore = &rep })
 }
 
-// followBurst starts a follower, writes n puts as fast as etcd takes them,
+// followBurst starts a follower (the lean binary at path bin), writes n puts as fast as etcd takes them,
 // waits until the follower has committed the last one, and stops it. It
 // returns the last revision and the number of segments.
-func followBurst(ctx context.Context, self string, env modeEnv, logs string, n, size int) (int64, int, error) {
-	child, lines, err := startPITRFollower(self, env, filepath.Join(logs, "pitr-restore-follower.log"))
+func followBurst(ctx context.Context, bin string, env modeEnv, logs string, n, size int) (int64, int, error) {
+	child, lines, err := startPITRFollower(bin, env, filepath.Join(logs, "pitr-restore-follower.log"))
 	if err != nil {
 		return 0, 0, err
 	}
@@ -229,19 +223,4 @@ func cmpErr(a, b error) error {
 		return a
 	}
 	return b
-}
-
-// restoreMarkdown is the table of a pitr-restore run.
-func (r pitrReport) restoreMarkdown(full string, keys int64, args string) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "## Point-in-time restore after an hour of writes (`etcdbackup-bench pitr-restore %s`)\n\n", args)
-	fmt.Fprintf(&b, "A full backup (zstd) of the %s etcd (%d keys), then %d puts of %d-byte values (an hour at 1,000/s), written as fast as etcd took them and the follower kept up, stored by a follower in %d segments on MinIO. Both restores read from MinIO and write a member's data directory; each ran twice, the faster run is shown.\n\n",
-		full, keys, r.Writes, r.Value, r.Segments)
-	b.WriteString("| figure | measured |\n|---|---|\n")
-	fmt.Fprintf(&b, "| restore of the full backup alone (revision %d) | %s |\n", r.FullRevision, r.FullOnly.Round(time.Millisecond))
-	fmt.Fprintf(&b, "| restore of revision %d (the full, then the segments) | %s (%.2fx) |\n", r.RestoredRevision, r.PointTotal.Round(time.Millisecond),
-		r.PointTotal.Seconds()/r.FullOnly.Seconds())
-	eps := float64(r.Events) / r.Replay.Seconds()
-	fmt.Fprintf(&b, "| of which the replay | %d events in %s: %.0f events/s |\n\n", r.Events, r.Replay.Round(time.Millisecond), eps)
-	return b.String()
 }

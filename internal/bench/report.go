@@ -3,19 +3,10 @@
 package main
 
 import (
-	_ "embed"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 )
-
-// notes is the hand-written reading of the figures, appended to every
-// report. It explains causes, so it must hold for any run on a machine like
-// the one described; the figures themselves come from the tables.
-//
-//go:embed notes.md
-var notes string
 
 // Targets of the issue.
 const (
@@ -24,29 +15,35 @@ const (
 	zstdRatioTarget   = 0.4  // stored / raw bytes with zstd
 	restoreTarget     = 1.0  // restore wall time / download-then-restore's
 	// The footprint targets: against the raw drain of the snapshot stream
-	// (drainMode), and the peak RSS of a zstd backup at the CLI's default
+	// (drainMode), and the peak RSS of the CLI's backup at its default
 	// --memory (memoryMode).
 	drainMode        = "snapshot-read"
-	memoryMode       = "stream-zstd-mem"
+	memoryMode       = "cli-save"
 	zstdDrainTarget  = 1.1  // zstd backup wall time / the drain's
 	plainDrainTarget = 1.05 // uncompressed backup wall time / the drain's
 	memoryRSSTarget  = 48 << 20
-
-	// minQuietRounds is how many quiet rounds the wall-time verdict
-	// needs to rest on them alone.
-	minQuietRounds = 2
+	// The logical backup targets, on the CLI's export and import: peak
+	// RSS, and the export's wall time against the zstd backup (c).
+	logicalRSSTarget  = 64 << 20
+	exportWallTarget  = 1.5
+	exportAgainstMode = "stream-zstd"
 )
 
-// renderReport writes BENCHMARKS.md.
-func renderReport(r *results, chart string) string {
+// renderReport writes BENCHMARKS.md: every figure and verdict in it comes
+// from r, the notes' too (renderNotes).
+func renderReport(r *results, chart string) (string, error) {
+	notes, err := renderNotes(r, false)
+	if err != nil {
+		return "", err
+	}
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 
 	w("# Benchmarks\n\n")
-	w("Written by `%s` (the command in `internal/bench`) on %s. Do not edit by hand: run the command again, or `bench-out/etcdbackup-bench report` to render this file again from `bench-out/results.json`.\n\n",
+	w("Written by `%s` (the command in `internal/bench`) on %s. Every figure and verdict below comes from that run's `bench-out/results.json`, the notes' too. Do not edit by hand, and do not remove figures: run `make bench` again to regenerate the whole file, or `bench-out/etcdbackup-bench report` to render it again from `bench-out/results.json`.\n\n",
 		r.Command, r.Started.Format("2006-01-02 15:04 MST"))
 	w("Every backup mode takes a backup of one etcd member to a MinIO bucket on the same machine. etcd, MinIO and each run of a mode are separate processes, so the peak RSS and CPU time of a mode are those of the backup process alone. ")
-	w("Each mode ran %s, modes interleaved round after round; the tables show medians, with the range of wall times in parentheses.\n\n", runCounts(r))
+	w("Each mode ran %s, modes interleaved round after round; in each round every mode compared with its group's baseline ran right next to a run of the baseline, which so ran more than once a round. The tables show medians, with the range of wall times in parentheses.\n\n", runCounts(r))
 	w("![wall time and peak RSS against etcd size](%s)\n\n", chart)
 	w("Medians; the same colour is the same mode in both plots; grey lines are references, not backups.\n\n")
 
@@ -85,11 +82,14 @@ func renderReport(r *results, chart string) string {
 
 	w("## Targets\n\n")
 	w("%s\n", renderTargets(r))
+	w("%s", renderLogical(r))
+	w("%s", renderContinuous(r.Continuous))
+	w("%s", renderPointRestore(r.PointRestore))
 
 	w("## How to read the figures\n\n")
 	w("- **wall**: from the first request to etcd to the last byte stored (for etcdbackup: the manifest committed), timed inside the process; process start is not included.\n")
 	w("- **vs (a)**: median wall time divided by that of the two-step approach on the same etcd.\n")
-	w("- **peak RSS**: the high-water mark of the resident set of the mode's process (`VmHWM`, read by the process at its end), the floor of the binary it runs in included (the idle row: backup modes run in `etcdbackup-bench-lean`, which links what a host backing up links; restore modes in the bench binary, with etcd's server). `ru_maxrss` is not used: Linux carries into it the resident set of the parent, whose memory a child started by Go's `os/exec` shares until `execve`.\n")
+	w("- **peak RSS**: the high-water mark of the resident set of the mode's process (`VmHWM`, read by the process at its end), the floor of the binary it runs in included (the idle row: backup modes run in `etcdbackup-bench-lean`, which links what a host backing up links; restore modes in the bench binary, with etcd's server). The CLI rows run the etcdbackup command built as `make release` builds it, a process started by the mode's process: their peak is the CLI's `ru_maxrss`, which the bench accepts only when it is above the starting process' own peak (Linux carries the latter into it), their anonymous peak is sampled, and their wall time includes the process' start. `ru_maxrss` is not used: Linux carries into it the resident set of the parent, whose memory a child started by Go's `os/exec` shares until `execve`.\n")
 	w("- **stored / raw**: stored object size over the snapshot stream's size.\n")
 	w("- **etcd stream open**: how long etcd's snapshot stream, and so its read transaction, stayed open.\n")
 	w("- **CPU**: user + system seconds of the backup process, and of etcd and MinIO during the run. On %d cores the three share the CPU, so CPU seconds explain wall times.\n", r.Machine.CPUs)
@@ -102,7 +102,7 @@ func renderReport(r *results, chart string) string {
 
 	w("## Notes\n\n")
 	w("%s", notes)
-	return b.String()
+	return b.String(), nil
 }
 
 // inGroup returns the rows of one group of modes.
@@ -186,9 +186,9 @@ func renderTable(rows []row) string {
 	return b.String()
 }
 
-// targetSizes returns the labels of the sizes the targets are judged on:
-// the small one (256 MiB, else the smallest) and the large one (1 GiB, else
-// the largest).
+// targetSizes returns the labels of the sizes the flatness target
+// compares: the small one (256 MiB, else the smallest) and the large one
+// (1 GiB, else the largest).
 func targetSizes(r *results) (small, large string) {
 	if len(r.Sizes) == 0 {
 		return "", ""
@@ -205,78 +205,96 @@ func targetSizes(r *results) (small, large string) {
 	return small, large
 }
 
-// renderTargets checks the issue's targets on the measured figures.
+// byMode returns the rows of size by mode name.
+func (r *results) byMode(size string) map[string]row {
+	m := map[string]row{}
+	for _, rw := range r.summarize(size) {
+		m[rw.Mode.Name] = rw
+	}
+	return m
+}
+
+// modesWhere returns r's modes that keep says to, in report order.
+func (r *results) modesWhere(keep func(modeInfo) bool) []modeInfo {
+	var out []modeInfo
+	for _, m := range r.Modes {
+		if keep(m) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// renderTargets checks the targets on the measured figures of every size.
 func renderTargets(r *results) string {
 	small, large := targetSizes(r)
 	if large == "" {
 		return "No figures.\n"
 	}
-	byMode := func(size string) map[string]row {
-		m := map[string]row{}
-		for _, rw := range r.summarize(size) {
-			m[rw.Mode.Name] = rw
-		}
-		return m
-	}
-	lg, sm := byMode(large), byMode(small)
 	var b strings.Builder
-	fmt.Fprintf(&b, "Judged on the %s etcd (flatness: %s against %s). Wall-time ratios are paired: each run divided by the run of its group's baseline in the same round (two-step for backups, (f) for restores). A round is quiet when other processes used less than %.2f cores during both runs.\n\n", large, large, small, quietCores)
-	b.WriteString("| target | mode | figure | verdict |\n|---|---|--:|---|\n")
-	names := slices.Collect(func(yield func(modeInfo) bool) {
-		for _, m := range r.Modes {
-			if m.Group == groupBackup && !m.Reference && m.Name != "two-step" && !yield(m) {
-				return
-			}
-		}
-	})
-	for _, m := range names {
-		rw, ok := lg[m.Name]
-		if !ok || rw.Paired == 0 {
-			continue
-		}
-		b.WriteString(wallRow(fmt.Sprintf("wall time <= %.1f x two-step", streamRatioTarget), m, rw, streamRatioTarget))
-	}
-	for _, m := range names {
-		rw, ok := lg[m.Name]
-		if !ok {
-			continue
-		}
-		b.WriteString(rssRow("peak RSS <= 128 MiB", m, rw.PeakRSS, rw.PeakRSSMax))
-	}
-	b.WriteString(drainTargets(lg, names))
-	if small != large {
-		for _, m := range names {
-			l, ok1 := lg[m.Name]
-			s, ok2 := sm[m.Name]
-			if ok1 && ok2 && s.PeakRSS > 0 {
-				f := float64(l.PeakRSS) / float64(s.PeakRSS)
-				fmt.Fprintf(&b, "| peak RSS flat: %s / %s <= %.2f | %s | %.3f | %s |\n", large, small, rssFlatTarget, m.Short, f, verdict(f <= rssFlatTarget))
-			}
-		}
-	}
-	// Larger sizes are not judged, but show whether the peak stays flat
-	// beyond the judged range.
+	fmt.Fprintf(&b, "Judged on every etcd size. A wall-time ratio divides a run by the run of its group's baseline (two-step for backups, (f) for restores) next to it in the same round; a round is quiet when other processes used less than %.2f cores during both runs. A wall-time verdict rests on the quiet rounds: it needs %d of them, and is met only when both the median of the paired ratios and the ratio of the medians are within the bound, missed when both are above it, unclear otherwise. Ratios between two modes that do not run next to each other (against the raw drain, the export against (c)) show the ratio of medians and get no verdict.\n\n", quietCores, minQuietRounds)
+	names := r.modesWhere(func(m modeInfo) bool { return m.Group == groupBackup && !m.Reference && m.Name != "two-step" })
 	for _, sz := range r.Sizes {
-		if sz.Target <= 1<<30 || sz.Label == large {
-			continue
-		}
-		bigger := byMode(sz.Label)
+		lg := r.byMode(sz.Label)
+		fmt.Fprintf(&b, "### etcd of %s\n\n| target | mode | figure | verdict |\n|---|---|---|---|\n", sz.Label)
 		for _, m := range names {
-			l, ok1 := bigger[m.Name]
-			s, ok2 := lg[m.Name]
-			if ok1 && ok2 && s.PeakRSS > 0 {
-				fmt.Fprintf(&b, "| (not a target) peak RSS %s / %s | %s | %.3f | — |\n", sz.Label, large, m.Short, float64(l.PeakRSS)/float64(s.PeakRSS))
+			if rw, ok := lg[m.Name]; ok && len(rw.Pairs) > 0 {
+				b.WriteString(wallRow(fmt.Sprintf("wall time <= %.1f x two-step", streamRatioTarget), m, rw, streamRatioTarget))
 			}
 		}
+		for _, m := range names {
+			if rw, ok := lg[m.Name]; ok {
+				b.WriteString(rssRow("peak RSS <= 128 MiB", m, rw.PeakRSS, rw.PeakRSSMax))
+			}
+		}
+		b.WriteString(drainTargets(lg, names))
+		b.WriteString(flatRows(r, sz, small, large, names))
+		for _, m := range names {
+			if rw, ok := lg[m.Name]; ok && rw.Raw > 0 && strings.Contains(m.Name, "zstd") {
+				f := float64(rw.Stored) / float64(rw.Raw)
+				fmt.Fprintf(&b, "| zstd stores <= %.1f x raw | %s | %.3f | %s |\n", zstdRatioTarget, m.Short, f, verdict(f <= zstdRatioTarget))
+			}
+		}
+		b.WriteString(cliTargets(lg))
+		b.WriteString(restoreTargets(r, lg))
+		b.WriteString("\n")
 	}
+	return b.String()
+}
+
+// flatRows judges the peak RSS of the large size against the small one,
+// and shows that of every larger size against the large one.
+func flatRows(r *results, sz sizeInfo, small, large string, names []modeInfo) string {
+	var b strings.Builder
+	against, target := small, true
+	switch {
+	case sz.Label == large && small != large:
+	case sz.Target > 1<<30 && sz.Label != large:
+		against, target = large, false
+	default:
+		return ""
+	}
+	lg, sm := r.byMode(sz.Label), r.byMode(against)
 	for _, m := range names {
-		if rw, ok := lg[m.Name]; ok && rw.Raw > 0 && strings.Contains(m.Name, "zstd") {
-			f := float64(rw.Stored) / float64(rw.Raw)
-			fmt.Fprintf(&b, "| zstd stores <= %.1f x raw | %s | %.3f | %s |\n", zstdRatioTarget, m.Short, f, verdict(f <= zstdRatioTarget))
+		l, ok1 := lg[m.Name]
+		s, ok2 := sm[m.Name]
+		if !ok1 || !ok2 || s.PeakRSS == 0 {
+			continue
+		}
+		f := float64(l.PeakRSS) / float64(s.PeakRSS)
+		if target {
+			fmt.Fprintf(&b, "| peak RSS flat: %s / %s <= %.2f | %s | %.3f | %s |\n", sz.Label, against, rssFlatTarget, m.Short, f, verdict(f <= rssFlatTarget))
+		} else {
+			fmt.Fprintf(&b, "| (not a target) peak RSS %s / %s | %s | %.3f | — |\n", sz.Label, against, m.Short, f)
 		}
 	}
-	// The restore baseline restores one object; the restore modes that
-	// read the same object are judged against it, the others shown.
+	return b.String()
+}
+
+// restoreTargets judges the restore modes of one size: the modes that
+// read the baseline's object against it, the others shown.
+func restoreTargets(r *results, lg map[string]row) string {
+	var b strings.Builder
 	var baseSource string
 	for _, m := range r.Modes {
 		if m.Group == groupRestore && !m.Reference {
@@ -284,37 +302,31 @@ func renderTargets(r *results) string {
 			break
 		}
 	}
-	restores := slices.Collect(func(yield func(modeInfo) bool) {
-		for _, m := range r.Modes {
-			if m.Group == groupRestore && !m.Reference && m.Name != "download-restore" && !yield(m) {
-				return
-			}
-		}
+	restores := r.modesWhere(func(m modeInfo) bool {
+		return m.Group == groupRestore && !m.Reference && m.Name != "download-restore"
 	})
 	for _, m := range restores {
 		rw, ok := lg[m.Name]
-		if !ok || rw.Paired == 0 {
+		if !ok || len(rw.Pairs) == 0 {
 			continue
 		}
 		if m.Source != baseSource {
-			fmt.Fprintf(&b, "| (not a target: another object) restore wall time / download-then-restore | %s | %.2f (every round: %.2f–%.2f) | — |\n", m.Short, rw.Paired, rw.PairedMin, rw.PairedMax)
+			fmt.Fprintf(&b, "| (not a target: another object) restore wall time / download-then-restore | %s | %s | — |\n", m.Short, rw.Judged)
 			continue
 		}
 		b.WriteString(wallRow(fmt.Sprintf("restore wall time <= %.1f x download-then-restore", restoreTarget), m, rw, restoreTarget))
 	}
 	for _, m := range restores {
-		rw, ok := lg[m.Name]
-		if !ok {
-			continue
+		if rw, ok := lg[m.Name]; ok {
+			b.WriteString(rssRow("restore peak RSS <= 128 MiB (anonymous; VmHWM in the table)", m, rw.PeakAnon, rw.PeakAnonMax))
 		}
-		b.WriteString(rssRow("restore peak RSS <= 128 MiB (anonymous; VmHWM in the table)", m, rw.PeakAnon, rw.PeakAnonMax))
 	}
 	return b.String()
 }
 
-// drainTargets judges the backup modes against the raw drain of the
-// snapshot stream (medians of the same size), and the zstd backup at the
-// CLI's default --memory against its RSS target.
+// drainTargets shows the backup modes against the raw drain of the
+// snapshot stream (medians of the same size), which does not run next to
+// them: no verdict.
 func drainTargets(lg map[string]row, names []modeInfo) string {
 	var b strings.Builder
 	drain, ok := lg[drainMode]
@@ -332,44 +344,51 @@ func drainTargets(lg map[string]row, names []modeInfo) string {
 		} else if !strings.Contains(m.Name, "zstd") {
 			continue
 		}
-		f := rw.Wall / drain.Wall
-		fmt.Fprintf(&b, "| wall time <= %.2f x the raw drain | %s | %.2f | %s |\n", target, m.Short, f, verdict(f <= target))
-	}
-	if rw, ok := lg[memoryMode]; ok {
-		fmt.Fprintf(&b, "| peak RSS <= %d MiB at the default --memory | %s | %.0f MiB | %s |\n", memoryRSSTarget>>20, rw.Mode.Short,
-			float64(rw.PeakRSS)/(1<<20), verdict(rw.PeakRSS <= memoryRSSTarget))
+		fmt.Fprintf(&b, "| wall time <= %.2f x the raw drain | %s | ratio of medians %.2f | — (not run next to each other) |\n", target, m.Short, rw.Wall/drain.Wall)
 	}
 	return b.String()
 }
 
-// wallRow judges a mode's paired wall-time ratio against target. Other
-// people's load slows the modes of a round unequally, so the verdict rests
-// on quiet rounds when there are enough of them, else on every round's
-// paired ratio.
-func wallRow(target string, m modeInfo, rw row, bound float64) string {
-	judged, on := rw.Paired, fmt.Sprintf("median of %d rounds", rw.Runs)
-	if rw.QuietRounds >= minQuietRounds {
-		judged, on = rw.Quiet, fmt.Sprintf("median of %d quiet rounds", rw.QuietRounds)
+// cliTargets judges the CLI as shipped: its backup's peak at the default
+// --memory, its export's and its import's peaks; the export's wall time
+// against (c) gets no verdict, as the two do not run next to each other.
+func cliTargets(lg map[string]row) string {
+	var b strings.Builder
+	if rw, ok := lg[memoryMode]; ok {
+		b.WriteString(peakRow(fmt.Sprintf("peak RSS <= %d MiB at the default --memory", memoryRSSTarget>>20), rw.Mode, rw.PeakRSS, rw.PeakRSSMax, memoryRSSTarget))
 	}
-	return fmt.Sprintf("| %s | %s | **%.2f** (%s); every round: median %.2f, %.2f–%.2f; ratio of medians %.2f | %s |\n",
-		target, m.Short, judged, on, rw.Paired, rw.PairedMin, rw.PairedMax, rw.Ratio, verdict(judged <= bound))
+	for _, name := range []string{"cli-export", "cli-import"} {
+		if rw, ok := lg[name]; ok {
+			b.WriteString(peakRow(fmt.Sprintf("peak RSS <= %d MiB", logicalRSSTarget>>20), rw.Mode, rw.PeakRSS, rw.PeakRSSMax, logicalRSSTarget))
+		}
+	}
+	if ex, ok := lg["cli-export"]; ok {
+		if c, ok := lg[exportAgainstMode]; ok && c.Wall > 0 {
+			fmt.Fprintf(&b, "| wall time <= %.1f x %s | %s | ratio of medians %.2f | — (not run next to each other) |\n", exportWallTarget, c.Mode.Short, ex.Mode.Short, ex.Wall/c.Wall)
+		}
+	}
+	return b.String()
+}
+
+// wallRow judges a mode's wall time against its baseline's over the
+// quiet rounds (wallFigure.verdictAtMost).
+func wallRow(target string, m modeInfo, rw row, bound float64) string {
+	return fmt.Sprintf("| %s | %s | %s; every round: median %.2f, %.2f–%.2f | %s |\n",
+		target, m.Short, rw.Judged, rw.Paired, rw.PairedMin, rw.PairedMax, rw.Judged.verdictAtMost(bound))
 }
 
 // rssRow judges a mode's median peak against the 128 MiB bound.
 func rssRow(target string, m modeInfo, peak, peakMax int64) string {
-	v := verdict(peak <= rssTarget)
-	if peak <= rssTarget && peakMax > rssTarget {
+	return peakRow(target, m, peak, peakMax, rssTarget)
+}
+
+// peakRow judges a median peak against bound: met only by every run.
+func peakRow(target string, m modeInfo, peak, peakMax, bound int64) string {
+	v := verdict(peak <= bound)
+	if peak <= bound && peakMax > bound {
 		v = "met by the median, not by every run"
 	}
 	return fmt.Sprintf("| %s | %s | %.0f MiB (max %.0f) | %s |\n", target, m.Short, float64(peak)/(1<<20), float64(peakMax)/(1<<20), v)
-}
-
-// verdict says whether a target was met.
-func verdict(ok bool) string {
-	if ok {
-		return "met"
-	}
-	return "**missed**"
 }
 
 // sizeOthers returns the median CPU other processes used during the runs
@@ -388,12 +407,12 @@ func sizeOthers(r *results, size string) float64 {
 func runCounts(r *results) string {
 	var parts []string
 	for _, s := range r.Sizes {
-		times := fmt.Sprintf("%d times", s.Runs)
+		times := fmt.Sprintf("in %d rounds", s.Runs)
 		if s.Runs == 1 {
-			times = "once"
+			times = "in one round"
 		}
 		if s.RestoreRuns > 0 && s.RestoreRuns != s.Runs && hasGroup(r, groupRestore) {
-			times += fmt.Sprintf(" (restore modes %d times)", s.RestoreRuns)
+			times += fmt.Sprintf(" (restore modes in %d)", s.RestoreRuns)
 		}
 		parts = append(parts, fmt.Sprintf("%s on the %s etcd", times, s.Label))
 	}

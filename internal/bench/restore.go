@@ -37,7 +37,8 @@ var restoreModes = []mode{
 	{name: "restore", short: "(g) restore", label: "(g) etcdbackup `Restorer.Restore`, the same object as (f)", group: "restore", source: "stream", run: runRestore},
 	{name: "restore-zstd-age", short: "(h) restore zstd+age", label: "(h) etcdbackup `Restorer.Restore` of a zstd + age backup", group: "restore", source: "stream-zstd-age", run: runRestore},
 	{name: "download", short: "download only", label: "(ref) download of (f)'s object to a file only", group: "restore", reference: true, source: "stream", run: runDownload},
-	{name: "import-keys", short: "keys-json import", label: "(ref) etcdbackup `Importer` of the CLI-default export (export-keys-mem) into an empty etcd (a process of its own), under the memory limit the CLI's import sets (32 MiB)", group: "restore", reference: true, source: "export-keys-mem", run: runImportKeys},
+	{name: "import-keys", short: "keys-json import", label: "(ref) etcdbackup `Importer` with its defaults, in the bench binary, of the export-keys-mem object into an empty etcd (a process of its own), under a 32 MiB memory limit", group: "restore", reference: true, source: "export-keys-mem", run: runImportKeys},
+	{name: "cli-import", short: "CLI import", label: "(ref) `etcdbackup import` as shipped (`make release`), a process of its own, at its defaults, of the export-keys-mem object into an empty etcd (a process of its own); wall time includes the process' start", group: "restore", reference: true, source: "export-keys-mem", run: runCLIImport},
 }
 
 // runDownloadRestore does what an operator does by hand: download the
@@ -209,8 +210,38 @@ func runImportKeys(ctx context.Context, env modeEnv) (modeResult, error) {
 	if err != nil {
 		return modeResult{}, err
 	}
-	if _, err := (&restore.Importer{Client: cli, TempDir: dir, BatchSize: 100}).ImportFile(ctx, path); err != nil {
+	if _, err := (&restore.Importer{Client: cli, TempDir: dir}).ImportFile(ctx, path); err != nil {
 		return modeResult{}, err
 	}
 	return modeResult{Wall: time.Since(start).Seconds(), Raw: fetched.Raw.Size, Stored: fetched.Stored.Size}, nil
+}
+
+// runCLIImport is `etcdbackup import` of env.Source into an empty etcd
+// started for the run, at the CLI's defaults.
+func runCLIImport(ctx context.Context, env modeEnv) (modeResult, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return modeResult{}, err
+	}
+	dir, err := os.MkdirTemp(env.TmpDir, "cli-import-")
+	if err != nil {
+		return modeResult{}, err
+	}
+	defer os.RemoveAll(dir)
+	target, err := startEtcd(ctx, self, filepath.Join(dir, "etcd"), filepath.Join(dir, "etcd.log"), false)
+	if err != nil {
+		return modeResult{}, err
+	}
+	defer target.stop(time.Minute)
+	res, _, err := runCLI(ctx, env, "import", "--endpoints="+target.endpoint, "--destination="+cliDestination(env),
+		"--cluster=bench", "--backup="+env.Source.ID, "--temp-dir="+dir, "--quiet")
+	if err != nil {
+		return modeResult{}, err
+	}
+	m, err := findManifest(ctx, env, env.Source.ID)
+	if err != nil {
+		return modeResult{}, err
+	}
+	res.Raw, res.Stored = m.Raw.Size, m.Stored.Size
+	return res, nil
 }

@@ -22,6 +22,10 @@ type results struct {
 	Samples  []sample
 	// Modes are the modes measured, in report order.
 	Modes []modeInfo
+	// Continuous is what the "pitr" subcommand measured, PointRestore
+	// what "pitr-restore" did; nil when they did not run.
+	Continuous   *pitrReport `json:",omitempty"`
+	PointRestore *pitrReport `json:",omitempty"`
 }
 
 // machine describes where the figures were measured.
@@ -67,28 +71,34 @@ type sample struct {
 	Size string
 	Mode string
 	Run  int
+	// Seq is the run's place in its round (from 1): a mode's run is
+	// paired with the run of its group's baseline next to it.
+	Seq int `json:",omitempty"`
 	// Wall is the job's time in seconds, timed inside the child.
 	Wall float64
 	// PeakRSS is the child's peak resident set size (VmHWM), PeakAnon
 	// the peak of its anonymous resident memory (sampled RssAnon).
-	PeakRSS     int64
-	PeakAnon    int64
-	Raw, Stored int64
+	PeakRSS  int64
+	PeakAnon int64 `json:",omitempty"`
+	Raw      int64 `json:",omitempty"`
+	Stored   int64 `json:",omitempty"`
 	// SnapshotOpen is how long etcd's snapshot stream was open.
-	SnapshotOpen float64
+	SnapshotOpen float64 `json:",omitempty"`
 	// CPU is the child's user+system time; EtcdCPU and MinIOCPU the
 	// servers' during the child's run, all in seconds.
-	CPU, EtcdCPU, MinIOCPU float64
+	CPU      float64
+	EtcdCPU  float64 `json:",omitempty"`
+	MinIOCPU float64 `json:",omitempty"`
 	// OtherCores is the CPU used by processes other than the child, etcd
 	// and MinIO during the run, divided by its duration: other people's
 	// load on the shared machine.
-	OtherCores float64
+	OtherCores float64 `json:",omitempty"`
 	// Load1 is the one-minute load average when the run started.
-	Load1 float64
+	Load1 float64 `json:",omitempty"`
 	// Allocated is what the child's Go heap allocated in all, GCs its
 	// number of collections.
-	Allocated uint64
-	GCs       uint32
+	Allocated uint64 `json:",omitempty"`
+	GCs       uint32 `json:",omitempty"`
 }
 
 // row is the summary of one mode on one etcd: medians over its runs.
@@ -98,15 +108,14 @@ type row struct {
 	Wall, WallMin float64
 	WallMax       float64
 	Ratio         float64 // median wall / baseline's median wall; 0 without baseline
-	// Paired ratios divide each run's wall by the baseline's in the same
-	// round, which cancels load that changes slowly; their median, min
-	// and max.
+	// Paired ratios divide each run's wall by that of the baseline's
+	// run next to it in the same round, which cancels load that changes
+	// slowly; their median, min and max over every round.
 	Paired, PairedMin, PairedMax float64
-	// Quiet is the median paired ratio over the quiet rounds only: those
-	// in which other processes used less than quietCores during both
-	// runs. QuietRounds counts them.
-	Quiet                float64
-	QuietRounds          int
+	// Pairs are the runs and their baseline's; Judged their figure over
+	// the quiet rounds, on which wall-time verdicts rest.
+	Pairs                []pair
+	Judged               wallFigure
 	PeakRSS              int64
 	PeakRSSMax           int64
 	PeakAnon             int64
@@ -148,26 +157,26 @@ func (r *results) summarize(size string) []row {
 			baseMode[m.Group] = m.Name
 		}
 	}
-	baseRun := map[string]sample{} // group/run -> baseline's run
+	baseRun := map[string][]sample{} // group/run -> baseline's runs
 	for _, s := range r.Samples {
 		for g, name := range baseMode {
 			if s.Size == size && s.Mode == name {
-				baseRun[fmt.Sprintf("%s/%d", g, s.Run)] = s
+				k := fmt.Sprintf("%s/%d", g, s.Run)
+				baseRun[k] = append(baseRun[k], s)
 			}
 		}
 	}
 	for _, m := range r.Modes {
-		var wall, rss, open, cpu, etcd, minio, others, paired, quiet []float64
+		var wall, rss, open, cpu, etcd, minio, others, paired []float64
+		var pairs []pair
 		var raw, stored, anon []float64
 		for _, s := range r.Samples {
 			if s.Size != size || s.Mode != m.Name {
 				continue
 			}
-			if b := baseRun[fmt.Sprintf("%s/%d", m.Group, s.Run)]; b.Wall > 0 && s.Wall > 0 {
+			if b, ok := adjacent(baseRun[fmt.Sprintf("%s/%d", m.Group, s.Run)], s); ok && m.Name != baseMode[m.Group] && b.Wall > 0 && s.Wall > 0 {
 				paired = append(paired, s.Wall/b.Wall)
-				if b.OtherCores < quietCores && s.OtherCores < quietCores {
-					quiet = append(quiet, s.Wall/b.Wall)
-				}
+				pairs = append(pairs, pair{Wall: s.Wall, Base: b.Wall, Quiet: b.OtherCores < quietCores && s.OtherCores < quietCores})
 			}
 			wall = append(wall, s.Wall)
 			rss = append(rss, float64(s.PeakRSS))
@@ -204,7 +213,7 @@ func (r *results) summarize(size string) []row {
 		if len(paired) > 0 {
 			rw.Paired, rw.PairedMin, rw.PairedMax = median(paired), slices.Min(paired), slices.Max(paired)
 		}
-		rw.Quiet, rw.QuietRounds = median(quiet), len(quiet)
+		rw.Pairs, rw.Judged = pairs, judgeWall(pairs)
 		if b, ok := baseline[m.Group]; ok {
 			if b > 0 {
 				rw.Ratio = rw.Wall / b
@@ -216,6 +225,22 @@ func (r *results) summarize(size string) []row {
 		rows = append(rows, rw)
 	}
 	return rows
+}
+
+// adjacent returns the run among base (the baseline's runs of one round)
+// next to s in the round: the one before it, else the one after.
+func adjacent(base []sample, s sample) (sample, bool) {
+	var after sample
+	found := false
+	for _, b := range base {
+		switch b.Seq {
+		case s.Seq - 1:
+			return b, s.Seq > 0
+		case s.Seq + 1:
+			after, found = b, s.Seq > 0
+		}
+	}
+	return after, found
 }
 
 func (r *results) save(path string) error {

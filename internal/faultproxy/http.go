@@ -50,6 +50,12 @@ const (
 	// AccessDenied answers 403 AccessDenied, as a store does to a role
 	// without the permission (s3:GetObjectRetention, say).
 	AccessDenied
+	// ConditionalConflict answers 409 ConditionalRequestConflict without
+	// passing the request on: Amazon S3's answer to a conditional write
+	// that raced another write or a delete of its key (MinIO answers 412
+	// to the loser instead). A rule's Before hook can make the other
+	// write land first.
+	ConditionalConflict
 )
 
 // Rule is one fault.
@@ -66,6 +72,9 @@ type Rule struct {
 	Delay time.Duration
 	// Times is how many requests the rule acts on; 0 means every one.
 	Times int
+	// Before, if set, runs before the action, on the proxy's goroutine:
+	// what another client does while the request is in flight.
+	Before func()
 }
 
 // Request predicates for S3 calls.
@@ -126,6 +135,9 @@ type HTTP struct {
 	proxy  *httputil.ReverseProxy
 
 	targetHost atomic.Bool // see UseTargetHost
+	// closed ends the delays still waiting when the test ends: a request
+	// whose body was not read does not see its client go away.
+	closed chan struct{}
 
 	mu    sync.Mutex
 	rules []*ruleState
@@ -148,7 +160,7 @@ type ruleState struct {
 func StartHTTP(tb testing.TB, target string, rules ...Rule) *HTTP {
 	tb.Helper()
 	u := &url.URL{Scheme: "http", Host: target}
-	p := &HTTP{target: u, fired: map[string]int{}}
+	p := &HTTP{target: u, fired: map[string]int{}, closed: make(chan struct{})}
 	p.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(u)
@@ -176,7 +188,10 @@ func StartHTTP(tb testing.TB, target string, rules ...Rule) *HTTP {
 	p.ln = ln
 	p.srv = &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = p.srv.Serve(ln) }()
-	tb.Cleanup(func() { _ = p.srv.Close() })
+	tb.Cleanup(func() {
+		close(p.closed)
+		_ = p.srv.Close()
+	})
 	return p
 }
 
@@ -241,6 +256,9 @@ func (p *HTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.proxy.ServeHTTP(w, r)
 		return
 	}
+	if rule.Before != nil {
+		rule.Before()
+	}
 	switch rule.Action {
 	case ResetAfter:
 		_, _ = io.CopyN(io.Discard, r.Body, rule.Bytes)
@@ -251,6 +269,9 @@ func (p *HTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s3Error(w, http.StatusInternalServerError, "InternalError", "We encountered an internal error. Please try again.")
 	case AccessDenied:
 		s3Error(w, http.StatusForbidden, "AccessDenied", "Access Denied.")
+	case ConditionalConflict:
+		_, _ = io.Copy(io.Discard, r.Body)
+		s3Error(w, http.StatusConflict, "ConditionalRequestConflict", "The conditional request cannot succeed due to a conflicting operation against this resource.")
 	case OKWithError:
 		_, _ = io.Copy(io.Discard, r.Body)
 		s3Error(w, http.StatusOK, "InternalError", "We encountered an internal error. Please try again.")
@@ -261,6 +282,9 @@ func (p *HTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-time.After(rule.Delay):
 		case <-r.Context().Done():
+			return
+		case <-p.closed:
+			reset(w)
 			return
 		}
 		p.proxy.ServeHTTP(w, r)

@@ -271,6 +271,10 @@ func (b *Bucket) Put(ctx context.Context, key string, r io.Reader, opts *storage
 // drivers the object carries a token of the call (storage.PutTokenKey):
 // when the store's answer was lost and the driver's retry is refused
 // because the key exists, PutIfAbsent finds its token there and succeeds.
+// Amazon S3's 409 ConditionalRequestConflict (the loser of two conditional
+// writes in flight at once) is storage.ErrExist when an object is then
+// visible at the key, and otherwise an error after which nothing is
+// written; the stream is not sent again.
 func (b *Bucket) PutIfAbsent(ctx context.Context, key string, r io.Reader, opts *storage.PutOptions) error {
 	if err := b.checkKey("put", key); err != nil {
 		return err
@@ -286,10 +290,33 @@ func (b *Bucket) PutIfAbsent(ctx context.Context, key string, r io.Reader, opts 
 	token := storage.NewPutToken()
 	po := storage.PutOptions{ContentType: opts.ContentTypeOrDefault(), Metadata: storage.WithPutToken(opts.MetadataOrNil(), token)}
 	err := b.put(ctx, key, r, &po, true)
+	if err != nil && b.kind == driverS3 && isConditionalConflict(err) {
+		err = b.conflictOutcome(ctx, key, err)
+	}
 	if err != nil && b.isOwnObject(ctx, key, token, err) {
 		return nil
 	}
 	return err
+}
+
+// isConditionalConflict reports Amazon S3's 409 ConditionalRequestConflict:
+// its answer, instead of 412, to the loser of two conditional writes of
+// one key in flight at once, or to one raced by a delete.
+func isConditionalConflict(err error) bool {
+	var ae apiError
+	return errors.As(err, &ae) && ae.ErrorCode() == "ConditionalRequestConflict"
+}
+
+// conflictOutcome reads an exclusive put's 409 ConditionalRequestConflict.
+// AWS's remedy, sending the object again, needs the stream, which the put
+// has consumed: when an object is now visible at key the key is taken
+// (storage.ErrExist, as the 412 a retry would get); otherwise the put
+// fails as it is, having written nothing.
+func (b *Bucket) conflictOutcome(ctx context.Context, key string, err error) error {
+	if _, aerr := b.b.Attributes(ctx, key); aerr != nil {
+		return err
+	}
+	return fmt.Errorf("%w: %w", storage.ErrExist, err)
 }
 
 // isOwnObject reports whether err, the failure of an exclusive put, came

@@ -32,11 +32,16 @@
 //     whole and sorts it. It never shows fileblob's ".attrs" sidecars or
 //     temporary files, and refuses such names as keys.
 //   - PutIfAbsent uses gocloud's IfNotExist where the driver checks it
-//     atomically (s3blob, gcsblob, azureblob, memblob). fileblob checks
-//     before its rename, so concurrent writers may all win: there it answers
-//     storage.ErrUnsupported and storage.PutIfAbsent falls back. For an
-//     S3-compatible store that ignores If-None-Match, set
-//     Options.NoExclusivePut.
+//     atomically (s3blob, gcsblob, azureblob, memblob). fileblob's own
+//     IfNotExist checks before its rename, so concurrent writers could all
+//     win: on a file bucket that Open opened, PutIfAbsent instead writes a
+//     hidden temporary file and hard-links it to its name, which fails
+//     when the name exists, so exactly one writer wins. A fileblob bucket
+//     given to New (directory unknown) answers storage.ErrUnsupported, and
+//     storage.PutIfAbsent falls back. Amazon S3's 409
+//     ConditionalRequestConflict is storage.ErrExist when an object is then
+//     visible at the key. For an S3-compatible store that ignores
+//     If-None-Match, set Options.NoExclusivePut.
 //   - On a file bucket that Open opened, a put is durable when it returns:
 //     fileblob syncs nothing, so the adapter writes the object under a
 //     hidden temporary name, fsyncs its data and its ".attrs" file, links

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"syscall"
 
+	"github.com/etcdbackup/etcdbackup/internal/cleanup"
 	"github.com/etcdbackup/etcdbackup/internal/faultpoint"
 	"github.com/etcdbackup/etcdbackup/storage"
 )
@@ -63,7 +64,7 @@ func (b *Bucket) putFile(ctx context.Context, key string, r io.Reader, opts *sto
 	final := b.filePath(key)
 	tmp := final + suffix
 	removeTemp := func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.opts.CleanupTimeout)
+		cctx, cancel := cleanup.Context(ctx, b.opts.CleanupTimeout)
 		defer cancel()
 		if err := b.b.Delete(cctx, tmpKey); err != nil && b.opts.Logger != nil {
 			b.opts.Logger.Warn("temporary file of a put left behind", "key", tmpKey, "error", err)

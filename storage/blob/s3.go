@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	gcblob "gocloud.dev/blob"
 
+	"github.com/etcdbackup/etcdbackup/internal/cleanup"
 	"github.com/etcdbackup/etcdbackup/storage"
 )
 
@@ -58,7 +59,7 @@ func (b *Bucket) abortFailedUpload(ctx context.Context, target *s3Target, start 
 	if target.bucket == "" || target.key == "" {
 		return // the driver never prepared the upload
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.opts.CleanupTimeout)
+	ctx, cancel := cleanup.Context(ctx, b.opts.CleanupTimeout)
 	defer cancel()
 
 	var failed transfermanager.MultipartUploadError

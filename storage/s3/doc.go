@@ -30,9 +30,13 @@
 // Every part carries its CRC32C, which the store verifies. When the reader
 // fails, a request fails or the context is cancelled, Put aborts the
 // multipart upload on a context detached from the cancelled one (bounded by
-// AbortTimeout) and waits for its part requests, so neither an incomplete
-// upload nor a goroutine is left behind, and the returned error matches the
-// reader's error or context.Canceled with errors.Is.
+// AbortTimeout) and waits for its part requests, so no goroutine is left
+// behind, and the returned error matches the reader's error or
+// context.Canceled with errors.Is. An incomplete upload is left only when
+// the abort itself fails (the store unreachable, or the role without
+// s3:AbortMultipartUpload): the error then says so, and it stays until
+// storage.UploadCleaner (which retention runs) or the bucket's lifecycle
+// rule removes it.
 //
 // # Errors
 //
@@ -43,6 +47,16 @@
 // -> storage.ErrPermission, PreconditionFailed -> storage.ErrExist, an
 // object-lock refusal -> storage.ErrLocked, a lock request on a bucket
 // without object lock -> storage.ErrUnsupported.
+//
+// Amazon S3 answers 409 ConditionalRequestConflict, not 412, to the loser
+// of two conditional writes of one key in flight at once (or to one raced
+// by a delete). An exclusive PutObject so answered is retried, as AWS
+// documents, up to four times: the retry meets the winner's object
+// (storage.ErrExist) or writes its own. A CompleteMultipartUpload so
+// answered cannot be retried as AWS documents (a new upload of every part
+// needs the stream again): it is storage.ErrExist when an object is then
+// visible at the key, and otherwise an error after which nothing is
+// written.
 //
 // # Optional abilities
 //

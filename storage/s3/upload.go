@@ -15,9 +15,11 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 
+	"github.com/etcdbackup/etcdbackup/internal/cleanup"
 	"github.com/etcdbackup/etcdbackup/storage"
 )
 
@@ -62,8 +64,10 @@ func (b *Bucket) Put(ctx context.Context, key string, r io.Reader, opts *storage
 // write (If-None-Match: *), sent with PutObject, CreateMultipartUpload and
 // CompleteMultipartUpload: a key that exists when the upload starts fails
 // at once, one created while it runs fails at completion. Either way the
-// error matches storage.ErrExist and nothing is written. Stores that
-// ignore the header (older S3-compatible ones) overwrite instead.
+// error matches storage.ErrExist and nothing is written (Amazon S3's 409
+// ConditionalRequestConflict included: see the package documentation).
+// Stores that ignore the header (older S3-compatible ones) overwrite
+// instead.
 //
 // The object carries a token of this call (storage.PutTokenKey). When the
 // store's answer to the request that created the object is lost and
@@ -235,10 +239,48 @@ func (u *upload) single(ctx context.Context, data []byte) error {
 	o.UserMetadata[checksumHeader] = crc32c(data)
 	var sha string
 	o.DisableContentSha256, sha = u.payloadHash(data)
-	body := newPartReader(data)
-	defer body.detach()
-	_, err := u.b.core.PutObject(ctx, u.b.name, u.key, body, int64(len(data)), "", sha, o)
-	return err
+	for attempt := 1; ; attempt++ {
+		body := newPartReader(data)
+		_, err := u.b.core.PutObject(ctx, u.b.name, u.key, body, int64(len(data)), "", sha, o)
+		body.detach()
+		if err == nil || !u.exclusive || !isConditionalConflict(err) || attempt == conflictAttempts {
+			return err
+		}
+		// Amazon S3 answers 409 ConditionalRequestConflict to the loser of
+		// two conditional writes of one key in flight at once, and to a
+		// write raced by a delete; it documents a retry, which meets the
+		// winner's object (412, ErrExist) or writes this one.
+		u.b.log.DebugContext(ctx, "conditional write conflict, retrying", "key", u.key, "attempt", attempt)
+		if err := sleepCtx(ctx, time.Duration(attempt)*conflictBackoff); err != nil {
+			return err
+		}
+	}
+}
+
+// conflictAttempts bounds the PutObject requests of an exclusive put that
+// Amazon S3 answers with 409 ConditionalRequestConflict; conflictBackoff is
+// the pause before the first retry, growing linearly.
+const (
+	conflictAttempts = 4
+	conflictBackoff  = 100 * time.Millisecond
+)
+
+// isConditionalConflict reports Amazon S3's answer to a conditional write
+// that raced another write or a delete of its key.
+func isConditionalConflict(err error) bool {
+	return errCode(err) == "ConditionalRequestConflict"
+}
+
+// sleepCtx waits d, or until ctx is done.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctxError(ctx)
+	}
 }
 
 // multipart uploads the full buffer first, the byte peeked after it and
@@ -264,7 +306,7 @@ func (u *upload) multipart(ctx context.Context, first *[]byte, peek byte) error 
 	}
 
 	err = u.failure(ctx, err)
-	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), u.b.opts.AbortTimeout)
+	actx, cancel := cleanup.Context(ctx, u.b.opts.AbortTimeout)
 	defer cancel()
 	aerr := u.b.core.AbortMultipartUpload(actx, u.b.name, u.key, id)
 	if aerr != nil && errCode(aerr) != "NoSuchUpload" {
@@ -369,6 +411,17 @@ func (u *upload) complete(ctx context.Context, id string) error {
 		o.SetMatchETagExcept("*")
 	}
 	_, err := u.b.core.CompleteMultipartUpload(ctx, u.b.name, u.key, id, u.parts, o)
+	if err != nil && u.exclusive && isConditionalConflict(err) {
+		// Amazon S3's answer to a completion that raced another write of
+		// the key. Its documented remedy, a new upload of every part,
+		// needs the stream again, which Put no longer has: when the other
+		// write has made an object visible, the key is taken (ErrExist,
+		// as the 412 a later completion would get); otherwise the put
+		// fails and nothing is written.
+		if _, serr := u.b.core.StatObject(ctx, u.b.name, u.key, minio.StatObjectOptions{}); serr == nil {
+			return fmt.Errorf("%w: %w", storage.ErrExist, err)
+		}
+	}
 	return err
 }
 

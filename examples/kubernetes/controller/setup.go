@@ -42,8 +42,9 @@ type Options struct {
 	// MaxJitter spreads the ticks of jobs on the same schedule (see
 	// schedule.Config).
 	MaxJitter time.Duration
-	// StopTimeout is how long a stopping scheduler lets its backups in
-	// flight run before it cancels them; zero means
+	// StopTimeout is the budget of a stopping scheduler
+	// (schedule.Config.StopTimeout): it returns within it, its backups in
+	// flight cancelled at three quarters of it; zero means
 	// schedule.DefaultStopTimeout. Keep it below the manager's
 	// GracefulShutdownTimeout: the manager releases its lease only after
 	// the scheduler returned, so the next leader never overlaps a backup.

@@ -1,4 +1,4 @@
-package fakeclock
+package scheduletest
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 
 func TestClock(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	c := New(t0)
+	c := NewClock(t0)
 	assert.Equal(t, t0, c.Now())
 
 	var fired []string
@@ -52,7 +52,7 @@ func TestClock(t *testing.T) {
 
 func TestJump(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	c := New(t0)
+	c := NewClock(t0)
 	var fired []string
 	var again func()
 	again = func() { // waits again for a minute later, as a ticker does

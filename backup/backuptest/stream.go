@@ -1,4 +1,3 @@
-// Package backuptest holds fakes for tests of the backup packages.
 package backuptest
 
 import (

@@ -1,7 +1,4 @@
-// Package fakeclock is a manual clock for tests: time stands still until
-// the test moves it, and the functions waiting for a time run when it is
-// reached. It satisfies schedule.Clock.
-package fakeclock
+package scheduletest
 
 import (
 	"context"
@@ -10,7 +7,10 @@ import (
 	"time"
 )
 
-// Clock is a manual clock. It is safe for concurrent use.
+// Clock is a manual clock: time stands still until the test moves it
+// (Advance, Set, Jump), and the functions waiting for a time run when it
+// is reached, in the goroutine that moved it. It satisfies schedule.Clock.
+// It is safe for concurrent use.
 type Clock struct {
 	mu      sync.Mutex
 	now     time.Time
@@ -25,8 +25,8 @@ type waiter struct {
 	f   func()
 }
 
-// New returns a clock that reads now until it is moved.
-func New(now time.Time) *Clock {
+// NewClock returns a clock that reads now until it is moved.
+func NewClock(now time.Time) *Clock {
 	return &Clock{now: now, changed: make(chan struct{})}
 }
 
@@ -80,7 +80,7 @@ func (c *Clock) Jump(t time.Time) {
 	c.mu.Lock()
 	if t.Before(c.now) {
 		c.mu.Unlock()
-		panic("fakeclock: time moved backwards")
+		panic("scheduletest: time moved backwards")
 	}
 	c.now = t
 	c.mu.Unlock()
@@ -95,7 +95,7 @@ func (c *Clock) Set(t time.Time) {
 		c.mu.Lock()
 		if t.Before(c.now) {
 			c.mu.Unlock()
-			panic("fakeclock: time moved backwards")
+			panic("scheduletest: time moved backwards")
 		}
 		next := -1
 		for i, w := range c.waiting {

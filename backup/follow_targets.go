@@ -1,0 +1,361 @@
+package backup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/etcdbackup/etcdbackup/internal/cleanup"
+)
+
+// DefaultMaxBacklogBytes bounds, by default, the stored bytes of the
+// segments a follower holds for a target that is behind the others.
+const DefaultMaxBacklogBytes = 64 << 20
+
+// pendingSegment is a segment cut from the watch, encoded once and stored
+// by every target's worker: a target continues its own chain with it.
+type pendingSegment struct {
+	*encodedSegment
+	sum           SegmentSummary
+	raw           int
+	firstReceived time.Time
+	lastPut       *PutMark
+
+	mu        sync.Mutex
+	manifests []*Manifest // committed so far, one per target
+}
+
+func (p *pendingSegment) committedOn(m *Manifest) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.manifests = append(p.manifests, m)
+}
+
+func (p *pendingSegment) committed() []*Manifest {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.manifests)
+}
+
+// targetState is one target's own progress: the chain it continues, the
+// last revision it holds, and its backlog, the segments cut since then,
+// which its worker stores in order. A target that fails falls behind
+// while the others go on; its backlog is bounded (MaxBacklogBytes), and a
+// target whose backlog lost a segment it lacks is lost: it catches up with
+// a full backup of its own, which starts a new chain there.
+type targetState struct {
+	t       Target
+	catalog Catalog // the target's own catalog; nil when catalogs are shared
+
+	mu        sync.Mutex
+	chain     string
+	committed int64 // the last revision the target holds
+	gen       int   // bumped when the follower starts a new chain
+	backlog   []*pendingSegment
+	bytes     int  // stored bytes of the backlog
+	failing   bool // its last attempt failed
+	behind    bool // failed since it last held everything
+	lost      bool // lacks revisions no longer held: needs a full backup
+	wake      chan struct{}
+}
+
+// followTargets runs a worker per target.
+type followTargets struct {
+	f        *Follower
+	list     []*targetState
+	maxBytes int
+	changed  chan struct{} // a target stored or failed (one waiter: Run)
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+}
+
+// newFollowTargets returns the targets of f, each resuming after the point
+// its own catalog holds (points[i], when there is a catalog per target)
+// or else after next of chain.
+func (f *Follower) newFollowTargets(next int64, chain string, points []resumeAt) *followTargets {
+	all := &followTargets{f: f, maxBytes: f.maxBacklogBytes(), changed: make(chan struct{}, 1)}
+	for i, t := range f.Targets {
+		ts := &targetState{t: t, chain: chain, committed: next - 1, wake: make(chan struct{}, 1)}
+		if len(f.Catalogs) == len(f.Targets) {
+			ts.catalog = f.Catalogs[i]
+			if i < len(points) && points[i].next > 0 {
+				ts.chain, ts.committed = points[i].chain, points[i].next-1
+			}
+			if i < len(points) && points[i].err != nil {
+				ts.lost, ts.behind = true, true
+				f.targetLost(t.Destination, next, points[i].err)
+			}
+		}
+		all.list = append(all.list, ts)
+	}
+	return all
+}
+
+func (f *Follower) maxBacklogBytes() int {
+	if f.MaxBacklogBytes > 0 {
+		return f.MaxBacklogBytes
+	}
+	return DefaultMaxBacklogBytes
+}
+
+// start runs the workers until stop; they outlive ctx, so that the last
+// segment is stored once Run's context ends, but not a bound of ctx's
+// cleanups (internal/cleanup): a spent stop budget or a lost lock ends
+// them at once.
+func (all *followTargets) start(ctx context.Context) {
+	wctx, cancel := cleanup.Context(ctx, math.MaxInt64)
+	all.cancel = cancel
+	for _, t := range all.list {
+		all.wg.Go(func() { t.run(wctx, all) })
+	}
+}
+
+func (all *followTargets) stop() {
+	all.cancel()
+	all.wg.Wait()
+}
+
+func (all *followTargets) notify() {
+	select {
+	case all.changed <- struct{}{}:
+	default:
+	}
+}
+
+// enqueue adds p to every target's backlog. A backlog past the bound loses
+// its oldest segments: the target, when it lacks them, is lost.
+func (all *followTargets) enqueue(p *pendingSegment) {
+	for _, t := range all.list {
+		t.mu.Lock()
+		t.backlog = append(t.backlog, p)
+		t.bytes += len(p.stored)
+		for t.bytes > all.maxBytes && len(t.backlog) > 1 {
+			t.popFront()
+		}
+		t.mu.Unlock()
+		select {
+		case t.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// progress reports whether a target holds revision last, and whether
+// every target failed its last attempt or is lost.
+func (all *followTargets) progress(last int64) (held, failing bool) {
+	failing = true
+	for _, t := range all.list {
+		t.mu.Lock()
+		held = held || (!t.lost && t.committed >= last)
+		failing = failing && (t.failing || t.lost)
+		t.mu.Unlock()
+	}
+	return held, failing
+}
+
+// awaitDrained waits until every target that is not failing holds its
+// backlog, or ctx ends. It returns the targets still behind.
+func (all *followTargets) awaitDrained(ctx context.Context) []string {
+	for {
+		var behind []string
+		waiting := false
+		for _, t := range all.list {
+			t.mu.Lock()
+			lacking := t.lost || t.lacking()
+			waiting = waiting || (lacking && !t.failing && !t.lost)
+			if lacking {
+				behind = append(behind, t.t.Destination)
+			}
+			t.mu.Unlock()
+		}
+		if !waiting {
+			return behind
+		}
+		select {
+		case <-ctx.Done():
+			return behind
+		case <-all.changed:
+		}
+	}
+}
+
+// restart makes every target continue the new chain from next. Targets
+// the chain's full backup did not reach (missing) are lost.
+func (all *followTargets) restart(next int64, chain string, missing []string) {
+	for _, t := range all.list {
+		t.mu.Lock()
+		t.gen++
+		t.backlog, t.bytes = nil, 0
+		t.chain, t.committed = chain, next-1
+		t.lost = slices.Contains(missing, t.t.Destination)
+		t.behind = t.behind || t.lost
+		t.mu.Unlock()
+		if slices.Contains(missing, t.t.Destination) {
+			all.f.targetLost(t.t.Destination, next, errors.New("the new chain's full backup did not reach it"))
+		}
+	}
+}
+
+// lacking reports whether the backlog holds revisions the target lacks.
+func (t *targetState) lacking() bool {
+	n := len(t.backlog)
+	return n > 0 && t.backlog[n-1].sum.LastRevision > t.committed
+}
+
+func (t *targetState) popFront() {
+	t.bytes -= len(t.backlog[0].stored)
+	t.backlog[0] = nil
+	t.backlog = t.backlog[1:]
+}
+
+// next returns the segment the target stores next, or lost when it lacks
+// revisions its backlog no longer holds.
+func (t *targetState) next(f *Follower) (seg *pendingSegment, chain string, gen int, lost bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for !t.lost && len(t.backlog) > 0 && t.backlog[0].sum.LastRevision <= t.committed {
+		t.popFront()
+	}
+	if !t.lost && len(t.backlog) > 0 && t.backlog[0].sum.FirstRevision > t.committed+1 {
+		t.lost, t.behind = true, true
+		f.targetLost(t.t.Destination, t.committed+1, fmt.Errorf("revisions %d..%d left its backlog (over %d bytes)",
+			t.committed+1, t.backlog[0].sum.FirstRevision-1, f.maxBacklogBytes()))
+	}
+	if t.lost || len(t.backlog) == 0 {
+		return nil, "", 0, t.lost
+	}
+	return t.backlog[0], t.chain, t.gen, false
+}
+
+// run stores the target's backlog in order, retrying a failed segment
+// after the retry interval, and catches a lost target up with a full
+// backup of its own.
+func (t *targetState) run(ctx context.Context, all *followTargets) {
+	f := all.f
+	attempt := 0
+	for ctx.Err() == nil {
+		seg, chain, gen, lost := t.next(f)
+		switch {
+		case lost:
+			attempt++
+			pace := f.retry()
+			if t.catalog == nil {
+				// Each try is a full backup, an etcd snapshot: less often.
+				pace.max *= 3
+			}
+			if pace.wait(ctx, attempt) != nil {
+				return
+			}
+			if err := t.startOwnChain(ctx, f); err != nil {
+				t.failed(ctx, f, attempt, err)
+				all.notify()
+				continue
+			}
+			attempt = 0
+			all.notify()
+		case seg == nil:
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.wake:
+			}
+		default:
+			attempt++
+			s := *seg.encodedSegment
+			s.base.Chain = chain
+			m, err := s.storeOnce(ctx, t.t, f.Pipeline.now(), attempt)
+			if err != nil {
+				t.failed(ctx, f, attempt, err)
+				all.notify()
+				if f.retry().wait(ctx, attempt) != nil {
+					return
+				}
+				continue
+			}
+			attempt = 0
+			seg.committedOn(m)
+			t.stored(f, seg, gen)
+			all.notify()
+		}
+	}
+}
+
+// stored records that the target holds seg.
+func (t *targetState) stored(f *Follower, seg *pendingSegment, gen int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if gen != t.gen {
+		return // of a chain the follower ended meanwhile
+	}
+	t.committed = max(t.committed, seg.sum.LastRevision)
+	t.failing = false
+	if !t.behind || t.lacking() {
+		return
+	}
+	t.behind = false
+	f.event(FollowEvent{Kind: TargetCaughtUp, Destination: t.t.Destination, Chain: t.chain, Committed: t.committed})
+	f.logger().Info("destination caught up", "cluster", f.Cluster, "destination", t.t.Destination,
+		"chain", t.chain, "committed_revision", t.committed)
+}
+
+// failed reports a failed attempt of the target; the first since it held
+// everything says it falls behind.
+func (t *targetState) failed(ctx context.Context, f *Follower, attempt int, err error) {
+	if ctx.Err() != nil {
+		return // Run ended: not the target's failure
+	}
+	t.mu.Lock()
+	t.failing = true
+	wasBehind, committed, chain := t.behind, t.committed, t.chain
+	t.behind = true
+	t.mu.Unlock()
+	dest := t.t.Destination
+	f.event(FollowEvent{Kind: SegmentFailed, Chain: chain, Revision: committed + 1, Destination: dest, Err: err, Committed: committed})
+	f.logger().Warn("segment store failed, retrying", "cluster", f.Cluster, "destination", dest,
+		"first_revision", committed+1, "attempt", attempt, "error", err)
+	if !wasBehind {
+		f.event(FollowEvent{Kind: TargetBehind, Chain: chain, Revision: committed + 1, Destination: dest, Err: err, Committed: committed})
+		f.logger().Warn("destination falls behind: the others go on, it catches up when it works again",
+			"cluster", f.Cluster, "destination", dest, "committed_revision", committed, "error", err)
+	}
+}
+
+// targetLost reports a target that lacks revisions no longer held.
+func (f *Follower) targetLost(dest string, from int64, err error) {
+	f.event(FollowEvent{Kind: TargetLost, Destination: dest, Revision: from, Err: err})
+	f.logger().Warn("destination lacks revisions the follower no longer holds: it starts a new chain with a full backup of its own",
+		"cluster", f.Cluster, "destination", dest, "revision", from, "error", err)
+}
+
+// startOwnChain takes a full backup on the target alone, after checking
+// that its catalog answers: the target's chain starts again after it, and
+// its backlog (what the follower cut meanwhile) continues it. A backlog
+// that no longer reaches back to the full backup's revision loses the
+// target again: its chain never has a hole.
+func (t *targetState) startOwnChain(ctx context.Context, f *Follower) error {
+	if t.catalog != nil {
+		if _, err := ListBackups(ctx, t.catalog, f.Cluster); err != nil {
+			return fmt.Errorf("list the destination: %w", err)
+		}
+	}
+	req := Request{Cluster: f.Cluster, Name: f.fullName(), Scheduled: true, Targets: []Target{t.t}}
+	res, err := f.Pipeline.Run(ctx, req)
+	if err != nil {
+		return fmt.Errorf("full backup to start a chain on the destination: %w", err)
+	}
+	low, high := res.Snapshot.RevisionLow, res.Snapshot.RevisionHigh
+	if low <= 0 || high < low {
+		return fmt.Errorf("full backup %s has no known revision: it starts no chain", res.ID)
+	}
+	t.mu.Lock()
+	t.chain, t.committed, t.lost, t.failing = res.ID, low, false, false
+	t.mu.Unlock()
+	f.event(FollowEvent{Kind: TargetRestarted, Destination: t.t.Destination, Chain: res.ID, Revision: low + 1})
+	f.logger().Warn("destination starts a new chain of its own", "cluster", f.Cluster, "destination", t.t.Destination,
+		"chain", res.ID, "revision", low+1)
+	return nil
+}

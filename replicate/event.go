@@ -1,0 +1,119 @@
+package replicate
+
+import (
+	"time"
+
+	"github.com/etcdbackup/etcdbackup/backup"
+)
+
+// Outcome is what became of one backup in a copy.
+type Outcome string
+
+// The outcomes of a backup in a copy.
+const (
+	// Copied: its objects were copied and its manifest committed on the
+	// target.
+	Copied Outcome = "copied"
+	// Resumed: its data object was on the target already (an earlier copy
+	// stopped before its commit) and verified; its manifest was committed.
+	Resumed Outcome = "resumed"
+	// Skipped: the target held it already, committed.
+	Skipped Outcome = "skipped"
+	// Failed: it could not be copied; nothing of it was committed.
+	Failed Outcome = "failed"
+	// NotCopied: it was not tried, because something it depends on (its
+	// chain's full backup, an earlier segment) was not copied: copying it
+	// would leave a chain with a hole on the target.
+	NotCopied Outcome = "not-copied"
+)
+
+// Item is the outcome of one backup of a copy.
+type Item struct {
+	ID string
+	// Kind is backup.KindBackup, KindDelta or KindKeysJSON.
+	Kind    backup.Kind
+	Outcome Outcome
+	// Bytes is the stored size of its data object.
+	Bytes int64
+	// Created is when the backup was taken (its manifest's).
+	Created time.Time
+	// Err says why it Failed or was NotCopied.
+	Err error
+}
+
+// Chain describes a chain of delta segments after a copy: how far the
+// target holds it contiguously from its full backup.
+type Chain struct {
+	// Full is the ID of the chain's full backup.
+	Full string
+	// Segments is the number of the chain's segments selected.
+	Segments int
+	// Through is the last revision the target holds of the chain, copied
+	// in this run or before, without a segment missing in between.
+	Through int64
+	// Whole reports whether every selected segment is on the target.
+	Whole bool
+}
+
+// Report is the outcome of a copy.
+type Report struct {
+	Cluster string
+	// Source and Target are the names of the two destinations.
+	Source, Target string
+	Items          []Item
+	Chains         []Chain
+	// CopiedBytes counts the bytes read from the source and written.
+	CopiedBytes int64
+	Elapsed     time.Duration
+}
+
+// Count returns how many items had outcome o.
+func (r *Report) Count(o Outcome) int {
+	n := 0
+	for _, it := range r.Items {
+		if it.Outcome == o {
+			n++
+		}
+	}
+	return n
+}
+
+// EventKind names what an Event reports.
+type EventKind string
+
+// The kinds of events of a copy.
+const (
+	// Planned: the selection is known; Total is the number of backups.
+	Planned EventKind = "planned"
+	// Progress: Bytes of the backup ID were copied so far.
+	Progress EventKind = "progress"
+	// Done: the backup ID's outcome is known (Item).
+	Done EventKind = "done"
+)
+
+// Event reports the progress of a copy to an Observer.
+type Event struct {
+	Kind    EventKind
+	Time    time.Time
+	Cluster string
+	// ID is the backup the event is about (Progress, Done).
+	ID string
+	// Total is the number of backups selected (Planned); Index the
+	// position of ID among them, from 1.
+	Total, Index int
+	// Bytes copied so far of ID, and its stored size (Progress).
+	Bytes, Size int64
+	// Item is the backup's outcome (Done).
+	Item *Item
+}
+
+// Observer receives a copy's events, from the goroutine that runs it.
+type Observer interface {
+	Observe(Event)
+}
+
+// ObserverFunc is an Observer that is a function.
+type ObserverFunc func(Event)
+
+// Observe calls f(e).
+func (f ObserverFunc) Observe(e Event) { f(e) }

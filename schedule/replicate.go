@@ -1,0 +1,79 @@
+package schedule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/etcdbackup/etcdbackup/backup"
+	"github.com/etcdbackup/etcdbackup/replicate"
+	"github.com/etcdbackup/etcdbackup/storage"
+)
+
+// replicate runs one run of a replication job: a copy of the cluster's
+// backups from the job's source to each of its destinations, as stored.
+// Every target is tried; their errors are joined.
+func (r *PipelineRunner) replicate(ctx context.Context, job Job) error {
+	src, err := r.Store(ctx, job.Replicate.From)
+	if err != nil {
+		return fmt.Errorf("replication source %s: %w", job.Replicate.From, err)
+	}
+	sel := replicate.Selection{All: true}
+	if w := job.Replicate.Window; w > 0 {
+		sel = replicate.Selection{Since: r.now().Add(-w)}
+	}
+	var errs []error
+	for _, name := range job.Destinations {
+		target, err := r.replicationTarget(ctx, name)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		c := &replicate.Copier{Source: src, SourceName: job.Replicate.From, Target: target,
+			Observer: r.ReplicationObserver, Logger: r.Logger, Now: r.Now}
+		rep, err := c.Copy(ctx, job.Cluster, sel)
+		r.ReplicationMetrics.Record(rep, r.now())
+		if err != nil {
+			errs = append(errs, fmt.Errorf("replicate %s to %s: %w", job.Replicate.From, name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// replicationTarget returns destination name as a copy's target: its
+// uploader, which must also be a storage.Bucket (a destination.Destination
+// is), so that the copy can see what it holds.
+func (r *PipelineRunner) replicationTarget(ctx context.Context, name string) (replicate.Target, error) {
+	up, err := r.Uploader(ctx, name)
+	if err != nil {
+		return replicate.Target{}, fmt.Errorf("destination %s: %w", name, err)
+	}
+	if ro, ok := up.(interface{ ReadOnly() bool }); ok && ro.ReadOnly() {
+		return replicate.Target{}, fmt.Errorf("destination %s: %w", name, storage.ErrReadOnly)
+	}
+	b, ok := up.(storage.Bucket)
+	if bu, isBU := up.(*backup.BucketUploader); isBU {
+		b, ok = bu.Bucket, true
+	}
+	if !ok {
+		return replicate.Target{}, fmt.Errorf("destination %s: its uploader is not a bucket: a replication target must be read too", name)
+	}
+	return replicate.Target{Name: name, Bucket: b, Uploader: up}, nil
+}
+
+func (r *PipelineRunner) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// pruneName is the backup name a job's prune counts:
+// a replication job prunes the copies of every backup config.
+func (j *Job) pruneName() string {
+	if j.Replicate != nil {
+		return ""
+	}
+	return j.Name
+}
