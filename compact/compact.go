@@ -21,6 +21,13 @@ var ErrNothingToCompact = errors.New("nothing to compact")
 // before its manifest is written: the backup was not committed there.
 var ErrDrill = errors.New("drill of the synthetic full backup")
 
+// ErrEncryptionChanged is returned when the synthetic full backup would be
+// encrypted and its chain's full backup is not, or the other way round
+// (typically: the chain is encrypted and the Pipeline has no recipients),
+// unless Request.AllowEncryptionChange is set. Other recipients than the
+// base's are allowed: that is how keys are rotated.
+var ErrEncryptionChanged = errors.New("compaction would change the chain's encryption")
+
 // Compactor makes synthetic full backups. A Compactor may run several
 // compactions at once.
 type Compactor struct {
@@ -55,6 +62,11 @@ type Request struct {
 	Name string
 	// Job names the run for the host, in the pipeline's events.
 	Job string
+	// AllowEncryptionChange stores the synthetic full backup with the
+	// Pipeline's encryption even when the chain's full backup is
+	// encrypted and it is not, or the other way round; without it that is
+	// refused with ErrEncryptionChanged.
+	AllowEncryptionChange bool
 	// ToRevision is the revision of the synthetic full backup; zero means
 	// the last revision committed by the newest chain.
 	ToRevision int64
@@ -125,6 +137,9 @@ func (c *Compactor) Compact(ctx context.Context, q Request) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := c.checkEncryption(plan.Full.Manifest, q.AllowEncryptionChange); err != nil {
+		return nil, err
+	}
 	work, err := os.MkdirTemp(c.Restorer.TempDir, "etcdbackup-compact-")
 	if err != nil {
 		return nil, fmt.Errorf("create compaction directory: %w", err)
@@ -169,6 +184,21 @@ func (c *Compactor) Compact(ctx context.Context, q Request) (*Result, error) {
 		"segments", res.Synthetic.Segments, "events", res.Events, "replay", res.Replay, "elapsed", res.Elapsed,
 		"destinations", len(res.Backup.Succeeded()))
 	return res, err
+}
+
+// checkEncryption refuses a synthetic full backup whose encryption is on
+// where base's is off, or off where it is on, unless allowed.
+func (c *Compactor) checkEncryption(base *backup.Manifest, allowed bool) error {
+	encrypts := c.Pipeline.Encryption.Enabled()
+	if allowed || encrypts == base.Encrypted() {
+		return nil
+	}
+	if base.Encrypted() {
+		return fmt.Errorf("%w: the full backup %s the chain starts from is encrypted (to %d recipients), the synthetic full backup would not be: give the recipients, or allow the change",
+			ErrEncryptionChanged, base.ID, len(base.Encryption.Recipients))
+	}
+	return fmt.Errorf("%w: the full backup %s the chain starts from is not encrypted, the synthetic full backup would be: allow the change",
+		ErrEncryptionChanged, base.ID)
 }
 
 // plan finds the full backup and the segments that reach the revision.

@@ -9,7 +9,19 @@
 // backup of the same cluster at exactly that revision: the same manifest,
 // digests, compression and encryption as any full backup, with
 // backup.Manifest.Synthetic naming the base, the chain and the revision it
-// came from.
+// came from. The replayed store is settled first, as a snapshot of the
+// source just after a compaction at that revision would be: leases with
+// no key are revoked (the watch shows a revoke only as its keys' deletes,
+// so a lease the source still holds without keys is dropped too), the
+// store is compacted at the revision (a member restored from it refuses
+// older revisions as compacted) and the database defragmented, so that
+// its size is that of the live data, not of the chain's history.
+//
+// The synthetic full backup is encrypted as the Pipeline says; one that
+// would be encrypted where the chain's full backup is not, or the other
+// way round, is refused (ErrEncryptionChanged) unless the request allows
+// it, so that a compactor without recipients never stores an encrypted
+// chain in plaintext.
 //
 // The new backup counts only once it is proven: before its manifest is
 // written on a destination, the stored object is read back from there and

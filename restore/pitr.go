@@ -535,7 +535,7 @@ func (r *Restorer) restorePoint(ctx context.Context, plan *PointPlan, members []
 	out := make([]PointResult, len(members))
 	for i := range staged {
 		out[i].RestoredMember = restored[i]
-		if err := r.replay(ctx, plan, staged[i].DataDir, int64(bump), &out[i]); err != nil {
+		if err := r.replay(ctx, plan, staged[i].DataDir, int64(bump), false, &out[i]); err != nil {
 
 			return nil, fmt.Errorf("restore %s of cluster %q, member %q: %w", plan.Point, plan.Cluster, members[i].Name, err)
 		}
@@ -554,7 +554,7 @@ func (r *Restorer) restorePoint(ctx context.Context, plan *PointPlan, members []
 
 // replay applies plan's segments to the database in dataDir, then bumps
 // its revision by bump (see replayer.bump).
-func (r *Restorer) replay(ctx context.Context, plan *PointPlan, dataDir string, bump int64, res *PointResult) (err error) {
+func (r *Restorer) replay(ctx context.Context, plan *PointPlan, dataDir string, bump int64, settle bool, res *PointResult) (err error) {
 	rp, err := openReplay(dataDir, zapslog.New(r.Logger))
 	if err != nil {
 		return err
@@ -593,6 +593,9 @@ func (r *Restorer) replay(ctx context.Context, plan *PointPlan, dataDir string, 
 	}
 	res.Revision, res.Revisions, res.Events, res.RevisionBump = rp.rev, rp.revisions, rp.events, bump
 	res.Replay = r.now().Sub(started)
+	if settle {
+		return rp.settle()
+	}
 	return nil
 }
 

@@ -14,8 +14,12 @@ import (
 // RestorePointDatabase writes to path the database of plan's point: the
 // full backup's snapshot as etcd sent it (its sha256 trailer removed), with
 // plan's segments applied offline exactly as RestorePoint applies them
-// (every digest checked, one write transaction per source revision). It is
-// what a snapshot of the source taken at the point would hold, not a
+// (every digest checked, one write transaction per source revision). Then
+// the leases no key is attached to are revoked (replay cannot tell a
+// revoked lease from a live one without keys), the store is compacted at
+// the point's revision, and the database defragmented: it holds the live
+// keys, not every revision replayed. It is what a snapshot of the source
+// taken at the point, just after a compaction there, would hold, not a
 // member's data directory: etcd's membership, cluster ID and consistent
 // index stay those of the full backup's snapshot, and are rewritten, as
 // for any snapshot, when a member is restored from it. Compaction
@@ -55,7 +59,7 @@ func (r *Restorer) RestorePointDatabase(ctx context.Context, plan *PointPlan, pa
 		return nil, err
 	}
 	res := &PointResult{}
-	if err := r.replay(ctx, plan, dataDir, 0, res); err != nil {
+	if err := r.replay(ctx, plan, dataDir, 0, true, res); err != nil {
 		return nil, fmt.Errorf("restore %s of cluster %q: %w", plan.Point, plan.Cluster, err)
 	}
 	if err := publish(db, path); err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
@@ -17,6 +18,7 @@ func runCompact(ctx context.Context, s *streams, args []string) error {
 		encoding encodingFlags
 		rev      int64
 		tempDir  string
+		allowEnc bool
 	)
 	dest.register(fs)
 	fs.Var(&sel.identities, "identity", "age identity `file` to decrypt the chain and drill the new backup with (- for stdin); repeatable")
@@ -24,6 +26,7 @@ func runCompact(ctx context.Context, s *streams, args []string) error {
 	encoding.register(fs)
 	fs.Int64Var(&rev, "to-revision", 0, "`revision` of the synthetic full backup (default: the chain's last committed revision)")
 	fs.StringVar(&tempDir, "temp-dir", "", "`directory` for the replayed database and the drill, as large as the cluster's (default: the system's)")
+	fs.BoolVar(&allowEnc, "allow-encryption-change", false, "store the synthetic full backup even when it would be encrypted and the chain's full backup is not, or the other way round (without --recipient over an encrypted chain: in plaintext)")
 	if err := fs.parse(s, args); err != nil {
 		return err
 	}
@@ -52,8 +55,11 @@ func runCompact(ctx context.Context, s *streams, args []string) error {
 		Pipeline: &backup.Pipeline{Compression: comp, Encryption: enc, Logger: fs.logger(s), MemoryBudget: encoding.compressorMemory()},
 		Logger:   fs.logger(s),
 	}
-	res, err := c.Compact(ctx, compact.Request{Cluster: dest.cluster, ToRevision: rev, Sources: restoreSources(d),
+	res, err := c.Compact(ctx, compact.Request{Cluster: dest.cluster, ToRevision: rev, Sources: restoreSources(d), AllowEncryptionChange: allowEnc,
 		Targets: []compact.Target{{Target: d.Target(), Catalog: d}}})
+	if errors.Is(err, compact.ErrEncryptionChanged) {
+		return fmt.Errorf("%w (--recipient or --recipient-file encrypts it; --allow-encryption-change stores it as asked)", err)
+	}
 	if err != nil {
 		return err
 	}
