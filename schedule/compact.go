@@ -20,21 +20,60 @@ type CompactingRunner interface {
 	// returns an error matching compact.ErrNothingToCompact when no
 	// segment follows the newest full backup.
 	Compact(ctx context.Context, job Job) error
+	// LastCompaction returns when the newest synthetic full backup of the
+	// job was created on its destinations, the zero time when there is
+	// none: the next compaction is due an interval after it, whichever
+	// process or replica made it.
+	LastCompaction(ctx context.Context, job Job) (time.Time, error)
 }
 
-// superviseCompaction compacts job's chain every CompactInterval, on the
-// scheduler's clock, until ctx ends.
-func (s *Scheduler) superviseCompaction(ctx context.Context, e *entry, job Job) {
+// superviseCompaction compacts f's chain every CompactInterval, on the
+// scheduler's clock, until ctx ends. The next compaction is due an
+// interval after the newest synthetic full backup the destinations hold
+// (so a restart does not put it off by a whole interval), and never
+// sooner than an interval after the last attempt. Only a replica whose
+// follower runs compacts: a standby, which does not hold the follow lock,
+// skips its turn.
+func (s *Scheduler) superviseCompaction(ctx context.Context, e *entry, f *followRun) {
+	job, interval := f.job, f.job.Continuous.CompactInterval
 	log := s.log.With("job", job.ID, "cluster", job.Cluster)
-	for s.sleep(ctx, job.Continuous.CompactInterval) {
+	var attempted time.Time
+	for {
+		next := s.clock.Now().Add(interval)
+		if !attempted.IsZero() {
+			next = attempted.Add(interval)
+		}
+		if last, err := s.runner.(CompactingRunner).LastCompaction(ctx, job); err != nil {
+			log.Debug("newest synthetic full backup not known; compacting an interval after the last attempt", "err", err)
+		} else if !last.IsZero() && (attempted.IsZero() || last.Add(interval).After(next)) {
+			next = last.Add(interval)
+		}
+		// A synthetic full backup dated in the future (clock skew) delays
+		// the next compaction by one interval at most.
+		if limit := s.clock.Now().Add(interval); next.After(limit) {
+			next = limit
+		}
+		if !s.sleep(ctx, next.Sub(s.clock.Now())) {
+			return
+		}
+		attempted = s.clock.Now()
+		s.mu.Lock()
+		following := f.following
+		s.mu.Unlock()
+		if !following {
+			continue // a standby replica, or a follower starting again
+		}
 		err := s.compactOnce(ctx, job)
 		if ctx.Err() != nil {
 			return
 		}
+		if errors.Is(err, ErrLocked) {
+			continue // a run of the job holds its lock: nothing learnt
+		}
 		done := err == nil
-		// Nothing new since the last compaction, no chain yet, or a run of
-		// the job holding its lock: the next interval tries again.
-		if errors.Is(err, compact.ErrNothingToCompact) || errors.Is(err, restore.ErrNoBackup) || errors.Is(err, ErrLocked) {
+		// Nothing new since the last compaction, or no chain yet: the
+		// next interval tries again.
+		if errors.Is(err, compact.ErrNothingToCompact) || errors.Is(err, restore.ErrNoBackup) {
 			err = nil
 		}
 		s.mu.Lock()

@@ -97,7 +97,7 @@ func (s *Scheduler) superviseFollow(ctx context.Context, wg *sync.WaitGroup, e *
 		compacting := make(chan struct{})
 		go func() {
 			defer close(compacting)
-			s.superviseCompaction(ctx, e, f.job)
+			s.superviseCompaction(ctx, e, f)
 		}()
 		defer func() { <-compacting }() // before f.done closes
 	}

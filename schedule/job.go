@@ -99,7 +99,9 @@ type Continuous struct {
 	// chain, and the schedule's full snapshots from etcd may be rare. A
 	// compaction waits for a run slot and takes the job's lock as a run
 	// does; one that finds no segment after the newest full backup does
-	// nothing. Zero means never; otherwise at least a minute. The
+	// nothing. Only a replica whose follower runs compacts, an interval
+	// after the newest synthetic full backup the destinations hold. Zero
+	// means never; otherwise at least a minute. The
 	// scheduler's runner must be a CompactingRunner.
 	CompactInterval time.Duration
 }

@@ -338,3 +338,26 @@ func (r *PipelineRunner) Compact(ctx context.Context, job Job) error {
 	_, err = c.Compact(ctx, compact.Request{Cluster: job.Cluster, Name: job.Name, Job: job.ID, Sources: sources, Targets: into})
 	return err
 }
+
+// LastCompaction returns when the newest synthetic full backup of job's
+// name was created on one of its destinations, the zero time when none
+// holds one.
+func (r *PipelineRunner) LastCompaction(ctx context.Context, job Job) (time.Time, error) {
+	var last time.Time
+	for _, name := range job.Destinations {
+		store, err := r.Store(ctx, name)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("destination %s: %w", name, err)
+		}
+		entries, err := backup.ListBackups(ctx, store, job.Cluster)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("list backups on %s: %w", name, err)
+		}
+		for _, e := range entries {
+			if e.Kind == backup.KindBackup && e.Manifest != nil && e.Manifest.IsSynthetic() && e.Manifest.Name == job.Name && e.Created.After(last) {
+				last = e.Created
+			}
+		}
+	}
+	return last, nil
+}
