@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -33,8 +32,13 @@ var ErrEncryptionChanged = errors.New("compaction would change the chain's encry
 type Compactor struct {
 	// Restorer reads the chain and replays it, and drills the new backup:
 	// its Identities must open the chain's backups and the new one (the
-	// Pipeline's Encryption), its TempDir holds the replayed database (as
-	// large as the cluster's) and the drill. Required.
+	// Pipeline's Encryption). Its TempDir (the system's when empty) holds
+	// the compaction's work directory, etcdbackup-compact-*: the replayed
+	// database, its defragmented copy and the drill's restore, about three
+	// times the cluster's database at the peak. A compaction removes its
+	// directory when it ends, and one killed leaves it: the next
+	// compaction in the same TempDir removes those that no running
+	// compaction holds (on Unix, by a lock file). Required.
 	Restorer *restore.Restorer
 	// Pipeline encodes and stores the synthetic full backup as it stores
 	// any full backup (Compression, Encryption, MemoryBudget, Spool,
@@ -140,11 +144,17 @@ func (c *Compactor) Compact(ctx context.Context, q Request) (*Result, error) {
 	if err := c.checkEncryption(plan.Full.Manifest, q.AllowEncryptionChange); err != nil {
 		return nil, err
 	}
-	work, err := os.MkdirTemp(c.Restorer.TempDir, "etcdbackup-compact-")
+	sweepStale(c.Restorer.TempDir, c.logger())
+	wd, err := newWorkDir(c.Restorer.TempDir)
 	if err != nil {
-		return nil, fmt.Errorf("create compaction directory: %w", err)
+		return nil, err
 	}
-	defer os.RemoveAll(work)
+	defer wd.remove()
+	work := wd.path
+	// The drill's restore goes in the work directory too: a compaction
+	// killed during it leaves one directory, which the next one sweeps.
+	drills := *c.Restorer
+	drills.TempDir = work
 	db := filepath.Join(work, "db")
 	replayed, err := c.Restorer.RestorePointDatabase(ctx, plan, db)
 	if err != nil {
@@ -169,7 +179,7 @@ func (c *Compactor) Compact(ctx context.Context, q Request) (*Result, error) {
 	p.Snapshotter = &databaseSnapshotter{path: db, info: snapshotInfo(plan.Full.Manifest, plan.Revision)}
 	req := backup.Request{Cluster: q.Cluster, Job: q.Job, Name: name, Scheduled: true, Synthetic: &res.Synthetic}
 	for _, t := range q.Targets {
-		v := &drilledUploader{Uploader: t.Uploader, catalog: t.Catalog, source: t.Destination, restorer: c.Restorer, want: status}
+		v := &drilledUploader{Uploader: t.Uploader, catalog: t.Catalog, source: t.Destination, restorer: &drills, want: status}
 		req.Targets = append(req.Targets, backup.Target{Destination: t.Destination, Uploader: v})
 	}
 	res.Backup, err = p.Run(ctx, req)

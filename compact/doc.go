@@ -31,6 +31,10 @@
 // most a data object without a manifest, which retention collects as an
 // orphan.
 //
+// A compaction needs about three times the database's size on disk, in
+// a work directory under Restorer.TempDir (see Compactor.Restorer); the
+// directory a killed compaction leaves is removed by the next one.
+//
 // Compaction deletes nothing. The segments of the chain after the
 // synthetic full's revision continue from it (backup.Entry.Continues):
 // restore replays the newest full backup at or before a point with them,
