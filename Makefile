@@ -195,7 +195,9 @@ bench: $(TOOLS)/minio
 
 # bench-pitr: continuous backup at 1,000 writes/s of 1 KiB for 60 s after
 # the follower's own full backup of the 1 GiB etcd: commit lag p50/p99,
-# the follower's peak RSS, offline replay speed. Adds its figures to
+# the follower's peak RSS, offline replay speed, then the compaction of
+# the chain into a synthetic full backup (events/s, peak RSS) and the
+# restore of the newest point from it. Adds its figures to
 # bench-out/results.json and renders BENCHMARKS.md again.
 # PITR_FLAGS passes flags, e.g. PITR_FLAGS='-duration 10s -full 0'.
 .PHONY: bench-pitr
@@ -207,7 +209,8 @@ bench-pitr: $(TOOLS)/minio
 # bench-pitr-restore: a full backup of the 1 GiB etcd (the fill bench
 # caches), then 3.6 million puts of 1 KiB (an hour at 1,000/s) stored by a
 # follower; the restore of the last revision against the restore of the
-# full backup alone. About 10 minutes; adds its figures to
+# full backup alone, then after compacting the chain. About 10 minutes;
+# adds its figures to
 # bench-out/results.json and renders BENCHMARKS.md again.
 # PITR_RESTORE_FLAGS passes flags, e.g. PITR_RESTORE_FLAGS='-writes 100000'.
 .PHONY: bench-pitr-restore

@@ -205,8 +205,13 @@ type FollowEvent struct {
 	HeadRevision, Committed int64
 	// ChainLength is the number of segments of the chain so far.
 	ChainLength int64
-	// Lag is, for SegmentCommitted, the time from the reception of the
-	// segment's first revision to its commit.
+	// Lag is, for SegmentCommitted, how long the revisions of the segment
+	// and those still uncommitted after it were known to exist before
+	// being committed: from the first response or progress notification
+	// of etcd that showed a revision at or past them (or the reception of
+	// the segment's first revision, when later) to now. A follower
+	// catching up far behind reads the time it has been behind, not the
+	// time one segment took.
 	Lag         time.Duration
 	Destination string
 	// Manifests are the committed manifests of a segment, one per target.
@@ -247,6 +252,20 @@ func (e Entry) ChainBase() bool {
 	}
 	r := e.Manifest.Etcd.Revision
 	return r.Low > 0 && r.High >= r.Low
+}
+
+// Continues reports whether the delta segments of chain may continue from
+// e, a full backup that may base a chain (ChainBase): those of the chain
+// e started (chain is e's ID) and, for a synthetic full backup, those of
+// the chain it was compacted from (SyntheticInfo.Chain), which hold the
+// same history after its revision. Restore (restore.FindPoint) replays a
+// full backup only with such segments, so that a plan never mixes two
+// histories, and retention keeps them together.
+func (e Entry) Continues(chain string) bool {
+	if !e.ChainBase() || chain == "" {
+		return false
+	}
+	return e.ID == chain || e.Manifest.Synthetic != nil && e.Manifest.Synthetic.Chain == chain
 }
 
 // ErrSlowStore is reported (wrapped in WatchRestarted events) when storing
@@ -731,10 +750,13 @@ type followState struct {
 	// next is the next revision to read; committed the last one stored.
 	next, committed int64
 	head            int64
-	chain           string
-	chainLength     int64
-	compacted       int64  // etcd's compaction revision, when the watch met it
-	clusterID       uint64 // etcd's cluster ID, recorded in segments
+	// heads records when each head revision was first seen, in
+	// increasing order, from the first one past committed: the lag.
+	heads       []headMark
+	chain       string
+	chainLength int64
+	compacted   int64  // etcd's compaction revision, when the watch met it
+	clusterID   uint64 // etcd's cluster ID, recorded in segments
 	// lastPut is the last put the chain committed (see Manifest.LastPut),
 	// nil when unknown.
 	lastPut *PutMark
@@ -836,9 +858,56 @@ func (st *followState) storeAbandoned(ctx context.Context) {
 func (st *followState) restart(c chainStart) {
 	st.next, st.chain, st.committed, st.chainLength = c.next, c.chain, c.next-1, 0
 	st.builder, st.pending, st.held = newSegmentBuilder(), nil, c.held
-	st.head, st.clusterID, st.lastPut = 0, 0, nil
+	st.head, st.clusterID, st.lastPut, st.heads = 0, 0, nil, nil
 	st.leases = map[int64]bool{}
 	st.targets.restart(c.next, c.chain, c.missing)
+}
+
+// headMark is a head revision of etcd and when the follower first saw it
+// (a response header, a watch response or a progress notification).
+type headMark struct {
+	rev  int64
+	seen time.Time
+}
+
+// maxHeadMarks bounds the head marks kept: past it, two neighbours merge
+// into one with the later revision and the earlier time, which can only
+// make the lag read longer, never shorter.
+const maxHeadMarks = 256
+
+// sawHead records that etcd showed revision rev.
+func (st *followState) sawHead(rev int64) {
+	if rev <= st.head {
+		return
+	}
+	st.head = rev
+	st.heads = append(st.heads, headMark{rev: rev, seen: st.f.Pipeline.now()})
+	if len(st.heads) > maxHeadMarks {
+		merged := st.heads[:0]
+		for i := 0; i < len(st.heads); i += 2 {
+			m := st.heads[min(i+1, len(st.heads)-1)]
+			m.seen = st.heads[i].seen
+			merged = append(merged, m)
+		}
+		st.heads = merged
+	}
+}
+
+// uncommittedFor is the lag in time: how long the oldest revision not
+// committed has been known to exist, from the first time etcd showed a
+// revision at or past it; zero when etcd showed none past committed. A
+// follower far behind reads the time it has been behind, however fast
+// each segment is stored.
+func (st *followState) uncommittedFor() time.Duration {
+	i := 0
+	for i < len(st.heads) && st.heads[i].rev <= st.committed {
+		i++
+	}
+	st.heads = st.heads[i:]
+	if len(st.heads) == 0 {
+		return 0
+	}
+	return st.f.Pipeline.now().Sub(st.heads[0].seen)
 }
 
 // checkHistory asks etcd its revision and cluster ID before a watch
@@ -905,7 +974,7 @@ func (st *followState) checkHeader(h *etcdserverpb.ResponseHeader) error {
 	if st.clusterID == 0 {
 		st.clusterID = h.ClusterId
 	}
-	st.head = max(st.head, h.Revision)
+	st.sawHead(h.Revision)
 	return nil
 }
 
@@ -1097,7 +1166,17 @@ func (st *followState) flush(ctx context.Context) (retried bool, err error) {
 	st.lastPut = cmp.Or(p.lastPut, st.lastPut)
 	st.chainLength++
 	f := st.f
+	// The lag from the segment's first revision, known since etcd first
+	// showed it, to its commit; the oldest revision left uncommitted may
+	// have been known longer.
 	lag := f.Pipeline.now().Sub(p.firstReceived)
+	for _, m := range st.heads {
+		if m.rev >= p.sum.FirstRevision {
+			lag = max(lag, f.Pipeline.now().Sub(m.seen))
+			break
+		}
+	}
+	lag = max(lag, st.uncommittedFor())
 	f.event(FollowEvent{Kind: SegmentCommitted, Chain: st.chain, Revision: p.sum.FirstRevision, ChainLength: st.chainLength,
 		HeadRevision: max(st.head, st.committed), Committed: st.committed, Lag: lag, Manifests: p.committed(),
 		RawBytes: int64(p.raw), StoredBytes: int64(len(p.stored)), Events: p.sum.Events, Revisions: p.sum.Revisions})

@@ -12,7 +12,7 @@ import (
 // holds it; a target behind catches up on its own.
 //
 //	etcdbackup_follower_lag_revisions{cluster}                 gauge: etcd's head minus the last committed revision
-//	etcdbackup_follower_lag_seconds{cluster}                   gauge: reception to commit of the last segment
+//	etcdbackup_follower_lag_seconds{cluster}                   gauge: how long the oldest revision not yet committed was known (FollowEvent.Lag)
 //	etcdbackup_follower_committed_revision{cluster}            gauge
 //	etcdbackup_follower_last_commit_timestamp_seconds{cluster} gauge: alert when it stops moving
 //	etcdbackup_follower_segments_total{cluster}                counter
@@ -58,7 +58,7 @@ func NewFollowerMetrics() *FollowerMetrics {
 	}
 	return &FollowerMetrics{
 		lagRevisions:  gauge(MetricFollowerLagRevisions, "Revisions etcd is ahead of the last segment committed."),
-		lagSeconds:    gauge(MetricFollowerLagSeconds, "Time from receiving the last segment's first revision to its commit."),
+		lagSeconds:    gauge(MetricFollowerLagSeconds, "Time since etcd first showed the oldest revision of the last segment, or of those not yet committed, at the last commit."),
 		committed:     gauge(MetricFollowerCommitted, "Last revision committed on a first target."),
 		chainSegments: gauge(MetricFollowerChainSegments, "Segments of the current chain."),
 		lastCommit:    gauge(MetricFollowerLastCommit, "Unix time of the last segment committed on a first target."),

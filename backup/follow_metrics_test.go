@@ -56,7 +56,7 @@ etcdbackup_follower_last_commit_timestamp_seconds{cluster="prod-a"} 1.7000000005
 # HELP etcdbackup_follower_lag_revisions Revisions etcd is ahead of the last segment committed.
 # TYPE etcdbackup_follower_lag_revisions gauge
 etcdbackup_follower_lag_revisions{cluster="prod-a"} 5
-# HELP etcdbackup_follower_lag_seconds Time from receiving the last segment's first revision to its commit.
+# HELP etcdbackup_follower_lag_seconds Time since etcd first showed the oldest revision of the last segment, or of those not yet committed, at the last commit.
 # TYPE etcdbackup_follower_lag_seconds gauge
 etcdbackup_follower_lag_seconds{cluster="prod-a"} 1.5
 # HELP etcdbackup_follower_segment_bytes_total Stored bytes of the segments committed, per target.

@@ -116,7 +116,33 @@ type Manifest struct {
 	// Keys is, for a logical backup, the number of keys it holds. Its
 	// revision is exact: Etcd.Revision.Low and High are equal.
 	Keys int64 `json:"keys,omitempty"`
+	// Synthetic is set for a full backup made offline by compaction (a
+	// full backup and the delta segments after it replayed, see package
+	// compact) instead of by a snapshot of etcd. It is a full backup like
+	// any other, at an exact revision; nil for every other backup.
+	Synthetic *SyntheticInfo `json:"synthetic,omitempty"`
 }
+
+// SyntheticInfo records what a synthetic full backup was made from.
+type SyntheticInfo struct {
+	// Base is the ID of the full backup the replay started from, and
+	// BaseRevision its exact revision.
+	Base         string `json:"base"`
+	BaseRevision int64  `json:"baseRevision"`
+	// Chain is the chain (Manifest.Chain) of the last delta segment
+	// applied: the segments of that chain after Revision continue from
+	// the synthetic full backup as they continue from the chain's own
+	// (see Entry.Continues).
+	Chain string `json:"chain"`
+	// Revision is the revision the replay reached: the backup's exact
+	// revision (Etcd.Revision.Low and High).
+	Revision int64 `json:"revision"`
+	// Segments is the number of delta segments applied.
+	Segments int64 `json:"segments"`
+}
+
+// IsSynthetic reports whether m describes a synthetic full backup.
+func (m *Manifest) IsSynthetic() bool { return m.Synthetic != nil }
 
 // PutMark identifies one put of etcd's history: the key as it was after
 // the put.
@@ -252,6 +278,18 @@ func (m *Manifest) Validate() error {
 		}
 	default:
 		add("kind %q is not known", m.Kind)
+	}
+	if sy := m.Synthetic; sy != nil {
+		switch {
+		case m.Kind != "":
+			add("a %s backup cannot be synthetic", m.Kind)
+		case sy.Base == "" || sy.Chain == "":
+			add("a synthetic full backup names its base and chain")
+		case sy.Revision < 1 || m.Etcd.Revision.Low != sy.Revision || m.Etcd.Revision.High != sy.Revision:
+			add("a synthetic full backup is at its exact revision %d, not [%d, %d]", sy.Revision, m.Etcd.Revision.Low, m.Etcd.Revision.High)
+		case sy.BaseRevision < 1 || sy.BaseRevision > sy.Revision || sy.Segments < 0:
+			add("a synthetic full backup's base revision %d is not at or before its revision %d", sy.BaseRevision, sy.Revision)
+		}
 	}
 	if err := ValidateName("cluster", m.Cluster); err != nil {
 		add("%v", err)

@@ -114,6 +114,11 @@ type Request struct {
 	// an etcd snapshot, ManifestKindKeysJSON or ManifestKindKeys (the
 	// exporter's Kind) for a KeysExporter's logical backup.
 	Kind string
+	// Synthetic, for a full backup that compaction made offline from a
+	// chain (package compact), is recorded in its manifest
+	// (Manifest.Synthetic); the Snapshotter then serves the replayed
+	// database at exactly that revision. Nil for every other backup.
+	Synthetic *SyntheticInfo
 	// Targets are the destinations to write to: at least one, with distinct
 	// names.
 	Targets []Target
@@ -133,6 +138,9 @@ func (r *Request) Validate() error {
 	}
 	if r.Kind != "" && !IsLogicalKind(r.Kind) {
 		return fmt.Errorf("backup kind %q is not one a pipeline writes", r.Kind)
+	}
+	if r.Synthetic != nil && r.Kind != "" {
+		return fmt.Errorf("a %s backup cannot be synthetic", r.Kind)
 	}
 	if len(r.Targets) == 0 {
 		return errors.New("backup request has no targets")
@@ -247,6 +255,7 @@ func (p *Pipeline) Run(ctx context.Context, req Request) (*Result, error) {
 		Compression: compression,
 		Library:     LibraryVersion(),
 		Run:         token,
+		Synthetic:   req.Synthetic,
 	}
 	if len(recipients) > 0 {
 		base.Encryption = &EncryptionInfo{Scheme: "age", Recipients: fingerprints}

@@ -246,19 +246,29 @@ func groupChains(segments []Backup) chainSet {
 }
 
 // forFull returns the segments that may continue full: its own chain's
-// (those whose manifest names full as their chain), and no other. A chain
-// started from an older full may hold, past this full's revision, the same
-// revisions of another history (a cluster restored to an earlier revision
-// and followed again): replaying them on this full would restore a state
-// that never existed. Only a chain's own segments are proven to continue
-// the history its full holds.
+// (those whose manifest names full as their chain) and, for a synthetic
+// full backup, those of the chain it was compacted from
+// (backup.Entry.Continues), and no other. A chain started from an older
+// full may hold, past this full's revision, the same revisions of another
+// history (a cluster restored to an earlier revision and followed again):
+// replaying them on this full would restore a state that never existed.
+// Only the segments of a chain the full holds the history of are proven
+// to continue it.
 //
 // A segment of another cluster than the full's (both IDs known: a
 // follower that continued a chain with another cluster's revisions) ends
 // the chain there: the point past it is refused as a gap (ErrNoChain), as
 // for the segments of another chain.
 func (cs chainSet) forFull(full Backup) [][]Backup {
-	segs := cs.segments[full.ID]
+	var segs []Backup
+	for chain, s := range cs.segments {
+		if full.Continues(chain) {
+			segs = append(segs, s...)
+		}
+	}
+	slices.SortStableFunc(segs, func(a, b Backup) int {
+		return cmpInt(a.Manifest.FirstRevision, b.Manifest.FirstRevision)
+	})
 	id := full.Manifest.Etcd.ClusterID
 	for i, s := range segs {
 		if other := s.Manifest.Etcd.ClusterID; id != "" && other != "" && other != id {
@@ -536,7 +546,7 @@ func (r *Restorer) restorePoint(ctx context.Context, plan *PointPlan, members []
 	out := make([]PointResult, len(members))
 	for i := range staged {
 		out[i].RestoredMember = restored[i]
-		if err := r.replay(ctx, plan, staged[i].DataDir, int64(bump), &out[i]); err != nil {
+		if err := r.replay(ctx, plan, staged[i].DataDir, int64(bump), false, &out[i]); err != nil {
 
 			return nil, fmt.Errorf("restore %s of cluster %q, member %q: %w", plan.Point, plan.Cluster, members[i].Name, err)
 		}
@@ -555,7 +565,7 @@ func (r *Restorer) restorePoint(ctx context.Context, plan *PointPlan, members []
 
 // replay applies plan's segments to the database in dataDir, then bumps
 // its revision by bump (see replayer.bump).
-func (r *Restorer) replay(ctx context.Context, plan *PointPlan, dataDir string, bump int64, res *PointResult) (err error) {
+func (r *Restorer) replay(ctx context.Context, plan *PointPlan, dataDir string, bump int64, settle bool, res *PointResult) (err error) {
 	rp, err := openReplay(dataDir, zapslog.New(r.Logger))
 	if err != nil {
 		return err
@@ -594,6 +604,9 @@ func (r *Restorer) replay(ctx context.Context, plan *PointPlan, dataDir string, 
 	}
 	res.Revision, res.Revisions, res.Events, res.RevisionBump = rp.rev, rp.revisions, rp.events, bump
 	res.Replay = r.now().Sub(started)
+	if settle {
+		return rp.settle()
+	}
 	return nil
 }
 

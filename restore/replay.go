@@ -80,7 +80,9 @@ func openReplay(dir string, lg *zap.Logger) (_ *replayer, err error) {
 	cfg.Timeout = 10 * time.Second
 	be := backend.New(cfg)
 	le := lease.NewLessor(lg, be, nil, lease.LessorConfig{MinLeaseTTL: 1})
-	kv := mvcc.NewStore(lg, be, le, mvcc.StoreConfig{})
+	// Compaction (settle) runs in large batches without pauses: nothing
+	// else uses the store.
+	kv := mvcc.NewStore(lg, be, le, mvcc.StoreConfig{CompactionBatchLimit: 10 * replayBatch, CompactionSleepInterval: time.Nanosecond})
 	rev := kv.Rev()
 	return &replayer{be: be, path: cfg.Path, le: le, kv: kv, lg: lg, ttl: map[int64]int64{}, start: rev, rev: rev}, nil
 }
@@ -185,6 +187,46 @@ func (rp *replayer) bump(amount int64) {
 	latest := mvcc.Revision{Main: rp.kv.Rev() + amount}
 	tx.UnsafePut(schema.Key, mvcc.RevToBytes(latest, mvcc.NewRevBytes()), []byte{})
 	mvcc.UnsafeSetScheduledCompact(tx, latest.Main)
+}
+
+// settle makes the replayed store what a full backup of the source at its
+// revision holds: it revokes the leases no key is attached to (the watch
+// shows a revoke only as its keys' deletes, so replay never revokes one;
+// a lease the source still holds with no key is dropped too), compacts
+// the store at its revision as the source's own compaction would (a
+// member restored from it refuses an older revision as compacted), and
+// defragments the database, so that its size is that of the live data,
+// not of every revision replayed.
+func (rp *replayer) settle() error {
+	for _, l := range rp.le.Leases() {
+		if len(l.Keys()) > 0 {
+			continue
+		}
+		if err := rp.le.Revoke(l.ID); err != nil && !errors.Is(err, lease.ErrLeaseNotFound) {
+			return fmt.Errorf("%w: revoke lease %x, which holds no key: %w", ErrReplay, l.ID, err)
+		}
+	}
+	done, err := rp.kv.Compact(traceutil.TODO(), rp.rev)
+	switch {
+	case errors.Is(err, mvcc.ErrCompacted):
+		// Already compacted there (a full backup with no revision after it).
+	case err != nil:
+		return fmt.Errorf("%w: compact the store at revision %d: %w", ErrReplay, rp.rev, err)
+	default:
+		<-done
+	}
+	if rp.rev > rp.start {
+		// etcd logs a failed compaction and closes done all the same.
+		_, err := rp.kv.Range(context.Background(), []byte{0}, nil, mvcc.RangeOptions{Rev: rp.rev - 1, CountOnly: true})
+		if !errors.Is(err, mvcc.ErrCompacted) {
+			return fmt.Errorf("%w: the store is not compacted at revision %d (%v)", ErrReplay, rp.rev, err)
+		}
+	}
+	rp.be.ForceCommit()
+	if err := rp.be.Defrag(); err != nil {
+		return fmt.Errorf("%w: defragment the replayed database: %w", ErrReplay, err)
+	}
+	return nil
 }
 
 // close commits and closes the database, and makes it durable; with a

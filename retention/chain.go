@@ -33,13 +33,20 @@ import (
 //     when the window reaches back past every full backup, or no date can
 //     be trusted, the one with the lowest revision;
 //   - keeps every full backup a chain reaching into the window starts
-//     from, when it is newer than the base by revision, even when the plan
-//     would delete it;
-//   - keeps every delta segment that ends after the base's revision: the
-//     restore points from the base to now depend on them;
-//   - deletes the delta segments that end at or before the base's
-//     revision: no kept restore point of the window needs them, and full
-//     backups kept by the plan beyond the window restore on their own.
+//     from, or continues from (a synthetic full backup compacted from it,
+//     see backup.Entry.Continues), when it is newer than the base by
+//     revision, even when the plan would delete it;
+//   - for a chain the base does not continue (a scheduled full backup
+//     taken while the chain ran is restored alone, see restore.FindPoint),
+//     keeps the newest full backup at or before the base's revision that
+//     the chain continues, and the chain's segments from there: restore
+//     replays the window's points on that chain from it;
+//   - keeps every other delta segment that ends after the base's revision:
+//     the restore points from the base to now depend on them;
+//   - deletes the delta segments that end at or before the full backup
+//     their chain restores from (the base, or the one above): no kept
+//     restore point of the window needs them, and full backups kept by the
+//     plan beyond the window restore on their own.
 //
 // It never deletes a full backup and never turns a kept entry into a
 // deleted one, except segments: the plan's invariants (newest backup kept,
@@ -124,32 +131,83 @@ func (c ChainPolicy) Apply(plan *Plan) (*Plan, error) {
 	baseRev := ds[base].Entry.Manifest.Etcd.Revision.Low
 	keep(&ds[base], ReasonWindowBase)
 
-	chainBases := map[string]bool{}
+	// Each chain's segments are cut at the newest full backup at or
+	// before the base that they continue (backup.Entry.Continues): the
+	// base itself when it does, else the chain's own full backup or a
+	// synthetic one compacted from it. Restore replays a full backup only
+	// with the segments that continue it, so the window's restore points
+	// on that chain replay from there.
+	// A chain that ends at or before the base's revision has no point in
+	// the window: it is cut at the base, whole.
+	ends := map[string]int64{}
+	for _, i := range segments {
+		m := ds[i].Entry.Manifest
+		ends[m.Chain] = max(ends[m.Chain], m.LastRevision)
+	}
+	cut := map[string]int{} // chain -> index of its cut full backup, -1 for the base's revision
+	for chain, end := range ends {
+		cut[chain] = -1
+		if end > baseRev {
+			cut[chain] = chainCut(ds, plan.Cluster, chain, base, baseRev)
+		}
+	}
+	chainKept := map[string]bool{}
 	for _, i := range segments {
 		e := ds[i].Entry
-		if e.Manifest.LastRevision <= baseRev {
+		cutRev, cutID := baseRev, ds[base].Entry.ID
+		if j := cut[e.Manifest.Chain]; j >= 0 {
+			cutRev, cutID = ds[j].Entry.Manifest.Etcd.Revision.Low, ds[j].Entry.ID
+		}
+		if e.Manifest.LastRevision <= cutRev {
 			ds[i].Action = Delete
-			ds[i].Reason = fmt.Sprintf("delta segment ends at revision %d, at or before the base of the %s point-in-time window (%s, revision %d)",
-				e.Manifest.LastRevision, c.Window, ds[base].Entry.ID, baseRev)
+			ds[i].Reason = fmt.Sprintf("delta segment ends at revision %d, at or before the full backup its chain restores from in the %s point-in-time window (%s, revision %d)",
+				e.Manifest.LastRevision, c.Window, cutID, cutRev)
 			continue
 		}
 		ds[i].Action, ds[i].Reason = Keep, ReasonSegmentKept
-		chainBases[e.Manifest.Chain] = true
+		chainKept[e.Manifest.Chain] = true
 	}
-	// A chain's first full backup is kept whatever its config: the
-	// segments kept need it.
-	for i, d := range ds {
-		e := d.Entry
-		if e.Cluster == plan.Cluster && e.Kind == backup.KindBackup && e.Manifest != nil &&
-			chainBases[e.ID] && e.Manifest.Etcd.Revision.Low > baseRev {
-			keep(&ds[i], ReasonChainBase)
+	// The full backups a kept chain continues from are kept whatever
+	// their config: the segments kept need them.
+	for chain := range chainKept {
+		if j := cut[chain]; j >= 0 {
+			keep(&ds[j], ReasonChainBase)
+		}
+		for i, d := range ds {
+			e := d.Entry
+			if e.Cluster == plan.Cluster && e.Continues(chain) && e.Manifest.Etcd.Revision.Low > baseRev {
+				keep(&ds[i], ReasonChainBase)
+			}
 		}
 	}
 	return &out, nil
 }
 
+// chainCut returns the full backup (an index of ds) that the restore
+// points of chain after the window's base replay from: the base when it
+// continues the chain, else the one at or before the base's revision, the
+// newest by revision, that does; -1 when none does (the chain's restore
+// points then start at its first full backup after the base).
+func chainCut(ds []Decision, cluster, chain string, base int, baseRev int64) int {
+	if ds[base].Entry.Continues(chain) {
+		return base
+	}
+	cut := -1
+	for i, d := range ds {
+		e := d.Entry
+		if e.Cluster != cluster || !e.Continues(chain) || e.Manifest.Etcd.Revision.Low > baseRev {
+			continue
+		}
+		if cut < 0 || e.Manifest.Etcd.Revision.Low > ds[cut].Entry.Manifest.Etcd.Revision.Low {
+			cut = i
+		}
+	}
+	return cut
+}
+
 // keepChainBases returns plan with every full backup that a delta segment
-// of the cluster names as its chain kept: without a ChainPolicy no segment
+// of the cluster names as its chain, or continues from (a synthetic full
+// backup), kept: without a ChainPolicy no segment
 // is deleted, so every restore point of every chain stays restorable.
 func keepChainBases(plan *Plan) *Plan {
 	chains := map[string]bool{}
@@ -164,8 +222,15 @@ func keepChainBases(plan *Plan) *Plan {
 	out := *plan
 	out.Decisions = slices.Clone(plan.Decisions)
 	for i := range out.Decisions {
-		if e := out.Decisions[i].Entry; e.Cluster == plan.Cluster && e.Kind == backup.KindBackup && chains[e.ID] {
-			keep(&out.Decisions[i], ReasonChainBase)
+		e := out.Decisions[i].Entry
+		if e.Cluster != plan.Cluster || e.Kind != backup.KindBackup {
+			continue
+		}
+		for chain := range chains {
+			if chains[e.ID] || e.Continues(chain) {
+				keep(&out.Decisions[i], ReasonChainBase)
+				break
+			}
 		}
 	}
 	return &out

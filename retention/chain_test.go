@@ -40,8 +40,9 @@ func segmentEntry(at time.Duration, first, last int64, chain string) backup.Entr
 }
 
 // restorable reports whether rev can be restored from the kept entries: a
-// kept full backup at or before it, and kept segments without a gap from
-// the full to rev.
+// kept full backup at or before it, and kept segments of a chain it
+// continues (as restore.FindPoint replays them) without a gap from the
+// full to rev.
 func restorable(kept []backup.Entry, rev int64) bool {
 	for _, f := range kept {
 		if f.Kind != backup.KindBackup || f.Manifest.Etcd.Revision.High > rev {
@@ -51,7 +52,7 @@ func restorable(kept []backup.Entry, rev int64) bool {
 		for progress := true; cur < rev && progress; {
 			progress = false
 			for _, s := range kept {
-				if s.Kind == backup.KindDelta && s.Manifest.FirstRevision <= cur+1 && s.Manifest.LastRevision > cur {
+				if s.Kind == backup.KindDelta && f.Continues(s.Manifest.Chain) && s.Manifest.FirstRevision <= cur+1 && s.Manifest.LastRevision > cur {
 					cur, progress = s.Manifest.LastRevision, true
 				}
 			}
@@ -97,14 +98,14 @@ func TestPointInTimePlan(t *testing.T) {
 			kept = append(kept, d.Entry)
 		}
 	}
-	require.Equal(t, retention.Delete, decided[entries[1].ID])
-	require.Equal(t, retention.Delete, decided[entries[2].ID])
-	for _, i := range []int{4, 5, 7, 9} {
+	// f2, the window's base, is a full backup of no chain: restore
+	// replays chain f1 only from f1, which stays with all its segments.
+	for _, i := range []int{1, 2, 4, 5, 7, 9} {
 		require.Equal(t, retention.Keep, decided[entries[i].ID], "segment %s", entries[i].ID)
 	}
 	require.Equal(t, retention.Keep, decided[f2.ID], "the window's base")
 	require.Equal(t, retention.Keep, decided[f4.ID], "the newest, a chain's base")
-	require.Equal(t, retention.Delete, decided[f1.ID], "before the window: the plan's to decide")
+	require.Equal(t, retention.Keep, decided[f1.ID], "before the window, but chain f1's points in it replay from it")
 	require.Equal(t, retention.Delete, decided[f3.ID], "inside the window, not a chain base: the segments cover it")
 	for rev := int64(1000); rev <= 2500; rev++ {
 		require.True(t, restorable(kept, rev), "revision %d", rev)
@@ -216,7 +217,9 @@ func TestPrunePointInTimeOnMinIO(t *testing.T) {
 	}
 	gone := putSegment(t, b, real.Add(-170*time.Minute), 11, 25, fulls[0].ID)
 	pinned := putSegment(t, b, real.Add(-130*time.Minute), 26, 30, fulls[0].ID)
-	after := putSegment(t, b, real.Add(-10*time.Minute), 31, 40, fulls[0].ID)
+	// A follower started a new chain from the base (restore continues a
+	// full backup only with its own chain's segments).
+	after := putSegment(t, b, real.Add(-10*time.Minute), 31, 40, fulls[2].ID)
 
 	pins := &retention.PinSet{}
 	unpin := pins.Pin("prod-a", pinned.ID)

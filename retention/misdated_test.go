@@ -145,19 +145,22 @@ func TestPointInTimeBackdatedFull(t *testing.T) {
 	g := fullEntry(60*time.Hour, 2000)   // honest, before the window
 	bad := fullEntry(64*time.Hour, 2900) // dated after g, written at 71 h
 	h := fullEntry(68*time.Hour, 2850)   // honest, inside the window
+	// A follower started a chain from g (restore continues a full backup
+	// only with its own chain's segments).
 	seg1 := segmentEntry(40*time.Hour, 1001, 2000, f1.ID)
-	seg2 := segmentEntry(65*time.Hour, 2001, 2800, f1.ID)
-	seg3 := segmentEntry(71*time.Hour, 2801, 3000, f1.ID)
+	seg2 := segmentEntry(65*time.Hour, 2001, 2800, g.ID)
+	seg3 := segmentEntry(71*time.Hour, 2801, 3000, g.ID)
 	window := retention.PointInTime(6 * time.Hour) // from 66 h: revision 2800 on
 
 	t.Run("revision order", func(t *testing.T) {
 		entries := []backup.Entry{f1, seg1, g, bad, seg2, h, seg3}
-		plan, err := retention.MakePlan("c", entries, retention.KeepLast(3), now, retention.PlanOptions{})
+		plan, err := retention.MakePlan("c", entries, retention.KeepLast(1), now, retention.PlanOptions{})
 		require.NoError(t, err)
 		pit, err := window.Apply(plan)
 		require.NoError(t, err)
 		got := decisionsByID(pit)
-		require.Equal(t, retention.Keep, got[seg2.ID].Action, "revisions 2001 to 2800 restore from g, not from the backdated full")
+		require.Equal(t, retention.ReasonWindowBase, got[g.ID].Reason, "the base is g, not the backdated full")
+		require.Equal(t, retention.Keep, got[seg2.ID].Action, "revisions 2001 to 2800 restore from g")
 		require.Equal(t, retention.Delete, got[seg1.ID].Action)
 	})
 	t.Run("store time", func(t *testing.T) {

@@ -487,6 +487,11 @@ func (p *Pruner) Delete(ctx context.Context, cluster, id string) (Item, error) {
 	if target == nil {
 		return Item{}, fmt.Errorf("%w: no backup %s of cluster %s on %s", ErrNotDeleted, id, cluster, p.Destination)
 	}
+	for _, e := range entries {
+		if e.Kind == backup.KindDelta && e.Manifest != nil && target.Continues(e.Manifest.Chain) {
+			return Item{}, fmt.Errorf("%w: delta segments of continuous backup continue from %s (prune with a point-in-time window instead)", ErrNotDeleted, id)
+		}
+	}
 	item := p.execute(ctx, Decision{Entry: *target, Action: Delete, Reason: "deleted on request"}, p.now())
 	if item.Outcome == Skipped {
 		return item, fmt.Errorf("%w: %s: %s", ErrNotDeleted, id, item.Reason)

@@ -17,6 +17,7 @@ import (
 	"github.com/etcdbackup/etcdbackup/backup"
 	"github.com/etcdbackup/etcdbackup/internal/faultproxy"
 	"github.com/etcdbackup/etcdbackup/internal/miniotest"
+	"github.com/etcdbackup/etcdbackup/restore"
 	"github.com/etcdbackup/etcdbackup/retention"
 	"github.com/etcdbackup/etcdbackup/storage"
 	"github.com/etcdbackup/etcdbackup/storage/blob"
@@ -174,9 +175,12 @@ func TestPrunePointInTimePerConfig(t *testing.T) {
 		b1 := fullAt(t, b, "cont-b", at(4*time.Hour), 50)
 		b2 := fullAt(t, b, "cont-b", at(2*time.Hour), 250)
 		aOld := putSegment(t, b, at(150*time.Minute), 101, 200, a1.ID)
-		aNew := putSegment(t, b, at(50*time.Minute), 201, 350, a1.ID)
+		// Each follower started a new chain from its config's second full
+		// backup (restore continues a full backup only with its own
+		// chain's segments).
+		aNew := putSegment(t, b, at(50*time.Minute), 201, 350, a2.ID)
 		bOld := putSegment(t, b, at(210*time.Minute), 51, 240, b1.ID)
-		bNew := putSegment(t, b, at(5*time.Minute), 241, 400, b1.ID)
+		bNew := putSegment(t, b, at(5*time.Minute), 241, 400, b2.ID)
 
 		prune := func(name string) map[string]retention.Outcome {
 			other := map[string]string{"cont-a": "cont-b", "cont-b": "cont-a"}[name]
@@ -358,4 +362,30 @@ func metricValue(t *testing.T, c prometheus.Collector, name string, label ...str
 	}
 	require.Len(t, found, 1, "series of %s %v", name, label)
 	return found[0]
+}
+
+// TestPruneKeepsTheChainOfAScheduledBase: the window's base is a
+// scheduled full backup taken while a chain ran (as a continuous job's
+// cron schedule takes them). Restore replays a chain only from a full
+// backup it continues, never from such a base, so the chain's own full
+// backup and its segments before the base stay: a revision stored inside
+// the window is restorable after the prune.
+func TestPruneKeepsTheChainOfAScheduledBase(t *testing.T) {
+	onStores(t, false, func(t *testing.T, b storage.Bucket) {
+		real := time.Now()
+		at := func(d time.Duration) time.Time { return real.Add(-d) }
+		a1 := fullAt(t, b, "cont-a", at(3*time.Hour), 100)
+		a2 := fullAt(t, b, "cont-a", at(time.Hour), 300)
+		old := putSegment(t, b, at(150*time.Minute), 101, 200, a1.ID)
+		recent := putSegment(t, b, at(50*time.Minute), 201, 350, a1.ID)
+		p := &retention.Pruner{Store: storedAt(b, 2*time.Hour, recent, a1, a2, old), Destination: "store", Policy: retention.KeepLast(1), Name: "cont-a",
+			Chains: &retention.ChainPolicy{Window: 90 * time.Minute}, Now: func() time.Time { return time.Now().Add(2 * time.Hour) }}
+		report, err := p.Prune(t.Context(), "prod-a")
+		require.NoError(t, err)
+		got := outcomes(report)
+		require.Equal(t, retention.Kept, got[a1.ID], "the chain's own full backup")
+		require.Equal(t, retention.Kept, got[old.ID], "the chain's segment before the base")
+		_, err = restore.FindPoint(t.Context(), []restore.Source{{Name: "store", Catalog: b}}, restore.Point{Cluster: "prod-a", Revision: 320})
+		require.NoError(t, err, "revision 320, stored 50 minutes ago, inside the 90 minute window")
+	})
 }

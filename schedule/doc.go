@@ -65,6 +65,17 @@
 // pause (Status.FollowError, Status.FollowRestarts); Status.Following
 // says whether it follows etcd now.
 //
+// With Continuous.CompactInterval, the runner (a CompactingRunner:
+// PipelineRunner is one) also compacts the job's chain into a synthetic
+// full backup that often, on the scheduler's clock (package compact): each
+// compaction waits for a run slot and takes the job's lock as a run does,
+// and one that finds no new segment stores nothing (Status.Compactions,
+// Status.CompactError; one skipped because a run holds the lock keeps the
+// last error). Only the replica whose follower runs compacts, and the
+// next compaction is due an interval after the newest synthetic full
+// backup on the job's destinations (CompactingRunner.LastCompaction), so
+// neither a standby replica nor a restart changes the rhythm.
+//
 // At most Config.MaxConcurrent runs are in flight, and at most
 // Config.MaxPerDestination write to one destination; due runs wait in
 // order, and a run whose destination is busy lets others pass. A job never

@@ -95,6 +95,14 @@ func (s *Scheduler) superviseFollow(ctx context.Context, wg *sync.WaitGroup, e *
 			return
 		}
 	}
+	if f.job.Continuous.CompactInterval > 0 {
+		compacting := make(chan struct{})
+		go func() {
+			defer close(compacting)
+			s.superviseCompaction(ctx, e, f)
+		}()
+		defer func() { <-compacting }() // before f.done closes
+	}
 	log := s.log.With("job", f.job.ID, "cluster", f.job.Cluster)
 	failures := 0
 	for {

@@ -97,6 +97,17 @@ type Continuous struct {
 	// FlushInterval bounds how long a revision waits before its segment is
 	// stored; zero means backup.DefaultFlushInterval.
 	FlushInterval time.Duration
+	// CompactInterval, when positive, compacts the job's chain into a
+	// synthetic full backup (package compact) that often, while the job
+	// follows its cluster: restore time then stays flat however long the
+	// chain, and the schedule's full snapshots from etcd may be rare. A
+	// compaction waits for a run slot and takes the job's lock as a run
+	// does; one that finds no segment after the newest full backup does
+	// nothing. Only a replica whose follower runs compacts, an interval
+	// after the newest synthetic full backup the destinations hold. Zero
+	// means never; otherwise at least a minute. The
+	// scheduler's runner must be a CompactingRunner.
+	CompactInterval time.Duration
 }
 
 // Replicate configures a replication job.
@@ -202,6 +213,9 @@ func (j *Job) validateKind() []error {
 		}
 		if c.FlushInterval < 0 {
 			errs = append(errs, errors.New("negative flush interval"))
+		}
+		if c.CompactInterval < 0 || c.CompactInterval > 0 && c.CompactInterval < time.Minute {
+			errs = append(errs, fmt.Errorf("compaction interval %v is not zero or at least a minute", c.CompactInterval))
 		}
 	}
 	return errs

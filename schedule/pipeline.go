@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/etcdbackup/etcdbackup/backup"
+	"github.com/etcdbackup/etcdbackup/compact"
 	"github.com/etcdbackup/etcdbackup/replicate"
+	"github.com/etcdbackup/etcdbackup/restore"
 	"github.com/etcdbackup/etcdbackup/retention"
 	"github.com/etcdbackup/etcdbackup/storage"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -69,6 +71,12 @@ type PipelineRunner struct {
 	Now func() time.Time
 	// Logger is given to the pipelines and pruners; nil means silent.
 	Logger *slog.Logger
+	// Restorer reads, replays and drills the chains of continuous jobs
+	// that compact (Continuous.CompactInterval): its Identities must open
+	// the jobs' encrypted backups, and its TempDir holds a database as
+	// large as the cluster's. Nil means one without identities, in the
+	// system's temporary directory.
+	Restorer *restore.Restorer
 }
 
 var _ Runner = (*PipelineRunner)(nil)
@@ -250,7 +258,10 @@ func (c *CatalogInventory) LastBackup(ctx context.Context, job Job) (time.Time, 
 	return oldest, !oldest.IsZero(), nil
 }
 
-var _ ContinuousRunner = (*PipelineRunner)(nil)
+var (
+	_ ContinuousRunner = (*PipelineRunner)(nil)
+	_ CompactingRunner = (*PipelineRunner)(nil)
+)
 
 // Follow runs a backup.Follower for the job's cluster and destinations
 // until ctx ends: its chains start from the job's full backups (the
@@ -295,4 +306,61 @@ func (r *PipelineRunner) Follow(ctx context.Context, job Job, started func()) er
 		Observer:      startedObserver{started: started, next: r.FollowObserver},
 	}
 	return f.Run(ctx)
+}
+
+// Compact implements CompactingRunner: it compacts the job's chain, read
+// from all its destinations, into a synthetic full backup at its last
+// committed revision, named and encoded as the job's full backups and
+// stored on every destination (see compact.Compactor).
+func (r *PipelineRunner) Compact(ctx context.Context, job Job) error {
+	if err := r.Validate(); err != nil {
+		return err
+	}
+	if job.Continuous == nil {
+		return fmt.Errorf("job %s is not continuous", quoteID(job.ID))
+	}
+	targets, err := r.targets(ctx, job)
+	if err != nil {
+		return err
+	}
+	var sources []restore.Source
+	var into []compact.Target
+	for i, name := range job.Destinations {
+		store, err := r.Store(ctx, name)
+		if err != nil {
+			return fmt.Errorf("destination %s: %w", name, err)
+		}
+		sources = append(sources, restore.Source{Name: name, Catalog: store})
+		into = append(into, compact.Target{Target: targets[i], Catalog: store})
+	}
+	rs := r.Restorer
+	if rs == nil {
+		rs = &restore.Restorer{Logger: r.Logger}
+	}
+	c := &compact.Compactor{Restorer: rs, Pipeline: r.pipeline(nil, job), Logger: r.Logger}
+	_, err = c.Compact(ctx, compact.Request{Cluster: job.Cluster, Name: job.Name, Job: job.ID, Sources: sources, Targets: into})
+	return err
+}
+
+// LastCompaction returns when the newest synthetic full backup of job's
+// name was created on one of its destinations, the zero time when none
+// holds one.
+func (r *PipelineRunner) LastCompaction(ctx context.Context, job Job) (time.Time, error) {
+	var last time.Time
+	for _, name := range job.Destinations {
+		store, err := r.Store(ctx, name)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("destination %s: %w", name, err)
+		}
+		entries, err := backup.ListBackups(ctx, store, job.Cluster)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("list backups on %s: %w", name, err)
+		}
+		for _, e := range entries {
+			if e.Kind == backup.KindBackup && e.Manifest != nil && e.Manifest.IsSynthetic() && e.Manifest.Name == job.Name && e.Created.After(last) {
+				last = e.Created
+			}
+		}
+	}
+	return last, nil
 }

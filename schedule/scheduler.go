@@ -292,6 +292,9 @@ func (s *Scheduler) Set(job Job) error {
 	if _, ok := s.runner.(ContinuousRunner); job.Continuous != nil && !ok {
 		return &JobError{ID: job.ID, Err: errors.New("continuous backup: the scheduler's runner has no Follow method (see ContinuousRunner)")}
 	}
+	if _, ok := s.runner.(CompactingRunner); job.Continuous != nil && job.Continuous.CompactInterval > 0 && !ok {
+		return &JobError{ID: job.ID, Err: errors.New("compaction: the scheduler's runner has no Compact method (see CompactingRunner)")}
+	}
 	job = job.clone()
 	now := s.clock.Now()
 	s.mu.Lock()

@@ -65,6 +65,12 @@ type Status struct {
 	Following      bool
 	FollowError    error
 	FollowRestarts int64
+	// Compactions counts the synthetic full backups the job's compaction
+	// stored (Continuous.CompactInterval); CompactError is the error of
+	// the last compaction, nil after one that succeeded or had nothing to
+	// compact.
+	Compactions  int64
+	CompactError error
 }
 
 // JobStatus is a job with its status.

@@ -99,6 +99,10 @@ type backupConfig struct {
 	// PointInTimeWindow, a duration such as 72h, also backs the cluster
 	// up continuously: every revision of that window stays restorable.
 	PointInTimeWindow string `yaml:"pointInTimeWindow"`
+	// CompactInterval, a duration such as 1h, compacts that continuous
+	// backup's chain into a synthetic full backup that often
+	// (schedule.Continuous.CompactInterval); only with PointInTimeWindow.
+	CompactInterval string `yaml:"compactInterval"`
 }
 
 type tlsConfig struct {
@@ -176,6 +180,9 @@ func (bc backupConfig) job(valid destination.BackupConfig) schedule.Job {
 	}
 	if w, err := time.ParseDuration(bc.PointInTimeWindow); err == nil {
 		j.Continuous = &schedule.Continuous{Window: w}
+		if every, err := time.ParseDuration(bc.CompactInterval); err == nil {
+			j.Continuous.CompactInterval = every
+		}
 	}
 	return j
 }
@@ -188,10 +195,18 @@ func (bc backupConfig) checkKind() error {
 		return fmt.Errorf("backup config %s: type %q is not snapshot or keys-json", bc.id(), bc.Type)
 	}
 	if bc.PointInTimeWindow == "" {
+		if bc.CompactInterval != "" {
+			return fmt.Errorf("backup config %s: compactInterval needs a pointInTimeWindow", bc.id())
+		}
 		return nil
 	}
 	if _, err := time.ParseDuration(bc.PointInTimeWindow); err != nil {
 		return fmt.Errorf("backup config %s: pointInTimeWindow: %w", bc.id(), err)
+	}
+	if bc.CompactInterval != "" {
+		if _, err := time.ParseDuration(bc.CompactInterval); err != nil {
+			return fmt.Errorf("backup config %s: compactInterval: %w", bc.id(), err)
+		}
 	}
 	return nil
 }

@@ -142,6 +142,9 @@ func run(ctx context.Context, o options) error {
 			RetentionMetrics: retentionMetrics,
 			Pins:             &c.pins,
 			Logger:           log,
+			// Compactions read and drill the chains with the drills'
+			// identities.
+			Restorer: &restore.Restorer{Identities: o.identities, Logger: log, Pins: &c.pins},
 		},
 		Inventory: &schedule.CatalogInventory{Catalog: byName[backup.Catalog](registry)},
 		Logger:    log,

@@ -231,7 +231,7 @@ backupConfigs:
 	kinds, err := parseConfig([]byte(`
 backupConfigs:
   - {name: ns, cluster: prod, endpoints: [10.0.0.2:2379], schedule: '@daily', type: keys-json, prefixes: [/registry/namespaces/]}
-  - {name: pitr, cluster: prod, endpoints: [10.0.0.2:2379], schedule: '@hourly', pointInTimeWindow: 72h}
+  - {name: pitr, cluster: prod, endpoints: [10.0.0.2:2379], schedule: '@daily', pointInTimeWindow: 72h, compactInterval: 1h}
   - {name: bad, cluster: prod, endpoints: [10.0.0.2:2379], schedule: '@hourly', type: tarball, pointInTimeWindow: soon}
 `))
 	require.NoError(t, err)
@@ -240,13 +240,15 @@ backupConfigs:
 	require.Equal(t, backup.KindKeysJSON, job.Kind)
 	require.Equal(t, []string{"/registry/namespaces/"}, job.Prefixes)
 	require.NoError(t, job.Validate())
-	job = pitr.job(destination.BackupConfig{Name: "pitr", Cluster: "prod", Destination: "main", Schedule: "@hourly"})
-	require.Equal(t, &schedule.Continuous{Window: 72 * time.Hour}, job.Continuous)
+	job = pitr.job(destination.BackupConfig{Name: "pitr", Cluster: "prod", Destination: "main", Schedule: "@daily"})
+	require.Equal(t, &schedule.Continuous{Window: 72 * time.Hour, CompactInterval: time.Hour}, job.Continuous)
 	require.NoError(t, job.Validate())
 	require.NoError(t, errors.Join(ns.checkKind(), pitr.checkKind()))
 	require.ErrorContains(t, bad.checkKind(), `type "tarball"`)
 	bad.Type = ""
 	require.ErrorContains(t, bad.checkKind(), "pointInTimeWindow")
+	bad.PointInTimeWindow, bad.CompactInterval = "", "1h"
+	require.ErrorContains(t, bad.checkKind(), "compactInterval needs a pointInTimeWindow")
 
 	_, err = parseConfig([]byte("backupConfigs:\n  - {name: a, cluster: c}\n  - {name: a, cluster: c}\n"))
 	require.ErrorContains(t, err, "twice")

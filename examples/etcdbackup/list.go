@@ -37,6 +37,11 @@ type listedBackup struct {
 	// FirstRevision and LastRevision are a delta segment's.
 	FirstRevision int64 `json:"firstRevision,omitempty"`
 	LastRevision  int64 `json:"lastRevision,omitempty"`
+	// Synthetic marks a full backup made by compact from a chain; Base and
+	// Chain say which.
+	Synthetic bool   `json:"synthetic,omitempty"`
+	Base      string `json:"base,omitempty"`
+	Chain     string `json:"chain,omitempty"`
 }
 
 func runList(ctx context.Context, s *streams, args []string) error {
@@ -92,8 +97,12 @@ func runList(ctx context.Context, s *streams, args []string) error {
 		if b.Revision != 0 {
 			rev = fmt.Sprint(b.Revision)
 		}
+		kind := b.Kind
+		if b.Synthetic {
+			kind += " (synthetic)"
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", b.ID, b.Created.UTC().Format(time.RFC3339), size(b.Size),
-			b.Compression, yesNo(b.Encrypted), b.Kind, rev)
+			b.Compression, yesNo(b.Encrypted), kind, rev)
 	}
 	return tw.Flush()
 }
@@ -126,6 +135,10 @@ func listed(dest string, e backup.Entry) listedBackup {
 		b.Revision = m.Etcd.Revision.High
 		if m.IsDelta() {
 			b.FirstRevision, b.LastRevision, b.Revision = m.FirstRevision, m.LastRevision, m.LastRevision
+			b.Chain = m.Chain
+		}
+		if sy := m.Synthetic; sy != nil {
+			b.Synthetic, b.Base, b.Chain = true, sy.Base, sy.Chain
 		}
 	} else if strings.HasSuffix(e.Key, ".age") {
 		b.Encrypted = true

@@ -154,6 +154,7 @@ var commands = []command{
 	{"verify", "prove a backup restorable: download, check every digest, restore it into a scratch directory", runVerify},
 	{"restore", "restore an etcd member's data directory from a backup, or to a revision or time", runRestore},
 	{"follow", "back up an etcd cluster continuously: a full backup, then its changes as delta segments", runFollow},
+	{"compact", "turn a chain of continuous backup into a synthetic full backup at a revision, offline", runCompact},
 	{"export", "store the keys under some prefixes of a live etcd as a logical backup (keys-json or a keys zip)", runExport},
 	{"import", "write the keys of a keys-json backup into a live etcd", runImport},
 	{"diff", "compare a keys-json backup with a live etcd or with another backup", runDiff},

@@ -135,8 +135,36 @@ func notesFuncs(r *results, mark bool) template.FuncMap {
 		"pointReplay": func() string {
 			return pitrFig(r.PointRestore, out, func(p *pitrReport) string { return p.Replay.Round(time.Millisecond).String() })
 		},
-		"continuousFull": func() string { return pitrFig(r.Continuous, out, func(p *pitrReport) string { return p.Full }) },
+		"compactRate": func() string {
+			return compactFig(r.PointRestore, out, func(c *compactReport) string {
+				return fmt.Sprintf("%.0f events/s", rate(c.Events, c.Elapsed))
+			})
+		},
+		"compactRSS": func() string {
+			return compactFig(r.PointRestore, out, func(c *compactReport) string { return formatBytes(c.HWM) })
+		},
+		"compactedRestore": func() string {
+			return compactFig(r.PointRestore, out, func(c *compactReport) string { return c.Restore.Round(time.Millisecond).String() })
+		},
+		"compactedVsFull": func() string {
+			return compactFig(r.PointRestore, out, func(c *compactReport) string {
+				if r.PointRestore.FullOnly <= 0 {
+					return ""
+				}
+				return fmt.Sprintf("%.2fx", c.Restore.Seconds()/r.PointRestore.FullOnly.Seconds())
+			})
+		},
+		"compactedTarget": func() string { return out(fmt.Sprintf("%.1fx", compactedRestoreTarget)) },
+		"continuousFull":  func() string { return pitrFig(r.Continuous, out, func(p *pitrReport) string { return p.Full }) },
 	}
+}
+
+// compactFig formats a figure of p's compaction, notAvailable without it.
+func compactFig(p *pitrReport, out func(string) string, f func(*compactReport) string) string {
+	if p == nil || p.Compaction == nil {
+		return notAvailable
+	}
+	return pitrFig(p, out, func(p *pitrReport) string { return f(p.Compaction) })
 }
 
 // pitrFig formats a figure of p, notAvailable without p.

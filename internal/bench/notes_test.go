@@ -73,9 +73,11 @@ func fixtureResults() *results {
 	}
 	r.Continuous = &pitrReport{Started: r.Started, Command: "make bench", Full: "1 GiB", Keys: 131072, Asked: 1000, Writes: 60000, Seconds: 60, Rate: 998.7, Value: 1024, Segments: 57,
 		HWM: 91 << 20, LagP50: 577 * time.Millisecond, LagP99: 1123 * time.Millisecond, LagMax: 1201 * time.Millisecond,
-		Events: 60000, Replay: 251 * time.Millisecond, PointTotal: 2417 * time.Millisecond, FullOnly: 2166 * time.Millisecond, FullRevision: 131073, RestoredRevision: 191073}
+		Events: 60000, Replay: 251 * time.Millisecond, PointTotal: 2417 * time.Millisecond, FullOnly: 2166 * time.Millisecond, FullRevision: 131073, RestoredRevision: 191073,
+		Compaction: &compactReport{Events: 60000, Segments: 57, Revision: 191073, Elapsed: 4211 * time.Millisecond, Replay: 389 * time.Millisecond, HWM: 173 << 20, StoredBytes: 301 << 20, Restore: 2207 * time.Millisecond}}
 	r.PointRestore = &pitrReport{Started: r.Started, Command: "make bench", Full: "1 GiB", Keys: 131072, Writes: 100000, Value: 1024, Segments: 13,
-		Events: 100000, Replay: 611 * time.Millisecond, PointTotal: 3911 * time.Millisecond, FullOnly: 2301 * time.Millisecond, FullRevision: 131073, RestoredRevision: 231073}
+		Events: 100000, Replay: 611 * time.Millisecond, PointTotal: 3911 * time.Millisecond, FullOnly: 2301 * time.Millisecond, FullRevision: 131073, RestoredRevision: 231073,
+		Compaction: &compactReport{Events: 100000, Segments: 13, Revision: 231073, Elapsed: 7013 * time.Millisecond, Replay: 677 * time.Millisecond, HWM: 181 << 20, StoredBytes: 305 << 20, Restore: 2389 * time.Millisecond}}
 	return r
 }
 
@@ -203,6 +205,7 @@ func TestReportFromFixture(t *testing.T) {
 		"## Continuous backup", "| follower peak RSS (VmHWM), its full backup included | 91 MiB | <= 64 MiB: **missed** |",
 		"| commit lag p99 | 1.123s | <= 2s: met |",
 		"### Restoring a point after many writes", "| of which the offline replay | 100000 events in 611ms:",
+		"| restore of revision 231073 after compaction (the synthetic full alone) | 2.389s: 0.61x the point restore before compaction, 1.04x the full alone | <= 1.3x the full alone: met |",
 		"### etcd of 256 MiB", "### etcd of 1 GiB",
 		"| peak RSS <= 48 MiB at the default --memory | CLI save |",
 	} {

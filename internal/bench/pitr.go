@@ -94,6 +94,10 @@ func runPITR(args []string) error {
 	if err := measureReplay(ctx, env, rep.RestoredRevision, filepath.Join(run, "restore"), &rep); err != nil {
 		return err
 	}
+	progress("pitr: compacting the chain to revision %d", rep.RestoredRevision)
+	if rep.Compaction, err = measureCompaction(ctx, env, rep.RestoredRevision, filepath.Join(run, "compact")); err != nil {
+		return err
+	}
 	progress("pitr: commit lag p99 %v, follower peak RSS %s", rep.LagP99, formatBytes(rep.HWM))
 	return saveSection(filepath.Join(*work, "results.json"), *out, *chart, func(r *results) { r.Continuous = &rep })
 }
@@ -345,6 +349,10 @@ type pitrReport struct {
 	Events                         int64
 	Replay, PointTotal, FullOnly   time.Duration
 	FullRevision, RestoredRevision int64
+	// Compaction is the compaction of the chain to RestoredRevision and
+	// the restore of that revision from the synthetic full backup; nil
+	// when it was not measured.
+	Compaction *compactReport `json:",omitempty"`
 }
 
 // measureReplay restores revision last, and the full backup alone.

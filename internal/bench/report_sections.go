@@ -27,7 +27,7 @@ func renderContinuous(c *pitrReport) string {
 	if c.Full != "" {
 		full = fmt.Sprintf("a copy of the %s etcd (%d keys)", c.Full, c.Keys)
 	}
-	fmt.Fprintf(&b, "Measured by `%s` (`etcdbackup-bench pitr`) on %s, one run. A follower (a process of its own, in the backup modes' lean binary) starts on %s and takes the chain's full backup itself, as a follower started on a cluster does; then %d writes of %d-byte values, asked at %d/s for %.0f s and done at %.0f/s, which it stores in %d segments (zstd, the default flush) on MinIO. The commit lag of a write is the time from etcd's answer to it to the commit of the manifest of the segment holding it, for every write; the follower's peak RSS is its VmHWM at its end, its own full backup included. Replay is the offline application of the events to the restored full backup (`PointResult.Replay`).\n\n",
+	fmt.Fprintf(&b, "Measured by `%s` (`etcdbackup-bench pitr`) on %s, one run. A follower (a process of its own, in the backup modes' lean binary) starts on %s and takes the chain's full backup itself, as a follower started on a cluster does; then %d writes of %d-byte values, asked at %d/s for %.0f s and done at %.0f/s, which it stores in %d segments (zstd, the default flush) on MinIO. The commit lag of a write is the time from etcd's answer to it to the commit of the manifest of the segment holding it, for every write; the follower's peak RSS is its VmHWM at its end, its own full backup included. Replay is the offline application of the events to the restored full backup (`PointResult.Replay`). The chain is then compacted into a synthetic full backup (`compact.Compactor`: replay, store, drill), and its last revision restored from it.\n\n",
 		c.Command, c.Started.Format("2006-01-02 15:04 MST"), full, c.Writes, c.Value, c.Asked, c.Seconds, c.Rate, c.Segments)
 	b.WriteString("| figure | measured | target |\n|---|---|---|\n")
 	fmt.Fprintf(&b, "| commit lag p50 | %s | |\n", c.LagP50.Round(time.Millisecond))
@@ -37,7 +37,11 @@ func renderContinuous(c *pitrReport) string {
 	eps := rate(c.Events, c.Replay)
 	fmt.Fprintf(&b, "| offline replay | %d events in %s: %.0f events/s | >= %d/s: %s |\n", c.Events, c.Replay.Round(time.Millisecond), eps, replayTarget, verdict(eps >= replayTarget))
 	fmt.Fprintf(&b, "| restore of revision %d (full at %d, then replay) | %s | |\n", c.RestoredRevision, c.FullRevision, c.PointTotal.Round(time.Millisecond))
-	fmt.Fprintf(&b, "| restore of the full backup alone | %s | |\n\n", c.FullOnly.Round(time.Millisecond))
+	fmt.Fprintf(&b, "| restore of the full backup alone | %s | |\n", c.FullOnly.Round(time.Millisecond))
+	for _, r := range compactionRows(c.Compaction, c.FullOnly, c.PointTotal, false) {
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", r[0], r[1], r[2])
+	}
+	b.WriteString("\n")
 	return b.String()
 }
 
@@ -49,16 +53,20 @@ func renderPointRestore(p *pitrReport) string {
 		b.WriteString("Not measured by this run: `make bench` runs `etcdbackup-bench pitr-restore` last.\n\n")
 		return b.String()
 	}
-	fmt.Fprintf(&b, "Measured by `%s` (`etcdbackup-bench pitr-restore`) on %s, one run. A full backup (zstd) of a copy of the %s etcd (%d keys, revision %d), then %d puts of %d-byte values of random letters, written as fast as etcd took them while a follower kept up, stored in %d segments on MinIO. Each restore reads from MinIO, checks every digest and writes a member's data directory; each ran twice and the faster run is shown.\n\n",
+	fmt.Fprintf(&b, "Measured by `%s` (`etcdbackup-bench pitr-restore`) on %s, one run. A full backup (zstd) of a copy of the %s etcd (%d keys, revision %d), then %d puts of %d-byte values of random letters, written as fast as etcd took them while a follower kept up, stored in %d segments on MinIO, then the chain compacted into a synthetic full backup (`compact.Compactor`, zstd) and its last revision restored from it. Each restore reads from MinIO, checks every digest and writes a member's data directory; the restores of the chain ran twice and the faster run is shown, the one after compaction once.\n\n",
 		p.Command, p.Started.Format("2006-01-02 15:04 MST"), p.Full, p.Keys, p.FullRevision, p.Writes, p.Value, p.Segments)
-	b.WriteString("| figure | measured |\n|---|---|\n")
-	fmt.Fprintf(&b, "| restore of the full backup alone (revision %d) | %s |\n", p.FullRevision, p.FullOnly.Round(time.Millisecond))
+	b.WriteString("| figure | measured | target |\n|---|---|---|\n")
+	fmt.Fprintf(&b, "| restore of the full backup alone (revision %d) | %s | |\n", p.FullRevision, p.FullOnly.Round(time.Millisecond))
 	ratio := "—"
 	if p.FullOnly > 0 {
 		ratio = fmt.Sprintf("%.1fx the full alone", p.PointTotal.Seconds()/p.FullOnly.Seconds())
 	}
-	fmt.Fprintf(&b, "| restore of revision %d: the full backup, then %d segments | %s (%s) |\n", p.RestoredRevision, p.Segments, p.PointTotal.Round(time.Millisecond), ratio)
-	fmt.Fprintf(&b, "| of which the offline replay | %d events in %s: %.0f events/s |\n\n", p.Events, p.Replay.Round(time.Millisecond), rate(p.Events, p.Replay))
+	fmt.Fprintf(&b, "| restore of revision %d: the full backup, then %d segments | %s (%s) | |\n", p.RestoredRevision, p.Segments, p.PointTotal.Round(time.Millisecond), ratio)
+	fmt.Fprintf(&b, "| of which the offline replay | %d events in %s: %.0f events/s | |\n", p.Events, p.Replay.Round(time.Millisecond), rate(p.Events, p.Replay))
+	for _, r := range compactionRows(p.Compaction, p.FullOnly, p.PointTotal, true) {
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", r[0], r[1], r[2])
+	}
+	b.WriteString("\n")
 	return b.String()
 }
 
