@@ -29,9 +29,11 @@ type Uploader interface {
 }
 
 // ErrBackupExists is returned when a backup's data object or manifest
-// already exists: a one-shot backup name used twice, or two scheduled runs
-// of one config in the same millisecond. A run that meets it on any target
-// commits the ID on none of them (Pipeline.Run).
+// already exists: two runs of one ID (a config run twice in the same
+// millisecond). A run that meets it on any target commits the ID on none
+// of them (Pipeline.Run). A one-shot name used twice at different moments
+// is not caught here: its data key carries the creation time, and the
+// scheduler's record of its one-shot jobs keeps it unique.
 var ErrBackupExists = errors.New("backup already exists")
 
 // ExclusiveUploader is implemented by Uploaders that create a backup's
