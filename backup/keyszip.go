@@ -244,7 +244,7 @@ func NewKeysZipReader(r io.ReaderAt, size, maxDecoded int64) (*KeysZipReader, er
 	index, err := NewKeysJSONReader(irc)
 	if err != nil {
 		irc.Close()
-		return nil, err
+		return nil, indexError(err)
 	}
 	return &KeysZipReader{files: zr.File[:n-1], index: index, irc: irc}, nil
 }
@@ -275,7 +275,7 @@ func (z *KeysZipReader) Next() (KeyValue, error) {
 		return KeyValue{}, io.EOF
 	}
 	if err != nil {
-		return KeyValue{}, err
+		return KeyValue{}, indexError(err)
 	}
 	if z.i >= int64(len(z.files)) {
 		return KeyValue{}, &KeysZipError{Reason: fmt.Sprintf("the index names more keys than the archive's %d files", len(z.files))}
@@ -303,6 +303,16 @@ func (z *KeysZipReader) Next() (KeyValue, error) {
 	}
 	z.i++
 	return kv, nil
+}
+
+// indexError returns err, an error reading the index, as one that matches
+// ErrKeysZip: a read of the archive (a corrupt entry, a wrong checksum)
+// fails with archive/zip's own errors.
+func indexError(err error) error {
+	if errors.Is(err, ErrKeysJSON) {
+		return err
+	}
+	return &KeysZipError{Entry: KeysZipIndex, Reason: err.Error()}
 }
 
 // Close releases the index's reader.
