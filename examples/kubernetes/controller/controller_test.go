@@ -319,12 +319,17 @@ func TestSeedController(t *testing.T) {
 	})
 
 	t.Run("forbidden changes are refused", func(t *testing.T) {
-		var bc v1alpha1.EtcdBackupConfig
-		if err := c.Get(ctx, types.NamespacedName{Namespace: "default", Name: "frequent"}, &bc); err != nil {
-			t.Fatal(err)
-		}
-		bc.Spec.Destination = "offsite"
-		err := c.Update(ctx, &bc)
+		// The controller writes the config's status while it runs: an
+		// update may meet a newer resourceVersion, so a conflict is read
+		// again, and only the admission answer counts.
+		err := retry.OnError(retry.DefaultRetry, apierrors.IsConflict, func() error {
+			var bc v1alpha1.EtcdBackupConfig
+			if err := c.Get(ctx, types.NamespacedName{Namespace: "default", Name: "frequent"}, &bc); err != nil {
+				t.Fatal(err)
+			}
+			bc.Spec.Destination = "offsite"
+			return c.Update(ctx, &bc)
+		})
 		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "destination is immutable") {
 			t.Errorf("changing a config's destination: %v", err)
 		}
