@@ -170,7 +170,12 @@ func TestAvailabilityWithMinIO(t *testing.T) {
 		}
 		require.Eventually(t, func() bool {
 			st := dest(name).Status()
-			return st.State == want && (name != "bad" || st.Reason == destination.ReasonAuth)
+			if name != "bad" {
+				// The observer hears of the change after the status shows it.
+				_, heard := tr.firstSince(name, destination.StateAvailable, stopping)
+				return st.State == want && heard
+			}
+			return st.State == want && st.Reason == destination.ReasonAuth
 		}, waitFor, 10*time.Millisecond, name)
 		if name != "bad" {
 			// Probes may succeed while Restart still waits for readiness:

@@ -40,6 +40,9 @@ func TestRun(t *testing.T) {
 	require.Eventually(t, func() bool { return eu.Status().Available() }, waitFor, 5*time.Millisecond)
 	local, err := r.Get("local")
 	require.NoError(t, err)
+	// Each destination is checked on its own: eu's answer says nothing of
+	// local's first check.
+	require.Eventually(t, func() bool { return local.Status().State != destination.StateUnknown }, waitFor, 5*time.Millisecond)
 	assert.Equal(t, destination.ReasonMissingBucket, local.Status().Reason)
 	require.Eventually(t, func() bool { return local.Status().ConsecutiveFailures >= 3 }, waitFor, 5*time.Millisecond,
 		"checked again at every interval")
@@ -48,6 +51,8 @@ func TestRun(t *testing.T) {
 	// The directory appears: the next check opens it and finds it.
 	require.NoError(t, os.MkdirAll(dir, 0o700))
 	require.Eventually(t, func() bool { return local.Status().Available() }, waitFor, 5*time.Millisecond)
+	// The observer hears of a change after the status shows it.
+	require.Eventually(t, func() bool { return len(obs.of(destination.StatusChanged, "local")) >= 2 }, waitFor, 5*time.Millisecond)
 	changes := obs.of(destination.StatusChanged, "local")
 	require.Len(t, changes, 2, "unknown -> unavailable -> available")
 	assert.Equal(t, destination.ReasonMissingBucket, changes[0].Status.Reason)

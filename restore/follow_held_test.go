@@ -27,9 +27,10 @@ func liveHeap() uint64 {
 }
 
 // TestFollowerSlowStoreHoldsBoundedBytes: MinIO behind a proxy that delays
-// every write by a second, and a SlowStore too long to act: while a
+// every write by three seconds, and a SlowStore too long to act: while a
 // segment is stored, etcd sends far more than the follower may hold (twice
-// MaxSegmentBytes). The follower keeps reading the watch, cancels it when
+// MaxSegmentBytes: eight writes, which arrive during a store even on a
+// busy machine that puts a few a second). The follower keeps reading the watch, cancels it when
 // what it holds passes the bound, and reads the rest again from etcd
 // later; etcd's client does not buffer the writes meanwhile. The chain has
 // no gap and restores exactly.
@@ -49,7 +50,7 @@ func TestFollowerSlowStoreHoldsBoundedBytes(t *testing.T) {
 	f.SlowStore, f.MaxSegmentBytes = time.Minute, 256<<10
 	stop := runFollower(t, f)
 	require.Eventually(t, func() bool { return rec.count(backup.ChainStarted) == 1 }, 30*time.Second, 10*time.Millisecond)
-	proxy.SetRules(faultproxy.Rule{Name: "slow writes", Match: faultproxy.IsWrite, Action: faultproxy.Delay, Delay: time.Second})
+	proxy.SetRules(faultproxy.Rule{Name: "slow writes", Match: faultproxy.IsWrite, Action: faultproxy.Delay, Delay: 3 * time.Second})
 	before := liveHeap()
 	value := strings.Repeat("v", 64<<10)
 	const writes = 600 // 37.5 MiB

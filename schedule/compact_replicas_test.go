@@ -93,11 +93,17 @@ func TestCompactionIntervalFollowsTheCatalog(t *testing.T) {
 	dests := newMemDestinations(t, "a", "b")
 	// Backups are dated by real time moved on as far as the scheduler's
 	// clock was: the follower flushes on real time, the compaction is
-	// due on the clock.
-	start := time.Now()
+	// due on the clock. The clock starts in the first minute of an hour
+	// at least an hour back, and the test moves it 25 minutes: no backup
+	// is dated after real time (the compactor looks for what to compact
+	// at time.Now(), where a chain dated later is not there yet), and the
+	// job's hourly run, whose lock a compaction skips, never comes.
+	realStart := time.Now()
+	start := realStart.Add(-2 * time.Hour).Truncate(time.Hour).Add(time.Minute)
+	back := realStart.Sub(start)
 	clk := scheduletest.NewClock(start)
 	r := etcdRunner(t, srv, dests)
-	r.Now = func() time.Time { return time.Now().Add(clk.Now().Sub(start)) }
+	r.Now = func() time.Time { return time.Now().Add(clk.Now().Sub(start) - back) }
 	j := continuousJob()
 	j.Continuous.CompactInterval = 10 * time.Minute
 	newScheduler := func() *Scheduler {
@@ -123,15 +129,15 @@ func TestCompactionIntervalFollowsTheCatalog(t *testing.T) {
 	// An interval after the synthetic full backup (dated a little later
 	// than the clock read), five minutes after this start.
 	clk.Advance(5 * time.Minute)
-	// A compaction waiting for a run slot retries on the clock: move it
-	// a minute at a time, to 25 minutes at most, before the interval from
-	// this start would end.
+	// The synthetic full backup is dated later than the clock read, by
+	// the real time the test took; a compaction waiting for a run slot
+	// retries on the clock. Move it a minute at a time, to 25 minutes at
+	// most, before the interval from this start would end: each time once
+	// the compaction is done or waits on the clock beside the loop's
+	// wake-up (a minute ahead at most), never while it runs.
 	compacted := func() bool { st, _ := s2.Get(j.ID); return st.Compactions == 1 }
 	for range 4 {
-		eventually(t, func() bool {
-			next, ok := clk.Next()
-			return compacted() || ok && !next.After(clk.Now().Add(time.Minute))
-		}, "compacted, or waiting a minute at most")
+		eventually(t, func() bool { return compacted() || clk.Pending() >= 2 }, "compacted, or the compaction waiting on the clock")
 		if compacted() {
 			break
 		}
@@ -189,8 +195,11 @@ func TestCompactionSkippedForALockKeepsTheError(t *testing.T) {
 	require.NoError(t, s.Set(j))
 	eventually(t, func() bool { st, _ := s.Get(j.ID); return st.Following }, "the job follows")
 	for n := 1; n <= 3; n++ {
-		// Each interval, once the supervisor waits for it.
-		eventually(t, func() bool { next, ok := clk.Next(); return ok && !next.After(clk.Now().Add(time.Minute)) }, "waiting for the interval")
+		// Each interval, once the supervisor waits for it: beside the
+		// loop's wake-up, which is always a minute ahead at most. Before,
+		// the supervisor would read the clock moved already, and wait an
+		// interval from there.
+		eventually(t, func() bool { return clk.Pending() >= 2 }, "waiting for the interval")
 		clk.Advance(time.Minute)
 		eventually(t, func() bool { return r.called() == n }, "compaction attempted")
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -176,6 +177,46 @@ func writeSome(t *testing.T, cli *clientv3.Client, prefix string, n int) int64 {
 	return rev
 }
 
+// putReceived puts key under a new lease and waits until the follower
+// received the put, and with it every revision before: the follower asks
+// etcd for the TTL of a lease it meets for the first time, while it adds
+// the revision to its open segment, before it reads the watch again. The
+// embedded etcd counts the lookups it answered. It returns the put's
+// revision.
+func putReceived(t *testing.T, cli *clientv3.Client, key string) int64 {
+	t.Helper()
+	lease, err := cli.Grant(t.Context(), 3600)
+	require.NoError(t, err)
+	before := leaseLookups(t)
+	resp, err := cli.Put(t.Context(), key, "v", clientv3.WithLease(lease.ID))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return leaseLookups(t) > before }, 30*time.Second, 20*time.Millisecond,
+		"the follower never received revision %d", resp.Header.Revision)
+	return resp.Header.Revision
+}
+
+// leaseLookups is how many LeaseTimeToLive calls the etcd servers of this
+// process answered (etcd's gRPC metrics, on the default registry).
+func leaseLookups(t *testing.T) float64 {
+	t.Helper()
+	mfs, err := prometheus.DefaultGatherer.Gather()
+	require.NoError(t, err)
+	n := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != "grpc_server_handled_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "grpc_method" && l.GetValue() == "LeaseTimeToLive" {
+					n += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return n
+}
+
 // requireRestored restores with the CLI and flags, which select rev, starts
 // etcd on it and compares it with the source at rev.
 func requireRestored(t *testing.T, tr *transcript, source *clientv3.Client, rev int64, flags ...string) {
@@ -220,8 +261,9 @@ func TestFollowCLI(t *testing.T) {
 	// by the final commit alone.
 	f := startFollow(t, append(base, "--flush-interval=1m")...)
 	require.Eventually(t, func() bool { return strings.Contains(f.output(), "chain of prod started") }, 30*time.Second, 20*time.Millisecond)
-	mid := writeSome(t, cli, "/a", 40)
-	time.Sleep(time.Second) // the watch delivers; nothing is due before a minute
+	writeSome(t, cli, "/a", 40)
+	// Nothing is due before a minute: the follower holds what it received.
+	mid := putReceived(t, cli, "/a/last")
 	atMid := time.Now()
 	require.NoError(t, f.stop(t, syscall.SIGTERM), "exit 0 after SIGTERM\n%s", f.output())
 	require.Contains(t, f.output(), "chain of prod started after full backup prod-full-")
@@ -242,8 +284,8 @@ func TestFollowCLI(t *testing.T) {
 	// last committed revision, without a gap or a double.
 	f = startFollow(t, append(base, "--flush-interval=1m")...)
 	require.Eventually(t, func() bool { return strings.Contains(f.output(), "resumed at revision") }, 30*time.Second, 20*time.Millisecond)
-	held := writeSome(t, cli, "/c", 30)
-	time.Sleep(time.Second) // the watch delivers them into the open segment
+	writeSome(t, cli, "/c", 30)
+	held := putReceived(t, cli, "/c/last") // held in the open segment
 	require.Error(t, f.stop(t, syscall.SIGKILL))
 	require.NotContains(t, f.output(), "  segment ", "nothing was committed before the kill")
 	_, reached, _ = segments(t, tr, dest, "--cluster=prod")

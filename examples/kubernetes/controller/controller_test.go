@@ -267,14 +267,16 @@ func TestSeedController(t *testing.T) {
 		if got.Reason != "Unreachable" || got.Message == "" {
 			t.Errorf("Available = %+v, want reason Unreachable with a message", got)
 		}
-		evs := events(t, c, "BackupDestination", "closed")
+		// Events are sent after the status is written, and on their own.
+		var evs []string
+		eventually(t, "an Unavailable event", func() bool {
+			evs = events(t, c, "BackupDestination", "closed")
+			return hasEvent(evs, "Unavailable")
+		})
 		for _, text := range append(evs, got.Message) {
 			if strings.Contains(text, s3.secret) || strings.Contains(text, s3.access) {
 				t.Errorf("a key leaked: %q", text)
 			}
-		}
-		if !hasEvent(evs, "Unavailable") {
-			t.Errorf("no Unavailable event: %q", evs)
 		}
 		if err := c.Delete(ctx, &d); err != nil {
 			t.Fatal(err)
@@ -367,9 +369,9 @@ func TestSeedController(t *testing.T) {
 		if got.Reason != "LocationInUse" || !strings.Contains(got.Message, "destination default") {
 			t.Errorf("Accepted = %+v", got)
 		}
-		if !hasEvent(events(t, c, "BackupDestination", "copy"), "Refused") {
-			t.Error("no Refused event on the copy")
-		}
+		eventually(t, "a Refused event on the copy", func() bool {
+			return hasEvent(events(t, c, "BackupDestination", "copy"), "Refused")
+		})
 		if err := c.Delete(ctx, &cp); err != nil {
 			t.Fatal(err)
 		}
@@ -536,12 +538,14 @@ func TestSeedController(t *testing.T) {
 		if keys := s3.keys(t, "main", "prod-a/"); len(keys) != 0 {
 			t.Errorf("prod-a backed up after its deletion: %q", keys)
 		}
-		var bc v1alpha1.EtcdBackupConfig
-		if err := c.Get(ctx, types.NamespacedName{Namespace: "default", Name: "frequent"}, &bc); err != nil {
-			t.Fatal(err)
-		}
-		if got := condition(bc.Status.Conditions, v1alpha1.ConditionAccepted); got.Status != metav1.ConditionFalse {
-			t.Errorf("config of the deleted cluster: Accepted = %+v", got)
-		}
+		// The configs controller writes the config's status once it saw
+		// the cluster go.
+		eventually(t, "the config of the deleted cluster not accepted", func() bool {
+			var bc v1alpha1.EtcdBackupConfig
+			if err := c.Get(ctx, types.NamespacedName{Namespace: "default", Name: "frequent"}, &bc); err != nil {
+				t.Fatal(err)
+			}
+			return condition(bc.Status.Conditions, v1alpha1.ConditionAccepted).Status == metav1.ConditionFalse
+		})
 	})
 }

@@ -194,9 +194,7 @@ func TestSafety(t *testing.T) {
 		if keys := s3.keys(t, "main", "doomed/"); len(keys) != 0 {
 			t.Errorf("doomed's objects left on main: %q", keys)
 		}
-		if evs := events(t, c, "EtcdCluster", "doomed"); !hasEvent(evs, "BackupsLeft") {
-			t.Errorf("no BackupsLeft event: %q", evs)
-		}
+		eventually(t, "a BackupsLeft event", func() bool { return hasEvent(events(t, c, "EtcdCluster", "doomed"), "BackupsLeft") })
 		if err := c.Delete(ctx, &v1alpha1.BackupDestination{ObjectMeta: metav1.ObjectMeta{Name: "dead"}}); err != nil {
 			t.Fatal(err)
 		}

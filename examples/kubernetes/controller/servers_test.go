@@ -69,6 +69,9 @@ func startEnv(t *testing.T) (*envtest.Environment, *rest.Config, client.Client) 
 		CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd")},
 		ErrorIfCRDPathMissing: true,
 		Scheme:                scheme(t),
+		// envtest's 20 s is not enough for kube-apiserver to answer on a
+		// busy two-core machine: each of its five tries timed out.
+		ControlPlaneStartTimeout: 2 * time.Minute,
 	}
 	cfg, err := env.Start()
 	if err != nil {
