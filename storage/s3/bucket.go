@@ -368,9 +368,10 @@ func (b *Bucket) probeLocking(ctx context.Context, key string) (lockState, error
 			return b.remember(true), nil
 		case isLockMissingErr(err):
 			return b.remember(false), nil
-		case errors.Is(sentinelOf(err), storage.ErrNotFound):
-			// No current version: a DELETE would hide nothing, and
-			// deleting a missing key is not an error.
+		case errors.Is(sentinelOf(err), storage.ErrNotFound), errCode(err) == "MethodNotAllowed":
+			// No current version, or a delete marker (405): a DELETE
+			// would hide nothing, and deleting a missing key is not an
+			// error.
 			return lockGone, nil
 		case !errors.Is(sentinelOf(err), storage.ErrPermission):
 			return lockOff, translate("delete", key, err)

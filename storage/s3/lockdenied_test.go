@@ -72,6 +72,14 @@ func TestDeleteWhenTheLockConfigurationIsDenied(t *testing.T) {
 		require.NoError(t, b.Delete(ctx, "k"), "deleting a missing key")
 	})
 
+	t.Run("a key behind a delete marker", func(t *testing.T) {
+		b, name := newBucket(t, srv, true, noConfig)
+		require.NoError(t, b.Put(ctx, "k", stream(1, 10), nil))
+		require.NoError(t, srv.Client(t).RemoveObject(ctx, name, "k", minio.RemoveObjectOptions{}))
+		require.NoError(t, b.Delete(ctx, "k"), "deleting a missing key")
+		require.NoError(t, b.Delete(ctx, "never-written"))
+	})
+
 	t.Run("a bucket without object lock", func(t *testing.T) {
 		b, _ := newBucket(t, srv, false, noConfig)
 		require.NoError(t, b.Put(ctx, "k", stream(1, 10), nil))
