@@ -525,7 +525,8 @@ func (l Location) String() string {
 // of "may overlap": the account of an Azure location that names none (the
 // credentials' or the environment's), and the endpoint of an Azure
 // location that names no account or no endpoint (a connection string or
-// AZURE_STORAGE_DOMAIN may set it).
+// AZURE_STORAGE_DOMAIN may set it), and that of a gs location without one
+// (STORAGE_EMULATOR_HOST may set it).
 type store struct {
 	scheme, host, account, bucket string
 	anyHost                       bool
@@ -537,7 +538,8 @@ func (l Location) store() store {
 		host := awsPartition(canonicalHost(l.Endpoint, l.Insecure, s3.DefaultEndpoint), l.Region)
 		return store{scheme: l.Scheme, host: host, bucket: l.Bucket}
 	case SchemeGCS:
-		return store{scheme: l.Scheme, host: canonicalHost(l.Endpoint, l.Insecure, "storage.googleapis.com"), bucket: l.Bucket}
+		return store{scheme: l.Scheme, host: canonicalHost(l.Endpoint, l.Insecure, "storage.googleapis.com"), bucket: l.Bucket,
+			anyHost: l.Endpoint == ""}
 	case SchemeAzure:
 		return store{scheme: l.Scheme, host: canonicalHost(l.Endpoint, l.Insecure, "blob.core.windows.net"),
 			account: strings.ToLower(l.Account), bucket: l.Bucket, anyHost: l.Account == "" || l.Endpoint == ""}
@@ -691,8 +693,9 @@ func (l Location) within() string {
 // decides the partition). What a location leaves to its credentials or
 // the environment is not known here and matches anything: an azblob
 // location without account= may be in any account, and one without
-// account= or endpoint= at any endpoint. Name both in the URL to tell
-// azblob destinations apart; the registry checks that the account named
+// account= or endpoint= at any endpoint, and a gs location without
+// endpoint= at any endpoint too. Name them in the URL to tell such
+// destinations apart; the registry checks that the account named
 // is the credentials' (or the connection string's).
 func (l Location) Overlaps(o Location) bool {
 	if l.Scheme == "" || o.Scheme == "" || !sameStore(l.store(), o.store()) {

@@ -190,6 +190,8 @@ func TestLocationOverlaps(t *testing.T) {
 		{"azblob://ct1/p", "azblob://ct1/p?account=devstoreaccount1&endpoint=127.0.0.1:10000&insecure=true", true},
 		{"azblob://ct1/p?account=a", "azblob://ct1/p?account=a&endpoint=127.0.0.1:10000&insecure=true", true},
 		{"azblob://ct1/p?insecure=true&endpoint=127.0.0.1:10000", "azblob://ct1/p?account=a&endpoint=azurite.:10000&insecure=true", true},
+		// STORAGE_EMULATOR_HOST may send a gs location without endpoint= anywhere.
+		{"gs://bkt/p", "gs://bkt/p?endpoint=gcs.internal:4443&insecure=true", true},
 		// And different stores stay different.
 		{"s3://bkt/p", "s3://bkt/p?endpoint=s3.us-gov-west-1.amazonaws.com", false},
 		{"s3://bkt/p?endpoint=minio:9000", "s3://bkt/p?endpoint=minio", false},
@@ -197,7 +199,8 @@ func TestLocationOverlaps(t *testing.T) {
 		{"azblob://ct1/p?account=a&endpoint=127.0.0.1:10001&insecure=true", "azblob://ct1/p?account=a&endpoint=127.0.0.1:10000&insecure=true", false},
 		{"azblob://ct1/p?account=a&endpoint=127.0.0.1:10000&insecure=true", "azblob://ct1/p?account=b&endpoint=127.0.0.1:10000&insecure=true", false},
 		{"azblob://ct1/p", "azblob://ct2/p?account=a&endpoint=127.0.0.1:10000&insecure=true", false},
-		{"gs://bkt/p", "gs://bkt/p?endpoint=gcs.internal:4443&insecure=true", false},
+		{"gs://bkt/p?endpoint=gcs.internal:4443&insecure=true", "gs://bkt/p?endpoint=gcs.internal:4444&insecure=true", false},
+		{"gs://bkt/p", "gs://bkt2/p?endpoint=gcs.internal:4443&insecure=true", false},
 		// Amazon S3: bucket names are unique within a partition, and the
 		// region, when given, decides the partition the client reaches.
 		{"s3://bkt/p?endpoint=s3.us-gov-west-1.amazonaws.com", "s3://bkt/p?endpoint=s3-fips.us-gov-west-1.amazonaws.com", true},
