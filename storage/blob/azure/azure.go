@@ -97,6 +97,9 @@ func openConnectionString(ctx context.Context, cs string, u *url.URL) (*gcblob.B
 		return nil, err
 	}
 	for name, values := range u.Query() {
+		if len(values) > 1 {
+			return nil, fmt.Errorf("azblob: parameter %q given %d times", name, len(values))
+		}
 		want, have := values[0], ""
 		switch name {
 		case "storage_account":
