@@ -1,6 +1,7 @@
 package miniotest
 
 import (
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -30,7 +31,7 @@ func (s *Server) RestrictedCredentials(tb testing.TB, policy string) (access, se
 		if err != nil {
 			tb.Fatalf("miniotest: assume role: %v", err)
 		}
-		v, err := c.Get()
+		v, err := c.GetWithContext(&credentials.CredContext{Client: &http.Client{Timeout: 30 * time.Second}})
 		if err == nil {
 			return v.AccessKeyID, v.SecretAccessKey, v.SessionToken
 		}
