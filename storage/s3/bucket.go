@@ -338,7 +338,7 @@ func (b *Bucket) objectLocking(ctx context.Context, key string) (lockState, erro
 		return b.remember(false), nil
 	case errors.Is(sentinelOf(err), storage.ErrPermission):
 		b.log.DebugContext(ctx, "object lock configuration unreadable; asking the object", "error", err)
-		return b.probeLocking(ctx, key)
+		return b.probeLocking(ctx, key, "")
 	case errors.Is(sentinelOf(err), storage.ErrUnsupported):
 		b.log.DebugContext(ctx, "object lock not implemented by the store; deleting without versions", "error", err)
 		return lockOff, nil
@@ -352,13 +352,16 @@ func (b *Bucket) objectLocking(ctx context.Context, key string) (lockState, erro
 // object's retention, or else its legal hold: both answer "bucket is
 // missing object lock configuration" on a bucket without it. When neither
 // may be read, Delete cannot tell whether a plain DELETE would hide a
-// locked object, and refuses with ErrLockUnknown.
-func (b *Bucket) probeLocking(ctx context.Context, key string) (lockState, error) {
+// locked object, and refuses with ErrLockUnknown. A key whose current
+// version is missing or a delete marker may still have older versions,
+// which Delete removes on a bucket with object lock: those are asked in
+// its stead (probeVersions).
+func (b *Bucket) probeLocking(ctx context.Context, key, versionID string) (lockState, error) {
 	var errs []error
 	for _, ask := range []func() error{
-		func() error { _, _, err := b.core.GetObjectRetention(ctx, b.name, key, ""); return err },
+		func() error { _, _, err := b.core.GetObjectRetention(ctx, b.name, key, versionID); return err },
 		func() error {
-			_, err := b.core.GetObjectLegalHold(ctx, b.name, key, minio.GetObjectLegalHoldOptions{})
+			_, err := b.core.GetObjectLegalHold(ctx, b.name, key, minio.GetObjectLegalHoldOptions{VersionID: versionID})
 			return err
 		},
 	} {
@@ -368,11 +371,9 @@ func (b *Bucket) probeLocking(ctx context.Context, key string) (lockState, error
 			return b.remember(true), nil
 		case isLockMissingErr(err):
 			return b.remember(false), nil
-		case errors.Is(sentinelOf(err), storage.ErrNotFound), errCode(err) == "MethodNotAllowed":
-			// No current version, or a delete marker (405): a DELETE
-			// would hide nothing, and deleting a missing key is not an
-			// error.
-			return lockGone, nil
+		case versionID == "" && (errors.Is(sentinelOf(err), storage.ErrNotFound) || errCode(err) == "MethodNotAllowed"):
+			// No current version, or a delete marker (405).
+			return b.probeVersions(ctx, key)
 		case !errors.Is(sentinelOf(err), storage.ErrPermission):
 			return lockOff, translate("delete", key, err)
 		}
@@ -382,6 +383,23 @@ func (b *Bucket) probeLocking(ctx context.Context, key string) (lockState, error
 		"%w: the bucket's object lock configuration and the object's retention and legal hold are all refused "+
 			"(grant s3:GetBucketObjectLockConfiguration, or set DeleteAllVersions): %w",
 		ErrLockUnknown, errors.Join(errs...)))
+}
+
+// probeVersions asks the newest version of key that is not a delete
+// marker, if any: without one a DELETE would hide nothing, and deleting a
+// missing key is not an error; with one, the bucket's object lock decides
+// whether Delete removes it, as it would with the configuration readable.
+func (b *Bucket) probeVersions(ctx context.Context, key string) (lockState, error) {
+	versions, err := b.versions(ctx, key)
+	if err != nil {
+		return lockOff, err
+	}
+	for _, v := range versions {
+		if !v.IsDeleteMarker && v.VersionID != "" {
+			return b.probeLocking(ctx, key, v.VersionID)
+		}
+	}
+	return lockGone, nil
 }
 
 // remember records the store's answer about object lock.
@@ -403,8 +421,25 @@ func lockOf(locking bool) lockState {
 // failure part way (a locked version) leaves the newest version, and so
 // the object's content, as it was.
 func (b *Bucket) deleteAllVersions(ctx context.Context, key string) error {
+	versions, err := b.versions(ctx, key)
+	if err != nil {
+		return err
+	}
+	// Newest first from the store; delete in reverse.
+	for _, v := range slices.Backward(versions) {
+		err := b.core.RemoveObject(ctx, b.name, key, minio.RemoveObjectOptions{VersionID: v.VersionID})
+		if err != nil {
+			return translate("delete", key, err)
+		}
+	}
+	return nil
+}
+
+// versions lists the versions and delete markers of key itself, newest
+// first.
+func (b *Bucket) versions(ctx context.Context, key string) ([]minio.ObjectInfo, error) {
 	lctx, cancel := context.WithCancel(ctx)
-	var versions []string
+	var versions []minio.ObjectInfo
 	for obj := range b.core.ListObjectsIter(lctx, b.name, minio.ListObjectsOptions{
 		Prefix:       key,
 		Recursive:    true,
@@ -412,25 +447,18 @@ func (b *Bucket) deleteAllVersions(ctx context.Context, key string) error {
 	}) {
 		if obj.Err != nil {
 			cancel()
-			return translate("delete", key, obj.Err)
+			return nil, translate("delete", key, obj.Err)
 		}
 		if obj.Key != key {
 			// Versions come grouped by key in ascending order, and every
 			// other key under this prefix sorts after key itself.
 			break
 		}
-		versions = append(versions, obj.VersionID)
+		versions = append(versions, obj)
 	}
 	cancel()
 	if err := ctxError(ctx); err != nil {
-		return storage.Errorf("delete", key, nil, err)
+		return nil, storage.Errorf("delete", key, nil, err)
 	}
-	// Newest first from the store; delete in reverse.
-	for _, v := range slices.Backward(versions) {
-		err := b.core.RemoveObject(ctx, b.name, key, minio.RemoveObjectOptions{VersionID: v})
-		if err != nil {
-			return translate("delete", key, err)
-		}
-	}
-	return nil
+	return versions, nil
 }

@@ -72,12 +72,27 @@ func TestDeleteWhenTheLockConfigurationIsDenied(t *testing.T) {
 		require.NoError(t, b.Delete(ctx, "k"), "deleting a missing key")
 	})
 
+	// A key behind a delete marker (another client's plain DELETE, a
+	// lifecycle rule) keeps its older versions: Delete removes them, or
+	// meets their lock, as it does with the configuration readable, and
+	// never reports a locked version deleted.
 	t.Run("a key behind a delete marker", func(t *testing.T) {
 		b, name := newBucket(t, srv, true, noConfig)
 		require.NoError(t, b.Put(ctx, "k", stream(1, 10), nil))
 		require.NoError(t, srv.Client(t).RemoveObject(ctx, name, "k", minio.RemoveObjectOptions{}))
 		require.NoError(t, b.Delete(ctx, "k"), "deleting a missing key")
+		assert.Empty(t, listVersions(t, b.Client(), name, "k"))
 		require.NoError(t, b.Delete(ctx, "never-written"))
+	})
+
+	t.Run("a locked version behind a delete marker", func(t *testing.T) {
+		b, name := newBucket(t, srv, true, noConfig)
+		require.NoError(t, b.Put(ctx, "k", stream(1, 10), nil))
+		require.NoError(t, b.SetRetention(ctx, "k", storage.Retention{Mode: storage.Governance, Until: until}))
+		require.NoError(t, srv.Client(t).RemoveObject(ctx, name, "k", minio.RemoveObjectOptions{}))
+		require.ErrorIs(t, b.Delete(ctx, "k"), storage.ErrLocked)
+		versions := listVersions(t, b.Client(), name, "k")
+		require.Len(t, versions, 2, "the locked version and the marker stay")
 	})
 
 	t.Run("a bucket without object lock", func(t *testing.T) {
