@@ -389,8 +389,14 @@ func (b *Bucket) probeLocking(ctx context.Context, key, versionID string) (lockS
 // marker, if any: without one a DELETE would hide nothing, and deleting a
 // missing key is not an error; with one, the bucket's object lock decides
 // whether Delete removes it, as it would with the configuration readable.
+// Versions that may not be listed leave the lock unknown: ErrLockUnknown.
 func (b *Bucket) probeVersions(ctx context.Context, key string) (lockState, error) {
 	versions, err := b.versions(ctx, key)
+	if errors.Is(err, storage.ErrPermission) {
+		return lockOff, storage.Errorf("delete", key, storage.ErrPermission, fmt.Errorf(
+			"%w: the key has no current version and its versions may not be listed "+
+				"(grant s3:ListBucketVersions or s3:GetBucketObjectLockConfiguration): %w", ErrLockUnknown, err))
+	}
 	if err != nil {
 		return lockOff, err
 	}

@@ -95,6 +95,18 @@ func TestDeleteWhenTheLockConfigurationIsDenied(t *testing.T) {
 		require.Len(t, versions, 2, "the locked version and the marker stay")
 	})
 
+	// MinIO lists versions with s3:ListBucket; Amazon S3 asks s3:ListBucketVersions.
+	t.Run("versions behind a delete marker not listable: refused", func(t *testing.T) {
+		b, name := newBucket(t, srv, true, restricted(denyPolicy("GetBucketObjectLockConfiguration", "ListBucketVersions", "ListBucket")))
+		require.NoError(t, b.Put(ctx, "k", stream(1, 10), nil))
+		require.NoError(t, b.SetRetention(ctx, "k", storage.Retention{Mode: storage.Governance, Until: until}))
+		require.NoError(t, srv.Client(t).RemoveObject(ctx, name, "k", minio.RemoveObjectOptions{}))
+		err := b.Delete(ctx, "k")
+		require.ErrorIs(t, err, storage.ErrPermission)
+		require.ErrorIs(t, err, s3.ErrLockUnknown)
+		require.Len(t, listVersions(t, srv.Client(t), name, "k"), 2)
+	})
+
 	t.Run("a bucket without object lock", func(t *testing.T) {
 		b, _ := newBucket(t, srv, false, noConfig)
 		require.NoError(t, b.Put(ctx, "k", stream(1, 10), nil))
