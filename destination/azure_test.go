@@ -82,3 +82,40 @@ func TestAzureSharedKeyWithAzurite(t *testing.T) {
 	require.NoError(t, destination.Spec{Name: "x", URL: url("x", ""),
 		Credentials: destination.Credentials{Source: destination.SourceEnv, AccessKeyEnv: "AZ_ACCOUNT", SecretKeyEnv: "AZ_KEY"}}.Validate())
 }
+
+// TestAzureConnectionStringWithURLAccount: an azblob:// destination without
+// credentials of its own opens with the environment's connection string
+// only where its URL agrees with it: one naming another account is left
+// unavailable, never opened on the connection string's account.
+func TestAzureConnectionStringWithURLAccount(t *testing.T) {
+	srv := azuritetest.Start(t)
+	c := srv.NewContainer(t)
+	container := c.URL()[strings.LastIndex(c.URL(), "/")+1:]
+	for _, v := range []string{"AZURE_STORAGE_ACCOUNT", "AZURE_STORAGE_KEY", "AZURE_STORAGE_SAS_TOKEN", "AZURE_STORAGEBLOB_CONNECTIONSTRING"} {
+		t.Setenv(v, "")
+	}
+	t.Setenv("AZURE_STORAGE_CONNECTION_STRING", "DefaultEndpointsProtocol=http;AccountName="+azuritetest.Account+
+		";AccountKey="+azuritetest.Key+";BlobEndpoint=http://"+srv.Endpoint()+"/"+azuritetest.Account+";")
+	ctx := testCtx(t)
+	r, err := destination.NewRegistry(destination.Options{Drivers: []blob.Driver{azure.Driver()}})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, r.Close()) })
+
+	for name, query := range map[string]string{
+		"bare": "",
+		"same": "?account=" + azuritetest.Account + "&endpoint=" + srv.Endpoint() + "&insecure=true",
+	} {
+		_, err := r.Add(ctx, destination.Spec{Name: name, URL: fmt.Sprintf("azblob://%s/%s%s", container, name, query)})
+		require.NoError(t, err)
+		st, err := r.Check(ctx, name)
+		require.NoError(t, err)
+		require.True(t, st.Available(), "%s: %+v", name, st)
+	}
+	_, err = r.Add(ctx, destination.Spec{Name: "other", URL: fmt.Sprintf("azblob://%s/other?account=otheraccount&endpoint=%s&insecure=true", container, srv.Endpoint())})
+	require.NoError(t, err)
+	st, err := r.Check(ctx, "other")
+	require.NoError(t, err)
+	require.False(t, st.Available(), "%+v", st)
+	require.Contains(t, st.Message, "otheraccount")
+	require.NotContains(t, st.Message, azuritetest.Key)
+}

@@ -237,12 +237,14 @@ func (c Credentials) resolve(ctx context.Context, destination string, secrets Se
 		return s3.IAMCredentials(c.IAMEndpoint), nil
 	case SourceAWSFiles:
 		var chain []credentials.Provider
+		var files []string
 		for _, f := range []string{c.AWSCredentialsFile, c.AWSConfigFile} {
 			if f != "" {
 				chain = append(chain, &credentials.FileAWSCredentials{Filename: f, Profile: c.profile()})
+				files = append(files, f)
 			}
 		}
-		return credentials.NewChainCredentials(chain), nil
+		return credentials.New(&checkedFiles{Provider: &credentials.Chain{Providers: chain}, files: files, dirs: sources.Dirs}), nil
 	case SourceAnonymous:
 		return credentials.New(&credentials.Static{Value: credentials.Value{SignerType: credentials.SignatureAnonymous}}), nil
 	default:
@@ -299,6 +301,28 @@ func (p *fileProvider) IsExpired() bool {
 	defer p.mu.Unlock()
 	return p.read.IsZero() || time.Since(p.read) > FileRefresh
 }
+
+// checkedFiles checks that the AWS shared files lie in the allowed
+// directories before every read, as fileProvider does for key files: a
+// symbolic link turned elsewhere since the spec was validated must not
+// lead to another file, nor to the credential_process another file names.
+// A refused file fails the retrieval; a chain alone would go on to
+// anonymous access without a word.
+type checkedFiles struct {
+	credentials.Provider
+	files, dirs []string
+}
+
+func (p *checkedFiles) RetrieveWithCredContext(cc *credentials.CredContext) (credentials.Value, error) {
+	for _, f := range p.files {
+		if err := inDirs(f, p.dirs); err != nil {
+			return credentials.Value{}, fmt.Errorf("%w: AWS shared file %s: %w", ErrCredentials, quote(f), err)
+		}
+	}
+	return p.Provider.RetrieveWithCredContext(cc)
+}
+
+func (p *checkedFiles) Retrieve() (credentials.Value, error) { return p.RetrieveWithCredContext(nil) }
 
 // readKeyFile reads one key. Its errors name the file, never its content.
 func readKeyFile(what, name string) (string, error) {
@@ -380,10 +404,14 @@ func (c Credentials) profile() string {
 }
 
 // awsRegion returns the region of the profile in the AWS config file of
-// SourceAWSFiles credentials, or "".
-func (c Credentials) awsRegion() (string, error) {
+// SourceAWSFiles credentials, or "". The file is checked against sources
+// first, as at every read.
+func (c Credentials) awsRegion(sources CredentialSources) (string, error) {
 	if c.Source != SourceAWSFiles || c.AWSConfigFile == "" {
 		return "", nil
+	}
+	if err := inDirs(c.AWSConfigFile, sources.Dirs); err != nil {
+		return "", fmt.Errorf("%w: aws config file %s: %w", ErrCredentials, quote(c.AWSConfigFile), err)
 	}
 	f, err := ini.Load(c.AWSConfigFile)
 	if err != nil {

@@ -135,3 +135,49 @@ func TestKeyFileCheckedAtRead(t *testing.T) {
 	require.ErrorIs(t, err, ErrCredentials)
 	require.NotContains(t, err.Error(), "CANARY")
 }
+
+// TestAWSFilesCheckedAtRead: AWS shared files whose symbolic link was
+// turned elsewhere after validation are refused when they are read (the
+// keys and the config file's region), their content never returned.
+func TestAWSFilesCheckedAtRead(t *testing.T) {
+	allowed, other := t.TempDir(), t.TempDir()
+	write := func(dir, name, content string) string {
+		f := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(f, []byte(content), 0o600))
+		return f
+	}
+	goodCreds := write(allowed, "credentials-v1", "[default]\naws_access_key_id = a1\naws_secret_access_key = s1\n")
+	goodConfig := write(allowed, "config-v1", "[default]\nregion = eu-west-1\n")
+	badCreds := write(other, "credentials", "[default]\naws_access_key_id = CANARYID\naws_secret_access_key = CANARY\n")
+	badConfig := write(other, "config", "[default]\nregion = CANARY-1\n")
+	credsLink, configLink := filepath.Join(allowed, "credentials"), filepath.Join(allowed, "config")
+	require.NoError(t, os.Symlink(goodCreds, credsLink))
+	require.NoError(t, os.Symlink(goodConfig, configLink))
+
+	c := Credentials{Source: SourceAWSFiles, AWSCredentialsFile: credsLink, AWSConfigFile: configLink}
+	sources := CredentialSources{Dirs: []string{allowed}}
+	require.NoError(t, sources.check(c))
+	creds, err := c.resolve(context.Background(), "eu", nil, sources)
+	require.NoError(t, err)
+	v, err := creds.GetWithContext(nil)
+	require.NoError(t, err)
+	require.Equal(t, "s1", v.SecretAccessKey)
+	region, err := c.awsRegion(sources)
+	require.NoError(t, err)
+	require.Equal(t, "eu-west-1", region)
+
+	for link, target := range map[string]string{credsLink: badCreds, configLink: badConfig} {
+		require.NoError(t, os.Remove(link))
+		require.NoError(t, os.Symlink(target, link))
+	}
+	creds, err = c.resolve(context.Background(), "eu", nil, sources)
+	require.NoError(t, err)
+	v, err = creds.GetWithContext(nil)
+	require.ErrorIs(t, err, ErrCredentials)
+	require.NotContains(t, err.Error(), "CANARY")
+	require.Empty(t, v.SecretAccessKey)
+	region, err = c.awsRegion(sources)
+	require.ErrorIs(t, err, ErrCredentials)
+	require.Empty(t, region)
+	require.NotContains(t, err.Error(), "CANARY")
+}

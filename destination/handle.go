@@ -123,7 +123,7 @@ func (r *Registry) open(ctx context.Context, spec Spec, loc Location) (*handle, 
 			o.BucketLookup = s3.LookupPath
 		}
 		if o.Region == "" {
-			if o.Region, err = spec.Credentials.awsRegion(); err != nil {
+			if o.Region, err = spec.Credentials.awsRegion(r.opts.CredentialSources); err != nil {
 				return nil, err
 			}
 		}

@@ -49,7 +49,8 @@ type Location struct {
 	// store.
 	Region string
 	// Account is the Azure storage account; empty means the one of the
-	// environment (AZURE_STORAGE_ACCOUNT).
+	// credentials (their access key) or of the environment
+	// (AZURE_STORAGE_ACCOUNT, AZURE_STORAGE_CONNECTION_STRING).
 	Account string
 	// Insecure talks plain HTTP to the endpoint (a local MinIO, Azurite).
 	Insecure bool
@@ -519,22 +520,29 @@ func (l Location) String() string {
 
 // store identifies the bucket a location is in, so that two locations in
 // the same bucket can be compared by prefix. Endpoints are compared in
-// canonical form (see canonicalHost); the account of an Azure location
-// that names none is the environment's or the credentials', unknown here,
-// so sameStore treats it as any account.
+// canonical form (see canonicalHost and awsPartition). Two fields may be
+// unknown here and then match anything, so that overlap errs on the side
+// of "may overlap": the account of an Azure location that names none (the
+// credentials' or the environment's), and the endpoint of an Azure
+// location that names no account or no endpoint (a connection string or
+// AZURE_STORAGE_DOMAIN may set it), and that of a gs location without one
+// (STORAGE_EMULATOR_HOST may set it).
 type store struct {
 	scheme, host, account, bucket string
+	anyHost                       bool
 }
 
 func (l Location) store() store {
 	switch l.Scheme {
 	case SchemeS3:
-		return store{scheme: l.Scheme, host: awsGlobal(canonicalHost(l.Endpoint, l.Insecure, s3.DefaultEndpoint)), bucket: l.Bucket}
+		host := awsPartition(canonicalHost(l.Endpoint, l.Insecure, s3.DefaultEndpoint), l.Region)
+		return store{scheme: l.Scheme, host: host, bucket: l.Bucket}
 	case SchemeGCS:
-		return store{scheme: l.Scheme, host: canonicalHost(l.Endpoint, l.Insecure, "storage.googleapis.com"), bucket: l.Bucket}
+		return store{scheme: l.Scheme, host: canonicalHost(l.Endpoint, l.Insecure, "storage.googleapis.com"), bucket: l.Bucket,
+			anyHost: l.Endpoint == ""}
 	case SchemeAzure:
 		return store{scheme: l.Scheme, host: canonicalHost(l.Endpoint, l.Insecure, "blob.core.windows.net"),
-			account: strings.ToLower(l.Account), bucket: l.Bucket}
+			account: strings.ToLower(l.Account), bucket: l.Bucket, anyHost: l.Account == "" || l.Endpoint == ""}
 	case SchemeFile:
 		return store{scheme: l.Scheme}
 	default:
@@ -547,6 +555,10 @@ func sameStore(a, b store) bool {
 	if a.account == "" || b.account == "" {
 		a.account, b.account = "", ""
 	}
+	if a.anyHost || b.anyHost {
+		a.host, b.host = "", ""
+	}
+	a.anyHost, b.anyHost = false, false
 	return a == b
 }
 
@@ -572,39 +584,91 @@ func canonicalHost(ep string, insecure bool, def string) string {
 	return net.JoinHostPort(host, port)
 }
 
-// awsGlobal folds the endpoints of Amazon S3's commercial regions (s3,
-// s3-external-1, s3.REGION, s3-REGION, s3.dualstack.REGION under
-// amazonaws.com) into s3.DefaultEndpoint: bucket names are global there,
-// so every one of them reaches the same bucket. GovCloud is a partition of
-// its own and keeps its host, as do access points and other hosts.
-func awsGlobal(hostPort string) string {
-	host, port, err := net.SplitHostPort(hostPort)
+// awsPartition folds the endpoints of Amazon S3 into the partition whose
+// buckets they reach, "aws:PARTITION": bucket names are unique within a
+// partition (the commercial regions, GovCloud, China, the ISO regions),
+// and every endpoint of the partition, regional, dual-stack, FIPS, legacy
+// or on another port, reaches the same bucket. The client sends requests
+// to the endpoint of the region when one is given (minio-go does, except
+// for FIPS and PrivateLink endpoints), so the region decides the
+// partition, and otherwise the endpoint. Hosts that are not Amazon S3's
+// endpoints keep their host:port.
+func awsPartition(hostPort, region string) string {
+	host, _, err := net.SplitHostPort(hostPort)
 	if err != nil {
 		return hostPort
 	}
-	name, ok := strings.CutSuffix(host, ".amazonaws.com")
+	hostRegion, fixed, ok := awsEndpoint(host)
 	if !ok {
 		return hostPort
 	}
-	global := net.JoinHostPort(s3.DefaultEndpoint, port)
-	labels := strings.Split(name, ".")
-	var region string
+	if region == "" || fixed {
+		region = hostRegion
+	}
 	switch {
-	case name == "s3" || name == "s3-external-1":
-		return global
-	case len(labels) == 2 && labels[0] == "s3":
-		region = labels[1]
-	case len(labels) == 1 && strings.HasPrefix(name, "s3-"):
-		region = strings.TrimPrefix(name, "s3-")
-	case len(labels) == 3 && labels[0] == "s3" && labels[1] == "dualstack":
-		region = labels[2]
-	default:
-		return hostPort
+	case strings.HasSuffix(host, ".amazonaws.com.cn") && region == "":
+		return "aws:aws-cn"
+	case strings.HasSuffix(host, ".c2s.ic.gov") && region == "":
+		return "aws:aws-iso"
+	case strings.HasSuffix(host, ".sc2s.sgov.gov") && region == "":
+		return "aws:aws-iso-b"
 	}
-	if region == "" || strings.HasPrefix(region, "us-gov-") || strings.HasPrefix(region, "fips") {
-		return hostPort
+	region = strings.TrimSuffix(strings.TrimPrefix(strings.ToLower(region), "fips-"), "-fips")
+	for _, p := range []struct{ prefix, partition string }{
+		{"cn-", "aws-cn"}, {"us-gov-", "aws-us-gov"}, {"us-isob-", "aws-iso-b"},
+		{"us-isof-", "aws-iso-f"}, {"us-iso-", "aws-iso"}, {"eusc-", "aws-eusc"},
+	} {
+		if strings.HasPrefix(region, p.prefix) {
+			return "aws:" + p.partition
+		}
 	}
-	return global
+	return "aws:aws"
+}
+
+// awsEndpoint reports whether host is an endpoint of Amazon S3 (s3,
+// s3-external-1, s3.REGION, s3-REGION, s3.dualstack.REGION, s3-fips.REGION,
+// s3-fips.dualstack.REGION, s3-fips-REGION or a PrivateLink
+// vpce-ID.s3.REGION.vpce under a partition's domain), the region it names
+// if any, and whether requests stay on it whatever the region (FIPS and
+// PrivateLink endpoints).
+func awsEndpoint(host string) (region string, fixed, ok bool) {
+	var name string
+	for _, domain := range []string{".amazonaws.com", ".amazonaws.com.cn", ".c2s.ic.gov", ".sc2s.sgov.gov"} {
+		if n, found := strings.CutSuffix(host, domain); found {
+			name, ok = n, true
+			break
+		}
+	}
+	if !ok {
+		return "", false, false
+	}
+	labels := strings.Split(name, ".")
+	if strings.HasPrefix(labels[0], "vpce-") && len(labels) == 4 && labels[1] == "s3" && labels[3] == "vpce" {
+		return labels[2], true, true
+	}
+	first, rest := labels[0], labels[1:]
+	if first == "s3-external-1" && len(rest) == 0 {
+		return "us-east-1", false, true
+	}
+	if f, found := strings.CutPrefix(first, "s3-fips"); found {
+		fixed, first = true, "s3"+f
+	}
+	if r, found := strings.CutPrefix(first, "s3-"); found {
+		region, first = r, "s3"
+	}
+	if first != "s3" {
+		return "", false, false
+	}
+	if len(rest) > 0 && rest[0] == "dualstack" {
+		rest = rest[1:]
+	}
+	switch {
+	case len(rest) == 1 && region == "":
+		region = rest[0]
+	case len(rest) != 0:
+		return "", false, false
+	}
+	return region, fixed, true
 }
 
 // within returns the path inside the store, with a trailing slash, so that
@@ -620,9 +684,19 @@ func (l Location) within() string {
 	return path.Clean(p) + "/"
 }
 
-// Overlaps reports whether l and o share objects: the same bucket with the
-// same prefix, or one prefix nested in the other. Two destinations that
+// Overlaps reports whether l and o may share objects: the same bucket with
+// the same prefix, or one prefix nested in the other. Two destinations that
 // overlap would each list, and could delete, the other's backups.
+//
+// Two spellings of one store are one store: default ports, trailing dots,
+// and every endpoint of an Amazon S3 partition (the region, when given,
+// decides the partition). What a location leaves to its credentials or
+// the environment is not known here and matches anything: an azblob
+// location without account= may be in any account, and one without
+// account= or endpoint= at any endpoint, and a gs location without
+// endpoint= at any endpoint too. Name them in the URL to tell such
+// destinations apart; the registry checks that the account named
+// is the credentials' (or the connection string's).
 func (l Location) Overlaps(o Location) bool {
 	if l.Scheme == "" || o.Scheme == "" || !sameStore(l.store(), o.store()) {
 		return false

@@ -184,12 +184,46 @@ func TestLocationOverlaps(t *testing.T) {
 		{"azblob://ct1/p?account=acct", "azblob://ct1/p", true},
 		{"azblob://ct1/p?account=acct", "azblob://ct1/p?account=ACCT&endpoint=blob.core.windows.net.:443", true},
 		{"gs://bkt/p", "gs://bkt/p?endpoint=storage.googleapis.com", true},
+		// An azblob location without an account or an endpoint takes them
+		// from its credentials or the environment (a connection string
+		// may name Azurite): it may be any account at any endpoint.
+		{"azblob://ct1/p", "azblob://ct1/p?account=devstoreaccount1&endpoint=127.0.0.1:10000&insecure=true", true},
+		{"azblob://ct1/p?account=a", "azblob://ct1/p?account=a&endpoint=127.0.0.1:10000&insecure=true", true},
+		{"azblob://ct1/p?insecure=true&endpoint=127.0.0.1:10000", "azblob://ct1/p?account=a&endpoint=azurite.:10000&insecure=true", true},
+		// STORAGE_EMULATOR_HOST may send a gs location without endpoint= anywhere.
+		{"gs://bkt/p", "gs://bkt/p?endpoint=gcs.internal:4443&insecure=true", true},
 		// And different stores stay different.
 		{"s3://bkt/p", "s3://bkt/p?endpoint=s3.us-gov-west-1.amazonaws.com", false},
 		{"s3://bkt/p?endpoint=minio:9000", "s3://bkt/p?endpoint=minio", false},
 		{"s3://bkt/p?endpoint=http://minio:80", "s3://bkt/p?endpoint=minio", false},
-		{"azblob://ct1/p?account=a", "azblob://ct1/p?account=a&endpoint=127.0.0.1:10000&insecure=true", false},
-		{"gs://bkt/p", "gs://bkt/p?endpoint=gcs.internal:4443&insecure=true", false},
+		{"azblob://ct1/p?account=a&endpoint=127.0.0.1:10001&insecure=true", "azblob://ct1/p?account=a&endpoint=127.0.0.1:10000&insecure=true", false},
+		{"azblob://ct1/p?account=a&endpoint=127.0.0.1:10000&insecure=true", "azblob://ct1/p?account=b&endpoint=127.0.0.1:10000&insecure=true", false},
+		{"azblob://ct1/p", "azblob://ct2/p?account=a&endpoint=127.0.0.1:10000&insecure=true", false},
+		{"gs://bkt/p?endpoint=gcs.internal:4443&insecure=true", "gs://bkt/p?endpoint=gcs.internal:4444&insecure=true", false},
+		{"gs://bkt/p", "gs://bkt2/p?endpoint=gcs.internal:4443&insecure=true", false},
+		// Amazon S3: bucket names are unique within a partition, and the
+		// region, when given, decides the partition the client reaches.
+		{"s3://bkt/p?endpoint=s3.us-gov-west-1.amazonaws.com", "s3://bkt/p?endpoint=s3-fips.us-gov-west-1.amazonaws.com", true},
+		{"s3://bkt/p?endpoint=s3.us-gov-west-1.amazonaws.com", "s3://bkt/p?endpoint=s3.dualstack.us-gov-east-1.amazonaws.com", true},
+		{"s3://bkt/p?endpoint=s3-fips-us-gov-west-1.amazonaws.com", "s3://bkt/p?region=us-gov-east-1", true},
+		{"s3://bkt/p?region=us-gov-west-1", "s3://bkt/p?endpoint=s3.us-gov-west-1.amazonaws.com", true},
+		{"s3://bkt/p?region=cn-north-1", "s3://bkt/p?endpoint=s3.cn-northwest-1.amazonaws.com.cn", true},
+		{"s3://bkt/p?endpoint=s3.cn-north-1.amazonaws.com.cn", "s3://bkt/p?endpoint=s3.dualstack.cn-north-1.amazonaws.com.cn:443", true},
+		{"s3://bkt/p", "s3://bkt/p?endpoint=s3-fips.us-east-1.amazonaws.com", true},
+		{"s3://bkt/p", "s3://bkt/p?endpoint=s3-fips.dualstack.us-east-2.amazonaws.com", true},
+		{"s3://bkt/p", "s3://bkt/p?endpoint=http://s3.amazonaws.com", true},
+		{"s3://bkt/p", "s3://bkt/p?endpoint=s3.us-east-1.amazonaws.com:443&region=eu-west-1", true},
+		{"s3://bkt/p", "s3://bkt/p?endpoint=vpce-0a1b2c3d-4e5f.s3.us-east-1.vpce.amazonaws.com", true},
+		{"s3://bkt/p?endpoint=minio:9000&region=us-gov-west-1", "s3://bkt/p?endpoint=minio:9000", true},
+		{"s3://bkt/p", "s3://bkt/p?endpoint=s3.cn-north-1.amazonaws.com.cn", false},
+		{"s3://bkt/p", "s3://bkt/p?region=cn-north-1", false},
+		{"s3://bkt/p?region=us-gov-west-1", "s3://bkt/p", false},
+		{"s3://bkt/p?endpoint=s3.amazonaws.com&region=us-gov-west-1", "s3://bkt/p?endpoint=s3.amazonaws.com", false},
+		{"s3://bkt/p?endpoint=s3-fips.us-gov-west-1.amazonaws.com", "s3://bkt/p?endpoint=s3-fips.us-east-1.amazonaws.com", false},
+		{"s3://bkt/p?region=us-gov-west-1", "s3://bkt/p?region=cn-north-1", false},
+		{"s3://bkt/p?endpoint=s3.us-iso-east-1.c2s.ic.gov", "s3://bkt/p?endpoint=s3.us-isob-east-1.sc2s.sgov.gov", false},
+		{"s3://bkt/p?endpoint=s3.us-iso-east-1.c2s.ic.gov", "s3://bkt/p", false},
+		{"s3://bkt/p?endpoint=s3-accesspoint.us-east-1.amazonaws.com", "s3://bkt/p", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.a+" "+tt.b, func(t *testing.T) {

@@ -54,7 +54,10 @@
 // from the moment its fetch starts (not from Find), and only against the
 // pruners of its own process: a prune in another process, or one before
 // the pin, can delete the backup a restore chose, which then fails with
-// storage.ErrNotFound and restores nothing.
+// storage.ErrNotFound and restores nothing. A pin taken while a prune
+// deletes the backup waits for the deletes; cancelling the operation's
+// context ends that wait (Pins that implement ContextPinner, as PinSet
+// does).
 //
 // # Point-in-time restore
 //

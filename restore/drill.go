@@ -90,9 +90,14 @@ func (r *Restorer) Drill(ctx context.Context, b Backup) (*DrillResult, error) {
 		res.Err = err
 		return res, err
 	}
-	defer r.pin(b)()
+	unpin, err := r.pin(ctx, b)
+	if err != nil {
+		res.Err = err
+		return res, err
+	}
+	defer unpin()
 	o := r.start(b, "drill")
-	err := r.drill(ctx, o, b, res)
+	err = r.drill(ctx, o, b, res)
 	res.Duration = r.now().Sub(res.Started)
 	if err != nil {
 		res.Err = o.fail(err)

@@ -85,12 +85,26 @@ type Pinner interface {
 	Pin(cluster, id string) (unpin func())
 }
 
+// ContextPinner is a Pinner whose wait for a pin can be cancelled;
+// retention.PinSet is one. A Restorer whose Pins is a ContextPinner pins
+// with PinContext and the operation's context, so that a restore cancelled
+// while a prune in the same process deletes its backup returns at once
+// instead of waiting for the deletes to end.
+type ContextPinner interface {
+	Pinner
+	PinContext(ctx context.Context, cluster, id string) (unpin func(), err error)
+}
+
 // pin holds b through r.Pins, if any, and returns the release.
-func (r *Restorer) pin(b Backup) (unpin func()) {
-	if r.Pins == nil {
-		return func() {}
+func (r *Restorer) pin(ctx context.Context, b Backup) (unpin func(), err error) {
+	switch p := r.Pins.(type) {
+	case nil:
+		return func() {}, nil
+	case ContextPinner:
+		return p.PinContext(ctx, b.Cluster, b.ID)
+	default:
+		return p.Pin(b.Cluster, b.ID), nil
 	}
-	return r.Pins.Pin(b.Cluster, b.ID)
 }
 
 // String describes the Restorer without its identities, which are secret
@@ -170,7 +184,11 @@ func (r *Restorer) Fetch(ctx context.Context, b Backup, path string) (*FetchResu
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
-	defer r.pin(b)()
+	unpin, err := r.pin(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	defer unpin()
 	o := r.start(b, "fetch", "path", path)
 	res, err := r.fetchFile(ctx, o, b, path)
 	if err != nil {

@@ -280,7 +280,11 @@ func (r *Restorer) fetchAndRestore(ctx context.Context, b Backup, members []Memb
 	if !b.Restorable() {
 		return nil, fmt.Errorf("%w: %s is %s, not a snapshot", ErrNotRestorable, b.Key, b.Kind)
 	}
-	defer r.pin(b)()
+	unpin, err := r.pin(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	defer unpin()
 	o := r.start(b, "restore", "members", len(members), "data_dir", members[0].DataDir)
 	out, err := func() ([]RestoredMember, error) {
 		// Refuse a taken data directory before downloading anything.

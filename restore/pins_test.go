@@ -147,3 +147,78 @@ func hourlyBackups(t *testing.T, b storage.Bucket, first time.Time, n int) []*ba
 	}
 	return ms
 }
+
+// blockingDelete blocks the first Delete until release is closed, telling
+// entered when it starts: a prune held in the middle of its deletes.
+type blockingDelete struct {
+	*blob.Bucket
+	entered, release chan struct{}
+	once             sync.Once
+}
+
+func (d *blockingDelete) Delete(ctx context.Context, key string) error {
+	d.once.Do(func() {
+		close(d.entered)
+		<-d.release
+	})
+	return d.Bucket.Delete(ctx, key)
+}
+
+// TestCancelledRestoreStopsWaitingForAPrune: a restore whose backup a prune
+// of the same process is deleting waits for the deletes before it pins the
+// backup; cancelling the restore ends that wait at once, with the
+// context's error and no pin left behind.
+func TestCancelledRestoreStopsWaitingForAPrune(t *testing.T) {
+	b := memBucket(t)
+	created := time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)
+	ms := hourlyBackups(t, b, created, 2)
+	older, err := restore.Find(t.Context(), []restore.Source{{Name: "mem", Catalog: b}}, restore.Query{Cluster: "prod-a", ID: ms[0].ID})
+	require.NoError(t, err)
+
+	var pins retention.PinSet
+	store := &blockingDelete{Bucket: b, entered: make(chan struct{}), release: make(chan struct{})}
+	pruner := &retention.Pruner{Store: store, Destination: "mem", Policy: retention.KeepLast(1), Pins: &pins,
+		Now: func() time.Time { return created.Add(2 * time.Hour) }}
+	pruned := make(chan *retention.Report, 1)
+	go func() {
+		report, err := pruner.Prune(context.Background(), "prod-a")
+		assert.NoError(t, err)
+		pruned <- report
+	}()
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			close(store.release)
+		}
+	}
+	t.Cleanup(release)
+	select {
+	case <-store.entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the prune never deleted")
+	}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	fetched := make(chan error, 1)
+	go func() {
+		_, err := (&restore.Restorer{Pins: &pins, TempDir: t.TempDir()}).Fetch(ctx, older, filepath.Join(t.TempDir(), "snapshot.db"))
+		fetched <- err
+	}()
+	cancel()
+	select {
+	case err := <-fetched:
+		require.ErrorIs(t, err, context.Canceled)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the cancelled restore still waits for the prune's deletes")
+	}
+	require.False(t, pins.Pinned("prod-a", ms[0].ID), "no pin is left behind")
+
+	release()
+	select {
+	case report := <-pruned:
+		require.Equal(t, 1, report.Count(retention.Deleted))
+	case <-time.After(30 * time.Second):
+		t.Fatal("the prune never ended")
+	}
+}

@@ -525,7 +525,11 @@ func (r *Restorer) restorePoint(ctx context.Context, plan *PointPlan, members []
 		}
 	}
 	for _, s := range plan.Segments {
-		defer r.pin(s)()
+		unpin, err := r.pin(ctx, s)
+		if err != nil {
+			return nil, err
+		}
+		defer unpin()
 	}
 	staged := make([]Member, len(members))
 	for i, m := range members {

@@ -39,7 +39,11 @@ func (r *Restorer) RestorePointDatabase(ctx context.Context, plan *PointPlan, pa
 		return nil, fmt.Errorf("%w: %s", ErrTargetExists, path)
 	}
 	for _, s := range plan.Segments {
-		defer r.pin(s)()
+		unpin, err := r.pin(ctx, s)
+		if err != nil {
+			return nil, err
+		}
+		defer unpin()
 	}
 	path = filepath.Clean(path)
 	work, err := os.MkdirTemp(filepath.Dir(path), "."+filepath.Base(path)+".pitr-")

@@ -1,6 +1,10 @@
 package retention
 
-import "sync"
+import (
+	"context"
+	"fmt"
+	"sync"
+)
 
 // PinSet is the Pins a host shares between its restores and its pruners:
 // Pin marks a backup in use until the function it returns is called, and a
@@ -30,11 +34,24 @@ var _ Pins = (*PinSet)(nil)
 
 // Pin marks the backup id of cluster in use and returns the function that
 // releases this pin; calling it again does nothing. While a Pruner sharing
-// the set deletes the backup, Pin waits for the deletes to end.
+// the set deletes the backup, Pin waits for the deletes to end, however
+// long they take: PinContext is Pin with a context that ends the wait.
 func (s *PinSet) Pin(cluster, id string) (unpin func()) {
+	unpin, _ = s.PinContext(context.Background(), cluster, id)
+	return unpin
+}
+
+// PinContext is Pin that gives up when ctx ends first: when ctx is done
+// before the pin is taken (while a Pruner sharing the set deletes the
+// backup, or already on entry), it holds no pin and returns ctx's error,
+// so that a cancelled restore returns at once. restore.Restorer uses it.
+func (s *PinSet) PinContext(ctx context.Context, cluster, id string) (unpin func(), err error) {
 	k := pinKey{cluster, id}
 	s.mu.Lock()
-	s.waitDeletes(k)
+	if err := s.waitDeletes(ctx, k); err != nil {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("pin backup %s of cluster %s: %w", id, cluster, err)
+	}
 	if s.held == nil {
 		s.held = make(map[pinKey]int)
 	}
@@ -49,19 +66,25 @@ func (s *PinSet) Pin(cluster, id string) (unpin func()) {
 				delete(s.held, k)
 			}
 		})
-	}
+	}, nil
 }
 
 // waitDeletes waits, with s.mu held on entry and on return, until no
-// Pruner deletes k.
-func (s *PinSet) waitDeletes(k pinKey) {
+// Pruner deletes k, or ctx ends (its error).
+func (s *PinSet) waitDeletes(ctx context.Context, k pinKey) error {
 	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		done, ok := s.deleting[k]
 		if !ok {
-			return
+			return nil
 		}
 		s.mu.Unlock()
-		<-done
+		select {
+		case <-done:
+		case <-ctx.Done():
+		}
 		s.mu.Lock()
 	}
 }
@@ -79,7 +102,7 @@ func (s *PinSet) holdForDelete(cluster, id string) (release func(), ok bool) {
 	k := pinKey{cluster, id}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.waitDeletes(k)
+	_ = s.waitDeletes(context.Background(), k) // never ends early
 	if s.held[k] > 0 {
 		return nil, false
 	}

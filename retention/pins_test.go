@@ -188,3 +188,21 @@ func TestPruneDeletesManifestBeforeData(t *testing.T) {
 	require.Equal(t, 1, report.Count(retention.Deleted))
 	require.Equal(t, []string{"prod-a/" + backup.ManifestKey(ms[0].DataKey), "prod-a/" + ms[0].DataKey}, rec.deleted)
 }
+
+// TestPinContext: PinContext pins as Pin does, and a context already
+// ended takes no pin.
+func TestPinContext(t *testing.T) {
+	var s retention.PinSet
+	unpin, err := s.PinContext(t.Context(), "prod-a", "x")
+	require.NoError(t, err)
+	require.True(t, s.Pinned("prod-a", "x"))
+	unpin()
+	require.False(t, s.Pinned("prod-a", "x"))
+
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	unpin, err = s.PinContext(ctx, "prod-a", "x")
+	require.ErrorIs(t, err, context.Canceled)
+	require.Nil(t, unpin)
+	require.False(t, s.Pinned("prod-a", "x"))
+}

@@ -2,6 +2,8 @@ package blob_test
 
 import (
 	"encoding/base64"
+	"net/url"
+	"path"
 	"strings"
 	"testing"
 
@@ -67,4 +69,39 @@ func TestAzureErrors(t *testing.T) {
 	b := open(t, refused)
 	require.ErrorIs(t, listErr(b), storage.ErrPermission)
 	require.ErrorIs(t, b.Put(t.Context(), "k", strings.NewReader("v"), nil), storage.ErrPermission)
+}
+
+// TestAzureConnectionStringKeepsTheURLsAccount: with the environment's
+// connection string, a URL that names another account, domain or protocol
+// is refused; azureblob's opener would drop them and open the connection
+// string's container of that name.
+func TestAzureConnectionStringKeepsTheURLsAccount(t *testing.T) {
+	srv := azuritetest.Start(t)
+	name := path.Base(srv.NewContainer(t).URL())
+	for _, v := range []string{"AZURE_STORAGE_ACCOUNT", "AZURE_STORAGE_KEY", "AZURE_STORAGE_SAS_TOKEN", "AZURE_STORAGEBLOB_CONNECTIONSTRING"} {
+		t.Setenv(v, "")
+	}
+	t.Setenv("AZURE_STORAGE_CONNECTION_STRING", "DefaultEndpointsProtocol=http;AccountName="+azuritetest.Account+
+		";AccountKey="+azuritetest.Key+";BlobEndpoint=http://"+srv.Endpoint()+"/"+azuritetest.Account+";")
+	open := func(t *testing.T, query string) error {
+		u, err := url.Parse("azblob://" + name + query)
+		require.NoError(t, err)
+		gb, err := azure.URLOpener().OpenBucketURL(t.Context(), u)
+		if err != nil {
+			return err
+		}
+		t.Cleanup(func() { _ = gb.Close() })
+		b := blob.New(gb, &blob.Options{WholeBody: true, ErrorCode: azure.ErrorCode})
+		return b.Put(t.Context(), "k", strings.NewReader("v"), nil)
+	}
+	for _, q := range []string{"", "?storage_account=" + azuritetest.Account,
+		"?storage_account=" + strings.ToUpper(azuritetest.Account) + "&domain=" + srv.Endpoint() + "&protocol=http"} {
+		require.NoError(t, open(t, q), "the connection string's own account: %q", q)
+	}
+	for _, q := range []string{"?storage_account=someoneelse", "?domain=127.0.0.1:1", "?protocol=https",
+		"?storage_account=" + azuritetest.Account + "&domain=blob.core.windows.net", "?localemu=true"} {
+		err := open(t, q)
+		require.Error(t, err, "%q", q)
+		require.NotContains(t, err.Error(), azuritetest.Key)
+	}
 }

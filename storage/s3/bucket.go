@@ -291,53 +291,161 @@ func (b *Bucket) Delete(ctx context.Context, key string) error {
 	if err := storage.ValidateKey(key); err != nil {
 		return storage.Errorf("delete", key, nil, err)
 	}
-	all := b.opts.DeleteAllVersions
-	if !all {
-		locking, err := b.objectLocking(ctx)
-		if err != nil {
-			return storage.Errorf("delete", key, nil, err)
-		}
-		all = locking
+	if b.opts.DeleteAllVersions {
+		return b.deleteAllVersions(ctx, key)
 	}
-	if all {
+	state, err := b.objectLocking(ctx, key)
+	switch {
+	case err != nil:
+		return err
+	case state == lockGone:
+		return nil
+	case state == lockOn:
 		return b.deleteAllVersions(ctx, key)
 	}
 	return translate("delete", key, b.core.RemoveObject(ctx, b.name, key, minio.RemoveObjectOptions{}))
 }
 
-// objectLocking reports whether the bucket has object lock enabled, asking
-// the store at most every lockRecheck: on such a bucket a DELETE without a version only hides a
-// locked or legally held object behind a delete marker, and succeeds, so
-// Delete removes the versions and meets the lock instead. A refusal of the
-// question (a key without s3:GetBucketObjectLockConfiguration) counts as
-// no object lock, as before, and is asked again next time.
-func (b *Bucket) objectLocking(ctx context.Context) (bool, error) {
+// lockState is what Delete knows of a bucket's object lock.
+type lockState int
+
+const (
+	lockOff  lockState = iota // no object lock: a plain DELETE frees the object
+	lockOn                    // object lock: delete the versions and meet the lock
+	lockGone                  // the key has no current version: nothing to hide
+)
+
+// objectLocking tells whether the bucket has object lock, asking the store
+// at most every lockRecheck: on such a bucket a DELETE without a version
+// only hides a locked or legally held object behind a delete marker, and
+// succeeds, so Delete removes the versions and meets the lock instead.
+//
+// A key without s3:GetBucketObjectLockConfiguration asks the object
+// instead (probeLocking). Only a store that does not implement the
+// question at all (NotImplemented) counts as one without object lock.
+func (b *Bucket) objectLocking(ctx context.Context, key string) (lockState, error) {
 	b.lockMu.Lock()
-	defer b.lockMu.Unlock()
 	if !b.lockAsked.IsZero() && time.Since(b.lockAsked) < lockRecheck {
-		return b.locking, nil
+		defer b.lockMu.Unlock()
+		return lockOf(b.locking), nil
 	}
+	b.lockMu.Unlock()
 	enabled, _, _, _, err := b.core.GetObjectLockConfig(ctx, b.name)
 	switch {
 	case err == nil:
-		b.lockAsked, b.locking = time.Now(), enabled == "Enabled"
+		return b.remember(enabled == "Enabled"), nil
 	case errCode(err) == "ObjectLockConfigurationNotFoundError" || isLockMissingErr(err):
-		b.lockAsked, b.locking = time.Now(), false
-	case errors.Is(sentinelOf(err), storage.ErrPermission), errors.Is(sentinelOf(err), storage.ErrUnsupported):
-		b.log.DebugContext(ctx, "object lock configuration unreadable; deleting without versions", "error", err)
-		return false, nil
+		return b.remember(false), nil
+	case errors.Is(sentinelOf(err), storage.ErrPermission):
+		b.log.DebugContext(ctx, "object lock configuration unreadable; asking the object", "error", err)
+		return b.probeLocking(ctx, key, "")
+	case errors.Is(sentinelOf(err), storage.ErrUnsupported):
+		b.log.DebugContext(ctx, "object lock not implemented by the store; deleting without versions", "error", err)
+		return lockOff, nil
 	default:
-		return false, fmt.Errorf("read object lock configuration: %w", translate("delete", "", err))
+		return lockOff, storage.Errorf("delete", key, nil,
+			fmt.Errorf("read object lock configuration: %w", translate("delete", "", err)))
 	}
-	return b.locking, nil
+}
+
+// probeLocking learns whether the bucket has object lock from the
+// object's retention, or else its legal hold: both answer "bucket is
+// missing object lock configuration" on a bucket without it. When neither
+// may be read, Delete cannot tell whether a plain DELETE would hide a
+// locked object, and refuses with ErrLockUnknown. A key whose current
+// version is missing or a delete marker may still have older versions,
+// which Delete removes on a bucket with object lock: those are asked in
+// its stead (probeVersions).
+func (b *Bucket) probeLocking(ctx context.Context, key, versionID string) (lockState, error) {
+	var errs []error
+	for _, ask := range []func() error{
+		func() error { _, _, err := b.core.GetObjectRetention(ctx, b.name, key, versionID); return err },
+		func() error {
+			_, err := b.core.GetObjectLegalHold(ctx, b.name, key, minio.GetObjectLegalHoldOptions{VersionID: versionID})
+			return err
+		},
+	} {
+		err := ask()
+		switch {
+		case err == nil || errCode(err) == "NoSuchObjectLockConfiguration":
+			return b.remember(true), nil
+		case isLockMissingErr(err):
+			return b.remember(false), nil
+		case versionID == "" && (errors.Is(sentinelOf(err), storage.ErrNotFound) || errCode(err) == "MethodNotAllowed"):
+			// No current version, or a delete marker (405).
+			return b.probeVersions(ctx, key)
+		case !errors.Is(sentinelOf(err), storage.ErrPermission):
+			return lockOff, translate("delete", key, err)
+		}
+		errs = append(errs, err)
+	}
+	return lockOff, storage.Errorf("delete", key, storage.ErrPermission, fmt.Errorf(
+		"%w: the bucket's object lock configuration and the object's retention and legal hold are all refused "+
+			"(grant s3:GetBucketObjectLockConfiguration, or set DeleteAllVersions): %w",
+		ErrLockUnknown, errors.Join(errs...)))
+}
+
+// probeVersions asks the newest version of key that is not a delete
+// marker, if any: without one a DELETE would hide nothing, and deleting a
+// missing key is not an error; with one, the bucket's object lock decides
+// whether Delete removes it, as it would with the configuration readable.
+// Versions that may not be listed leave the lock unknown: ErrLockUnknown.
+func (b *Bucket) probeVersions(ctx context.Context, key string) (lockState, error) {
+	versions, err := b.versions(ctx, key)
+	if errors.Is(err, storage.ErrPermission) {
+		return lockOff, storage.Errorf("delete", key, storage.ErrPermission, fmt.Errorf(
+			"%w: the key has no current version and its versions may not be listed "+
+				"(grant s3:ListBucketVersions or s3:GetBucketObjectLockConfiguration): %w", ErrLockUnknown, err))
+	}
+	if err != nil {
+		return lockOff, err
+	}
+	for _, v := range versions {
+		if !v.IsDeleteMarker && v.VersionID != "" {
+			return b.probeLocking(ctx, key, v.VersionID)
+		}
+	}
+	return lockGone, nil
+}
+
+// remember records the store's answer about object lock.
+func (b *Bucket) remember(locking bool) lockState {
+	b.lockMu.Lock()
+	defer b.lockMu.Unlock()
+	b.lockAsked, b.locking = time.Now(), locking
+	return lockOf(locking)
+}
+
+func lockOf(locking bool) lockState {
+	if locking {
+		return lockOn
+	}
+	return lockOff
 }
 
 // deleteAllVersions removes the versions of key oldest first, so that a
 // failure part way (a locked version) leaves the newest version, and so
 // the object's content, as it was.
 func (b *Bucket) deleteAllVersions(ctx context.Context, key string) error {
+	versions, err := b.versions(ctx, key)
+	if err != nil {
+		return err
+	}
+	// Newest first from the store; delete in reverse.
+	for _, v := range slices.Backward(versions) {
+		err := b.core.RemoveObject(ctx, b.name, key, minio.RemoveObjectOptions{VersionID: v.VersionID})
+		if err != nil {
+			return translate("delete", key, err)
+		}
+	}
+	return nil
+}
+
+// versions lists the versions and delete markers of key itself, newest
+// first.
+func (b *Bucket) versions(ctx context.Context, key string) ([]minio.ObjectInfo, error) {
 	lctx, cancel := context.WithCancel(ctx)
-	var versions []string
+	var versions []minio.ObjectInfo
 	for obj := range b.core.ListObjectsIter(lctx, b.name, minio.ListObjectsOptions{
 		Prefix:       key,
 		Recursive:    true,
@@ -345,25 +453,18 @@ func (b *Bucket) deleteAllVersions(ctx context.Context, key string) error {
 	}) {
 		if obj.Err != nil {
 			cancel()
-			return translate("delete", key, obj.Err)
+			return nil, translate("delete", key, obj.Err)
 		}
 		if obj.Key != key {
 			// Versions come grouped by key in ascending order, and every
 			// other key under this prefix sorts after key itself.
 			break
 		}
-		versions = append(versions, obj.VersionID)
+		versions = append(versions, obj)
 	}
 	cancel()
 	if err := ctxError(ctx); err != nil {
-		return storage.Errorf("delete", key, nil, err)
+		return nil, storage.Errorf("delete", key, nil, err)
 	}
-	// Newest first from the store; delete in reverse.
-	for _, v := range slices.Backward(versions) {
-		err := b.core.RemoveObject(ctx, b.name, key, minio.RemoveObjectOptions{VersionID: v})
-		if err != nil {
-			return translate("delete", key, err)
-		}
-	}
-	return nil
+	return versions, nil
 }

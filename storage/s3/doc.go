@@ -65,8 +65,12 @@
 // storage.UploadCleaner (listing and aborting incomplete multipart
 // uploads). Client returns the minio-go client for anything else.
 //
-// On a versioned or object-lock bucket a plain Delete only adds a delete
-// marker: the key reads as missing, the locked version stays. Set
-// Options.DeleteAllVersions to remove every version instead, which a lock
-// still in force refuses with storage.ErrLocked.
+// On a versioned or object-lock bucket a plain DELETE only adds a delete
+// marker: the key reads as missing, the locked version stays. Delete
+// therefore removes every version on a bucket with object lock, which a
+// lock still in force refuses with storage.ErrLocked; it learns whether the
+// bucket has object lock from the bucket's configuration, or from the
+// object's retention or legal hold when the configuration is refused, and
+// fails with ErrLockUnknown when it may read none of them. Set
+// Options.DeleteAllVersions to remove every version on any bucket.
 package s3

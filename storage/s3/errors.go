@@ -17,6 +17,16 @@ import (
 // upload is aborted.
 var ErrTooLarge = errors.New("object too large for a multipart upload")
 
+// ErrLockUnknown is returned by Delete, with storage.ErrPermission, when
+// the credentials may read neither the bucket's object lock configuration
+// nor the object's retention or legal hold. On a bucket with object lock a
+// DELETE without a version would succeed and only hide a locked or held
+// object behind a delete marker, so Delete refuses rather than guess.
+// Grant s3:GetBucketObjectLockConfiguration, or set
+// Options.DeleteAllVersions, which deletes every version and so meets any
+// lock.
+var ErrLockUnknown = errors.New("cannot tell whether the object may be locked")
+
 // translate wraps a minio-go error in a *storage.Error whose cause matches
 // the storage sentinel for the S3 error code, while the minio.ErrorResponse
 // stays reachable with errors.As.

@@ -149,9 +149,11 @@ type Options struct {
 	// oldest first, so that a versioned bucket really frees the object
 	// and a lock still in force fails the Delete with storage.ErrLocked.
 	// Delete does so anyway on a bucket with object lock, as the store
-	// says (asked again every five minutes). When false, on a versioned
-	// bucket without object lock Delete sends one DELETE without a
-	// version, which hides the object behind a delete marker.
+	// says (asked again every five minutes; a key that may not ask learns
+	// it from the object's retention or legal hold, and Delete fails with
+	// ErrLockUnknown when it may read none of them). When false, on a
+	// versioned bucket without object lock Delete sends one DELETE without
+	// a version, which hides the object behind a delete marker.
 	DeleteAllVersions bool
 
 	// NoConditionalWrites declares a store that ignores S3's conditional

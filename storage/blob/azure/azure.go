@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -45,7 +46,10 @@ func ErrorCode(err error) (status int, code string, ok bool) {
 }
 
 // URLOpener opens azblob:// URLs with azureblob's own opener, configured
-// from the AZURE_STORAGE_* environment variables.
+// from the AZURE_STORAGE_* environment variables. With a connection string
+// (AZURE_STORAGE_CONNECTION_STRING), which names the account and the
+// service itself, a URL's storage_account, domain and protocol must match
+// it or be left out: the open fails rather than drop them.
 func URLOpener() gcblob.BucketURLOpener { return blob.HostOnly(defaultOpener{}) }
 
 // defaultOpener opens a URL with the opener azureblob registered on
@@ -54,7 +58,82 @@ func URLOpener() gcblob.BucketURLOpener { return blob.HostOnly(defaultOpener{}) 
 type defaultOpener struct{}
 
 func (defaultOpener) OpenBucketURL(ctx context.Context, u *url.URL) (*gcblob.Bucket, error) {
+	if cs := connectionString(); cs != "" {
+		return openConnectionString(ctx, cs, u)
+	}
 	return gcblob.DefaultURLMux().OpenBucketURL(ctx, u)
+}
+
+// connectionString returns the connection string azureblob's opener would
+// take its credentials from, with the same precedence: none when
+// AZURE_STORAGE_ACCOUNT and AZURE_STORAGE_KEY, or AZURE_STORAGE_SAS_TOKEN,
+// are set.
+func connectionString() string {
+	switch {
+	case os.Getenv("AZURE_STORAGE_ACCOUNT") != "" && os.Getenv("AZURE_STORAGE_KEY") != "":
+		return ""
+	case os.Getenv("AZURE_STORAGE_SAS_TOKEN") != "":
+		return ""
+	case os.Getenv("AZURE_STORAGE_CONNECTION_STRING") != "":
+		return os.Getenv("AZURE_STORAGE_CONNECTION_STRING")
+	}
+	return os.Getenv("AZURE_STORAGEBLOB_CONNECTIONSTRING")
+}
+
+// openConnectionString opens container u.Host with a connection string.
+// azureblob's opener would build the client from the connection string
+// alone and drop the account, domain and protocol the URL names, reaching
+// another account's container of that name without a word. Here the URL
+// must agree with the connection string on each of them it names, or the
+// open fails.
+func openConnectionString(ctx context.Context, cs string, u *url.URL) (*gcblob.Bucket, error) {
+	client, err := container.NewClientFromConnectionString(cs, u.Host, nil)
+	if err != nil {
+		// The SDK's message says nothing of the string; keep it that way.
+		return nil, errors.New("azblob: the environment's connection string is blank or malformed")
+	}
+	account, domain, protocol, err := serviceOf(client.URL())
+	if err != nil {
+		return nil, err
+	}
+	for name, values := range u.Query() {
+		if len(values) > 1 {
+			return nil, fmt.Errorf("azblob: parameter %q given %d times", name, len(values))
+		}
+		want, have := values[0], ""
+		switch name {
+		case "storage_account":
+			have = account
+		case "domain":
+			have = domain
+		case "protocol":
+			have = protocol
+		default:
+			return nil, fmt.Errorf("azblob: parameter %q has no meaning with a connection string, which names the service", name)
+		}
+		if !strings.EqualFold(strings.TrimSuffix(want, "."), have) {
+			return nil, fmt.Errorf("azblob: the URL names %s %q, but the environment's connection string is for %q: "+
+				"name the connection string's or none", name, want, have)
+		}
+	}
+	return azureblob.OpenBucket(ctx, client, nil)
+}
+
+// serviceOf reads the account, domain (host[:port]) and protocol of a
+// container URL: https://ACCOUNT.DOMAIN/CONTAINER, or the emulator's
+// http://HOST:PORT/ACCOUNT/CONTAINER. It never returns the URL, whose
+// query may hold a SAS.
+func serviceOf(raw string) (account, domain, protocol string, err error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", "", "", errors.New("azblob: the connection string's endpoint is not a URL")
+	}
+	protocol, domain = u.Scheme, strings.ToLower(u.Host)
+	if segs := strings.Split(strings.Trim(u.Path, "/"), "/"); len(segs) > 1 {
+		return segs[0], domain, protocol, nil
+	}
+	account, domain, _ = strings.Cut(domain, ".")
+	return account, domain, protocol, nil
 }
 
 // openKey opens container k.Bucket of storage account k.Account (or

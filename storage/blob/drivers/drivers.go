@@ -70,8 +70,10 @@ type Options struct {
 	// other universe domains need an opener of the host's.
 	GCS gcblob.BucketURLOpener
 
-	// Azure opens azblob:// URLs. The default is azureblob's, configured
-	// from the AZURE_STORAGE_* environment variables.
+	// Azure opens azblob:// URLs. The default is azure.URLOpener():
+	// azureblob's, configured from the AZURE_STORAGE_* environment
+	// variables, which refuses a URL that disagrees with the environment's
+	// connection string.
 	Azure gcblob.BucketURLOpener
 }
 
