@@ -148,10 +148,15 @@ func changeOpts(opts []ChangeOption) changeOptions {
 // inUse returns an *InUseError when configs use the destination name and
 // the change is not forced.
 func (r *Registry) inUse(name, change string, force bool) error {
-	if force || r.opts.Users == nil {
+	return inUseBy(r.opts.Users, name, change, force)
+}
+
+// inUseBy is inUse with the users of a destination given by users.
+func inUseBy(usersOf func(string) []string, name, change string, force bool) error {
+	if force || usersOf == nil {
 		return nil
 	}
-	users := r.opts.Users(name)
+	users := usersOf(name)
 	if len(users) == 0 {
 		return nil
 	}
