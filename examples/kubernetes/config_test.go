@@ -203,3 +203,46 @@ func boolInt(b bool) int {
 	}
 	return 0
 }
+
+// TestManifestsFollowTheNamespace renders an overlay of config/default
+// that sets another namespace, as a deployment into its own namespace
+// does: every namespaced object, the Namespace itself and the bindings'
+// service account follow it, and nothing names etcdbackup-system any more
+// (the Role of the credentials Secrets included).
+func TestManifestsFollowTheNamespace(t *testing.T) {
+	dir := t.TempDir()
+	base, err := filepath.Abs(filepath.Join("config", "default"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := filepath.Rel(dir, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	overlay := "namespace: backups\nresources:\n- " + filepath.ToSlash(rel) + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(overlay), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]bool{}
+	for _, o := range render(t, dir) {
+		kinds[o.GetKind()] = true
+		raw, err := yaml.Marshal(o.Object)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(raw), "etcdbackup-system") {
+			t.Errorf("%s %s still names etcdbackup-system", o.GetKind(), o.GetName())
+		}
+		switch {
+		case o.GetKind() == "Namespace" && o.GetName() != "backups":
+			t.Errorf("namespace %s", o.GetName())
+		case o.GetNamespace() != "" && o.GetNamespace() != "backups":
+			t.Errorf("%s %s is in namespace %s", o.GetKind(), o.GetName(), o.GetNamespace())
+		}
+	}
+	for _, kind := range []string{"Namespace", "Role", "RoleBinding", "ClusterRoleBinding", "Deployment"} {
+		if !kinds[kind] {
+			t.Errorf("no %s", kind)
+		}
+	}
+}
