@@ -103,6 +103,9 @@ func (d *destinations) setup(mgr ctrl.Manager) error {
 	all := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
 		return []reconcile.Request{registryKey}
 	})
+	// One reconcile at the start, so that the destinations load, and the
+	// gate opens, when there is no BackupDestination to watch yet.
+	d.changed <- event.GenericEvent{Object: &v1alpha1.BackupDestination{}}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("backupdestination").
 		Watches(&v1alpha1.BackupDestination{}, all).
