@@ -40,6 +40,13 @@ const (
 // outside the controller's namespace.
 var errSecretNamespace = errors.New("credentials secret outside the controller's namespace")
 
+// errAmbientCredentials refuses a destination without a credentials
+// Secret whose URL names an endpoint: the library would sign its requests
+// with the controller's own credentials (the AWS_* or AZURE_* variables,
+// the pod's cloud identity), and send them to a host the destination's
+// author chose.
+var errAmbientCredentials = errors.New("an endpoint other than the cloud's own needs credentialsSecretRef: the controller's own credentials are not sent to it")
+
 // secretResolver reads a destination's keys from the Secret
 // "namespace/name" through the Secrets cache, in its namespace only.
 type secretResolver struct {
@@ -229,7 +236,11 @@ func (d *destinations) spec(ctx context.Context, o *v1alpha1.BackupDestination) 
 	if l := o.Spec.ObjectLock; l != nil {
 		s.ObjectLock = destination.ObjectLock{Mode: storage.RetentionMode(l.Mode), RetainFor: l.RetainFor.Duration}
 	}
-	if ref := o.Spec.CredentialsSecretRef; ref != nil {
+	ref := o.Spec.CredentialsSecretRef
+	if loc, err := s.Location(); ref == nil && err == nil && loc.Endpoint != "" {
+		return s, errAmbientCredentials
+	}
+	if ref != nil {
 		ns := cmp.Or(ref.Namespace, d.namespace)
 		if ns != d.namespace {
 			// Refused before anything reads it: whoever may write a
@@ -312,6 +323,7 @@ func countBackups(inv destination.Inventory) int {
 func refusalReason(err error) string {
 	return reasonOf(err, []sentinelReason{
 		{errSecretNamespace, "SecretNamespace"},
+		{errAmbientCredentials, "CredentialsSecretNeeded"},
 		{destination.ErrNoDriver, "NoDriver"},
 		{destination.ErrLocationInUse, "LocationInUse"},
 		{destination.ErrCredentialsInURL, "CredentialsInURL"},
