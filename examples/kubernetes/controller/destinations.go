@@ -41,11 +41,25 @@ const (
 var errSecretNamespace = errors.New("credentials secret outside the controller's namespace")
 
 // errAmbientCredentials refuses a destination without a credentials
-// Secret whose URL names an endpoint: the library would sign its requests
-// with the controller's own credentials (the AWS_* or AZURE_* variables,
-// the pod's cloud identity), and send them to a host the destination's
-// author chose.
+// Secret whose URL names an endpoint other than its cloud's own: the
+// library would sign its requests with the controller's own credentials
+// (the AWS_* or AZURE_* variables, the pod's cloud identity), and send
+// them to a host the destination's author chose.
 var errAmbientCredentials = errors.New("an endpoint other than the cloud's own needs credentialsSecretRef: the controller's own credentials are not sent to it")
+
+// foreignEndpoint reports whether loc names an endpoint other than its
+// cloud's own public one: an endpoint is the cloud's own when loc names
+// the same store without it (an Amazon S3 commercial region's, as
+// s3.eu-west-1.amazonaws.com, storage.googleapis.com,
+// blob.core.windows.net, on HTTPS).
+func foreignEndpoint(loc destination.Location) bool {
+	if loc.Endpoint == "" {
+		return false
+	}
+	own := loc
+	own.Endpoint, own.Insecure = "", false
+	return !loc.Overlaps(own)
+}
 
 // secretResolver reads a destination's keys from the Secret
 // "namespace/name" through the Secrets cache, in its namespace only.
@@ -237,7 +251,7 @@ func (d *destinations) spec(ctx context.Context, o *v1alpha1.BackupDestination) 
 		s.ObjectLock = destination.ObjectLock{Mode: storage.RetentionMode(l.Mode), RetainFor: l.RetainFor.Duration}
 	}
 	ref := o.Spec.CredentialsSecretRef
-	if loc, err := s.Location(); ref == nil && err == nil && loc.Endpoint != "" {
+	if loc, err := s.Location(); ref == nil && err == nil && foreignEndpoint(loc) {
 		return s, errAmbientCredentials
 	}
 	if ref != nil {
