@@ -29,12 +29,15 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
+	"path/filepath"
 	_ "time/tzdata" // schedules' and retention's time zones, in a static image without zoneinfo
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/clientcmd"
+	certutil "k8s.io/client-go/util/cert"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -81,6 +84,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, log *sl
 	}
 	log.Info("starting", "namespace", ns)
 
+	metrics, err := metricsOptions(*metricsAddr, *metricsSecure, *metricsCertDir)
+	if err != nil {
+		return err
+	}
 	scheme := runtime.NewScheme()
 	if err := controller.AddToScheme(scheme); err != nil {
 		return fmt.Errorf("scheme: %w", err)
@@ -90,7 +97,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, log *sl
 		// Credentials Secrets are read from the controller's namespace
 		// only: the cache, and the RBAC it needs, stop there.
 		Cache:                   controller.CacheOptions(ns),
-		Metrics:                 metricsOptions(*metricsAddr, *metricsSecure, *metricsCertDir),
+		Metrics:                 metrics,
 		HealthProbeBindAddress:  *probeAddr,
 		LeaderElection:          true,
 		LeaderElectionID:        "etcdbackup-controller-manager",
@@ -125,18 +132,40 @@ func run(ctx context.Context, args []string, getenv func(string) string, log *sl
 
 // metricsOptions serves metrics on addr: on HTTPS (HTTP/1.1 only, against
 // HTTP/2's stream resets) behind the API server's authentication and
-// authorisation when secure, else on plain HTTP.
-func metricsOptions(addr string, secure bool, certDir string) metricsserver.Options {
+// authorisation when secure, else on plain HTTP. The certificate is
+// certDir's tls.crt and tls.key, reloaded when they change; a certDir
+// without them is an error, never a silent self-signed certificate. With
+// no certDir, a self-signed one is made in memory (controller-runtime's
+// own default would first look for one in a directory under /tmp).
+func metricsOptions(addr string, secure bool, certDir string) (metricsserver.Options, error) {
 	if !secure {
-		return metricsserver.Options{BindAddress: addr}
+		return metricsserver.Options{BindAddress: addr}, nil
 	}
-	return metricsserver.Options{
+	o := metricsserver.Options{
 		BindAddress:    addr,
 		SecureServing:  true,
 		FilterProvider: filters.WithAuthenticationAndAuthorization,
 		CertDir:        certDir,
 		TLSOpts:        []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }},
 	}
+	if certDir != "" {
+		if _, err := tls.LoadX509KeyPair(filepath.Join(certDir, "tls.crt"), filepath.Join(certDir, "tls.key")); err != nil {
+			return o, fmt.Errorf("metrics certificate: %w", err)
+		}
+		return o, nil
+	}
+	crt, key, err := certutil.GenerateSelfSignedCertKey("localhost", []net.IP{net.IPv4(127, 0, 0, 1)}, nil)
+	if err != nil {
+		return o, fmt.Errorf("metrics certificate: %w", err)
+	}
+	cert, err := tls.X509KeyPair(crt, key)
+	if err != nil {
+		return o, fmt.Errorf("metrics certificate: %w", err)
+	}
+	o.TLSOpts = append(o.TLSOpts, func(c *tls.Config) {
+		c.GetCertificate = func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return &cert, nil }
+	})
+	return o, nil
 }
 
 // namespaceOf returns the controller's namespace: the flag's, else

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -22,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	certutil "k8s.io/client-go/util/cert"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
@@ -221,4 +223,42 @@ func freeAddr(t *testing.T) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
+}
+
+// TestMetricsCertificate: a --metrics-cert-dir without a certificate and
+// key fails the start instead of serving a self-signed certificate the
+// scrapers do not trust; one with them is used; without the flag a
+// self-signed certificate is served, whatever a directory under /tmp
+// holds.
+func TestMetricsCertificate(t *testing.T) {
+	if _, err := metricsOptions(":0", true, t.TempDir()); err == nil || !strings.Contains(err.Error(), "metrics certificate") {
+		t.Errorf("a directory without tls.crt and tls.key: %v", err)
+	}
+	dir := t.TempDir()
+	crt, key, err := certutil.GenerateSelfSignedCertKey("metrics.example", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := errors.Join(os.WriteFile(filepath.Join(dir, "tls.crt"), crt, 0o600), os.WriteFile(filepath.Join(dir, "tls.key"), key, 0o600)); err != nil {
+		t.Fatal(err)
+	}
+	o, err := metricsOptions(":0", true, dir)
+	if err != nil || o.CertDir != dir {
+		t.Errorf("a directory with a certificate: %v, %q", err, o.CertDir)
+	}
+	o, err = metricsOptions(":0", true, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c tls.Config
+	for _, opt := range o.TLSOpts {
+		opt(&c)
+	}
+	if c.GetCertificate == nil {
+		t.Fatal("no certificate without --metrics-cert-dir: controller-runtime would look under /tmp")
+	}
+	cert, err := c.GetCertificate(&tls.ClientHelloInfo{})
+	if err != nil || cert == nil || len(cert.Certificate) == 0 {
+		t.Errorf("the self-signed certificate: %v", err)
+	}
 }
