@@ -100,16 +100,17 @@ func TestSecretOfAnotherNamespaceRefused(t *testing.T) {
 	if got := condition(getDest(t, c, "ambient").Status.Conditions, v1alpha1.ConditionAccepted); got.Status != metav1.ConditionFalse || got.Reason != "CredentialsSecretNeeded" {
 		t.Errorf("ambient: Accepted = %+v, want False, CredentialsSecretNeeded", got)
 	}
-	d := getDest(t, c, "evil")
-	got := condition(d.Status.Conditions, v1alpha1.ConditionAccepted)
-	if got.Status != metav1.ConditionFalse || got.Reason != "SecretNamespace" || !strings.Contains(got.Message, "tenant/keys") {
-		t.Errorf("evil: Accepted = %+v, want False, SecretNamespace", got)
-	}
+	// The statuses are written one after the other, after the apply that
+	// let the checks reach the endpoint: wait for each.
+	eventually(t, "evil: Accepted False, SecretNamespace", func() bool {
+		got := condition(getDest(t, c, "evil").Status.Conditions, v1alpha1.ConditionAccepted)
+		return got.Status == metav1.ConditionFalse && got.Reason == "SecretNamespace" && strings.Contains(got.Message, "tenant/keys")
+	})
+	eventually(t, "own: Accepted True", func() bool {
+		return condition(getDest(t, c, "own").Status.Conditions, v1alpha1.ConditionAccepted).Status == metav1.ConditionTrue
+	})
 	if endpoint.contains("TENANTACCESSKEY") {
 		t.Error("the tenant's access key reached the destination's endpoint")
-	}
-	if got := condition(getDest(t, c, "own").Status.Conditions, v1alpha1.ConditionAccepted); got.Status != metav1.ConditionTrue {
-		t.Errorf("own: Accepted = %+v", got)
 	}
 }
 
