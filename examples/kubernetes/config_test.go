@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -93,6 +94,7 @@ func TestDefaultManifests(t *testing.T) {
 	}
 	checkBindings(t, byKind)
 	checkDeployment(t, byKind)
+	checkMetricsService(t, byKind)
 	if t.Failed() {
 		return
 	}
@@ -157,6 +159,22 @@ func checkDeployment(t *testing.T, byKind map[string][]*unstructured.Unstructure
 		}
 		if !strings.HasPrefix(c.Image, "etcdbackup/controller-manager:") {
 			t.Errorf("container %s: image %s", c.Name, c.Image)
+		}
+	}
+}
+
+// checkMetricsService checks that the metrics Service lists the pods that
+// are not ready too: the leader is not ready while its destinations do not
+// load, which its metrics are needed to tell.
+func checkMetricsService(t *testing.T, byKind map[string][]*unstructured.Unstructured) {
+	t.Helper()
+	for _, o := range byKind["Service"] {
+		var svc corev1.Service
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &svc); err != nil {
+			t.Fatal(err)
+		}
+		if !svc.Spec.PublishNotReadyAddresses {
+			t.Errorf("service %s leaves out the pods that are not ready, the leader whose destinations do not load among them", svc.Name)
 		}
 	}
 }
