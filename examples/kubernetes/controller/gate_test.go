@@ -120,10 +120,15 @@ func TestNothingActsBeforeDestinationsLoad(t *testing.T) {
 	if !accepted() {
 		t.Error("the config was refused before the destinations loaded")
 	}
-	if err := parts.Ready(nil); err == nil || !strings.Contains(err.Error(), "not loaded") {
-		t.Errorf("readiness before the destinations loaded: %v", err)
+	// Not ready for want of the destinations alone: the scheduler and the
+	// checks run.
+	eventually(t, "readiness failing for the destinations only", func() bool {
+		err := parts.Ready(nil)
+		return err != nil && err.Error() == "the destinations are not loaded yet"
+	})
+	if err := parts.Live(nil); err != nil {
+		t.Errorf("liveness before the destinations loaded: %v", err)
 	}
-	eventually(t, "the scheduler and the checks running", func() bool { return parts.Live(nil) == nil && parts.Scheduler != nil })
 
 	// The Role lets the controller read its Secrets: everything goes on.
 	create(t, c, role, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "etcdbackup"}, Subjects: subjects,

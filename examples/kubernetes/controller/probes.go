@@ -66,16 +66,17 @@ func (p *probes) leading() bool {
 // the scheduler and the registry's checks run; until then it backs up,
 // restores and tears down nothing. A replica that is not the leader is a
 // standby, ready to take over: it reports ready, so that a rolling update
-// is not held back by the replicas that wait for the lease.
+// is not held back by the replicas that wait for the lease. The error
+// names everything the leader still waits for.
 func (c *Controllers) Ready(*http.Request) error {
 	p := &c.probes
 	if !p.leading() {
 		return nil
 	}
-	if !p.loaded.isOpen() {
-		return errNotLoaded
-	}
 	var errs []error
+	if !p.loaded.isOpen() {
+		errs = append(errs, errNotLoaded)
+	}
 	for _, part := range p.parts {
 		errs = append(errs, part.err())
 	}
