@@ -113,6 +113,9 @@ type Options struct {
 	// Desired.Force): removing it would fail their jobs, moving it would
 	// strand their earlier backups. Rotating credentials and every other
 	// change stay allowed. Nil means the registry knows of no users.
+	// Users is called while the change that asks holds the registry's
+	// changes: it must not change the registry itself (Add, Update,
+	// Remove, SetDefault, Apply, ApplyEach would wait for ever).
 	Users func(destination string) []string
 }
 
