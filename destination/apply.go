@@ -37,18 +37,18 @@ func (c Changes) Empty() bool {
 
 // checkChanges refuses removing the destination named DefaultName, and
 // removing or moving destinations in use unless forced.
-func (r *Registry) checkChanges(ch Changes, current map[string]*Destination, loc func(string) Location, force bool) error {
+func checkChanges(ch Changes, current map[string]*Destination, loc func(string) Location, usersOf func(string) []string, force bool) error {
 	var errs []error
 	for _, name := range ch.Removed {
 		if name == DefaultName {
 			errs = append(errs, fmt.Errorf("%w: %s is never removed", ErrRemoveDefault, quote(name)))
-		} else if err := r.inUse(name, "remove", force); err != nil {
+		} else if err := inUseBy(usersOf, name, "remove", force); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	for _, name := range ch.Updated {
 		if loc(name) != current[name].Location() {
-			if err := r.inUse(name, "move", force); err != nil {
+			if err := inUseBy(usersOf, name, "move", force); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -73,7 +73,12 @@ func (r *Registry) checkChanges(ch Changes, current map[string]*Destination, loc
 func (r *Registry) Apply(ctx context.Context, desired Desired) (Changes, error) {
 	r.writeMu.Lock()
 	defer r.writeMu.Unlock()
+	return r.apply(ctx, desired, r.opts.Users)
+}
 
+// apply is Apply, with writeMu held and the users of a destination given
+// by usersOf.
+func (r *Registry) apply(ctx context.Context, desired Desired, usersOf func(string) []string) (Changes, error) {
 	type want struct {
 		spec Spec
 		loc  Location
@@ -139,7 +144,7 @@ func (r *Registry) Apply(ctx context.Context, desired Desired) (Changes, error) 
 			ch.Removed = append(ch.Removed, name)
 		}
 	}
-	if err := r.checkChanges(ch, current, func(name string) Location { return wants[name].loc }, desired.Force); err != nil {
+	if err := checkChanges(ch, current, func(name string) Location { return wants[name].loc }, usersOf, desired.Force); err != nil {
 		return Changes{}, err
 	}
 

@@ -25,10 +25,30 @@ import (
 // destination accepted becomes it.
 //
 // err is what no single spec causes: ErrNoDefault, ErrRemoveDefault when
-// the current default would go, ErrClosed; then nothing changed. ApplyEach
-// decides outside the registry's write lock: a concurrent Add, Update or
-// Remove can still make the final Apply fail as a whole, with its error.
+// the current default would go, ErrClosed; then nothing changed.
+//
+// ApplyEach decides and applies as one change: a concurrent Add, Update,
+// Remove, Apply or ApplyEach happens wholly before or wholly after it, so
+// a kept spec is the one the registry holds when it applies. Options.Users
+// is asked once per destination, so a destination whose users change
+// meanwhile is judged by one answer, never refused alone and then failing
+// the whole change.
 func (r *Registry) ApplyEach(ctx context.Context, desired Desired) (ch Changes, refused map[string]error, err error) {
+	r.writeMu.Lock()
+	defer r.writeMu.Unlock()
+	usersOf := r.opts.Users
+	if usersOf != nil {
+		asked := map[string][]string{}
+		usersOf = func(name string) []string {
+			users, ok := asked[name]
+			if !ok {
+				users = r.opts.Users(name)
+				asked[name] = users
+			}
+			return users
+		}
+	}
+	inUse := func(name, change string) error { return inUseBy(usersOf, name, change, desired.Force) }
 	refused = map[string]error{}
 	current := map[string]*Destination{}
 	for _, d := range r.List() {
@@ -38,7 +58,7 @@ func (r *Registry) ApplyEach(ctx context.Context, desired Desired) (ch Changes, 
 	// its new spec is refused.
 	keep := func(name string) bool {
 		_, ok := current[name]
-		return ok && (name == DefaultName || r.inUse(name, "remove", desired.Force) != nil)
+		return ok && (name == DefaultName || inUse(name, "remove") != nil)
 	}
 	accepted := Desired{Force: desired.Force}
 	locs := map[string]Location{}
@@ -60,7 +80,7 @@ func (r *Registry) ApplyEach(ctx context.Context, desired Desired) (ch Changes, 
 			}
 		}
 		if cur, ok := current[spec.Name]; ok && err == nil && cur.Location() != loc {
-			err = r.inUse(spec.Name, "move", desired.Force)
+			err = inUse(spec.Name, "move")
 		}
 		if err == nil {
 			take(spec, loc)
@@ -78,7 +98,7 @@ func (r *Registry) ApplyEach(ctx context.Context, desired Desired) (ch Changes, 
 		if name == DefaultName {
 			refused[name] = fmt.Errorf("%w: %s is never removed", ErrRemoveDefault, quote(name))
 		} else {
-			refused[name] = r.inUse(name, "remove", desired.Force)
+			refused[name] = inUse(name, "remove")
 		}
 		if overlap(name, cur.Location(), locs) == "" {
 			take(cur.Spec(), cur.Location())
@@ -93,6 +113,6 @@ func (r *Registry) ApplyEach(ctx context.Context, desired Desired) (ch Changes, 
 	case len(accepted.Destinations) > 0:
 		accepted.Default = accepted.Destinations[0].Name
 	}
-	ch, err = r.Apply(ctx, accepted)
+	ch, err = r.apply(ctx, accepted, usersOf)
 	return ch, refused, err
 }

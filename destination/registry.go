@@ -113,6 +113,9 @@ type Options struct {
 	// Desired.Force): removing it would fail their jobs, moving it would
 	// strand their earlier backups. Rotating credentials and every other
 	// change stay allowed. Nil means the registry knows of no users.
+	// Users is called while the change that asks holds the registry's
+	// changes: it must not change the registry itself (Add, Update,
+	// Remove, SetDefault, Apply, ApplyEach would wait for ever).
 	Users func(destination string) []string
 }
 
@@ -148,10 +151,15 @@ func changeOpts(opts []ChangeOption) changeOptions {
 // inUse returns an *InUseError when configs use the destination name and
 // the change is not forced.
 func (r *Registry) inUse(name, change string, force bool) error {
-	if force || r.opts.Users == nil {
+	return inUseBy(r.opts.Users, name, change, force)
+}
+
+// inUseBy is inUse with the users of a destination given by users.
+func inUseBy(usersOf func(string) []string, name, change string, force bool) error {
+	if force || usersOf == nil {
 		return nil
 	}
-	users := r.opts.Users(name)
+	users := usersOf(name)
 	if len(users) == 0 {
 		return nil
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -93,6 +94,7 @@ func TestDefaultManifests(t *testing.T) {
 	}
 	checkBindings(t, byKind)
 	checkDeployment(t, byKind)
+	checkMetricsService(t, byKind)
 	if t.Failed() {
 		return
 	}
@@ -161,6 +163,22 @@ func checkDeployment(t *testing.T, byKind map[string][]*unstructured.Unstructure
 	}
 }
 
+// checkMetricsService checks that the metrics Service lists the pods that
+// are not ready too: the leader is not ready while its destinations do not
+// load, which its metrics are needed to tell.
+func checkMetricsService(t *testing.T, byKind map[string][]*unstructured.Unstructured) {
+	t.Helper()
+	for _, o := range byKind["Service"] {
+		var svc corev1.Service
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &svc); err != nil {
+			t.Fatal(err)
+		}
+		if !svc.Spec.PublishNotReadyAddresses {
+			t.Errorf("service %s leaves out the pods that are not ready, the leader whose destinations do not load among them", svc.Name)
+		}
+	}
+}
+
 // applyDryRun applies the objects with server-side apply to a real
 // kube-apiserver: the namespace for real (a dry run creates nothing for
 // the objects in it), everything else as a dry run.
@@ -202,4 +220,47 @@ func boolInt(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// TestManifestsFollowTheNamespace renders an overlay of config/default
+// that sets another namespace, as a deployment into its own namespace
+// does: every namespaced object, the Namespace itself and the bindings'
+// service account follow it, and nothing names etcdbackup-system any more
+// (the Role of the credentials Secrets included).
+func TestManifestsFollowTheNamespace(t *testing.T) {
+	dir := t.TempDir()
+	base, err := filepath.Abs(filepath.Join("config", "default"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := filepath.Rel(dir, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	overlay := "namespace: backups\nresources:\n- " + filepath.ToSlash(rel) + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(overlay), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]bool{}
+	for _, o := range render(t, dir) {
+		kinds[o.GetKind()] = true
+		raw, err := yaml.Marshal(o.Object)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(raw), "etcdbackup-system") {
+			t.Errorf("%s %s still names etcdbackup-system", o.GetKind(), o.GetName())
+		}
+		switch {
+		case o.GetKind() == "Namespace" && o.GetName() != "backups":
+			t.Errorf("namespace %s", o.GetName())
+		case o.GetNamespace() != "" && o.GetNamespace() != "backups":
+			t.Errorf("%s %s is in namespace %s", o.GetKind(), o.GetName(), o.GetNamespace())
+		}
+	}
+	for _, kind := range []string{"Namespace", "Role", "RoleBinding", "ClusterRoleBinding", "Deployment"} {
+		if !kinds[kind] {
+			t.Errorf("no %s", kind)
+		}
+	}
 }

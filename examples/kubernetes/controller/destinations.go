@@ -40,6 +40,27 @@ const (
 // outside the controller's namespace.
 var errSecretNamespace = errors.New("credentials secret outside the controller's namespace")
 
+// errAmbientCredentials refuses a destination without a credentials
+// Secret whose URL names an endpoint other than its cloud's own: the
+// library would sign its requests with the controller's own credentials
+// (the AWS_* or AZURE_* variables, the pod's cloud identity), and send
+// them to a host the destination's author chose.
+var errAmbientCredentials = errors.New("an endpoint other than the cloud's own needs credentialsSecretRef: the controller's own credentials are not sent to it")
+
+// foreignEndpoint reports whether loc names an endpoint other than its
+// cloud's own public one: an endpoint is the cloud's own when loc names
+// the same store without it (an Amazon S3 commercial region's, as
+// s3.eu-west-1.amazonaws.com, storage.googleapis.com,
+// blob.core.windows.net, on HTTPS).
+func foreignEndpoint(loc destination.Location) bool {
+	if loc.Endpoint == "" {
+		return false
+	}
+	own := loc
+	own.Endpoint, own.Insecure = "", false
+	return !loc.Overlaps(own)
+}
+
 // secretResolver reads a destination's keys from the Secret
 // "namespace/name" through the Secrets cache, in its namespace only.
 type secretResolver struct {
@@ -103,6 +124,9 @@ func (d *destinations) setup(mgr ctrl.Manager) error {
 	all := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
 		return []reconcile.Request{registryKey}
 	})
+	// One reconcile at the start, so that the destinations load, and the
+	// gate opens, when there is no BackupDestination to watch yet.
+	d.changed <- event.GenericEvent{Object: &v1alpha1.BackupDestination{}}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("backupdestination").
 		Watches(&v1alpha1.BackupDestination{}, all).
@@ -226,7 +250,11 @@ func (d *destinations) spec(ctx context.Context, o *v1alpha1.BackupDestination) 
 	if l := o.Spec.ObjectLock; l != nil {
 		s.ObjectLock = destination.ObjectLock{Mode: storage.RetentionMode(l.Mode), RetainFor: l.RetainFor.Duration}
 	}
-	if ref := o.Spec.CredentialsSecretRef; ref != nil {
+	ref := o.Spec.CredentialsSecretRef
+	if loc, err := s.Location(); ref == nil && err == nil && foreignEndpoint(loc) {
+		return s, errAmbientCredentials
+	}
+	if ref != nil {
 		ns := cmp.Or(ref.Namespace, d.namespace)
 		if ns != d.namespace {
 			// Refused before anything reads it: whoever may write a
@@ -309,6 +337,7 @@ func countBackups(inv destination.Inventory) int {
 func refusalReason(err error) string {
 	return reasonOf(err, []sentinelReason{
 		{errSecretNamespace, "SecretNamespace"},
+		{errAmbientCredentials, "CredentialsSecretNeeded"},
 		{destination.ErrNoDriver, "NoDriver"},
 		{destination.ErrLocationInUse, "LocationInUse"},
 		{destination.ErrCredentialsInURL, "CredentialsInURL"},

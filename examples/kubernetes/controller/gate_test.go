@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/yaml"
@@ -53,7 +54,8 @@ func generatedRoles(t *testing.T) (*rbacv1.ClusterRole, *rbacv1.Role) {
 // Secrets: the destinations cannot load. Meanwhile a cluster being
 // deleted keeps its finalizer and its backups, a backup naming no
 // destination stays Pending, and a config stays Accepted. Once the Role is
-// bound, the destinations load and all of it goes on.
+// bound, the destinations load and all of it goes on. The controller's
+// readiness check fails until then.
 func TestNothingActsBeforeDestinationsLoad(t *testing.T) {
 	env, cfg, c := startEnv(t)
 	s3 := startMinIO(t)
@@ -95,7 +97,7 @@ func TestNothingActsBeforeDestinationsLoad(t *testing.T) {
 	subjects := []rbacv1.Subject{{Kind: rbacv1.UserKind, Name: "etcdbackup"}}
 	create(t, c, clusterRole, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "etcdbackup"}, Subjects: subjects,
 		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: clusterRole.Name}})
-	startManager(t, user.Config(), manager.Options{}, controller.Options{Namespace: ns, Registerer: prometheus.NewRegistry()})
+	parts, _, _ := startManager(t, user.Config(), manager.Options{}, controller.Options{Namespace: ns, Registerer: prometheus.NewRegistry()})
 	if err := c.Delete(ctx, &v1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "doomed"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -118,12 +120,24 @@ func TestNothingActsBeforeDestinationsLoad(t *testing.T) {
 	if !accepted() {
 		t.Error("the config was refused before the destinations loaded")
 	}
+	// Not ready for want of the destinations alone: the scheduler and the
+	// checks run.
+	eventually(t, "readiness failing for the destinations only", func() bool {
+		err := parts.Ready(nil)
+		return err != nil && err.Error() == "the destinations are not loaded yet"
+	})
+	if err := parts.Live(nil); err != nil {
+		t.Errorf("liveness before the destinations loaded: %v", err)
+	}
 
 	// The Role lets the controller read its Secrets: everything goes on.
 	create(t, c, role, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "etcdbackup"}, Subjects: subjects,
 		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name}})
 	if st := waitBackup(t, c, "default", "early"); st.Phase != v1alpha1.PhaseCompleted {
 		t.Errorf("backup after the destinations loaded: %+v", st)
+	}
+	if err := parts.Ready(nil); err != nil {
+		t.Errorf("readiness once the destinations loaded: %v", err)
 	}
 	eventually(t, "the cluster torn down", func() bool {
 		err := c.Get(ctx, client.ObjectKey{Name: "doomed"}, &v1alpha1.EtcdCluster{})
@@ -132,4 +146,26 @@ func TestNothingActsBeforeDestinationsLoad(t *testing.T) {
 	if !accepted() {
 		t.Error("the config is not accepted")
 	}
+}
+
+// TestDestinationsLoadWhenThereAreNone: with no BackupDestination yet (a
+// fresh install), the destinations still load: the controller becomes
+// ready, and a cluster deleted under the Delete policy, which has no
+// backups anywhere, goes.
+func TestDestinationsLoadWhenThereAreNone(t *testing.T) {
+	_, cfg, c := startEnv(t)
+	ctx := t.Context()
+	create(t, c, deleting(cluster("new", []string{"http://127.0.0.1:1"})))
+	parts, _, _ := startManager(t, cfg, manager.Options{}, controller.Options{Registerer: prometheus.NewRegistry()})
+	eventually(t, "the controller ready", func() bool { return parts.Ready(nil) == nil })
+	eventually(t, "the finalizer set", func() bool {
+		var cl v1alpha1.EtcdCluster
+		return c.Get(ctx, client.ObjectKey{Name: "new"}, &cl) == nil && controllerutil.ContainsFinalizer(&cl, controller.Finalizer)
+	})
+	if err := c.Delete(ctx, &v1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "new"}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the cluster gone", func() bool {
+		return apierrors.IsNotFound(c.Get(ctx, client.ObjectKey{Name: "new"}, &v1alpha1.EtcdCluster{}))
+	})
 }

@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -50,18 +51,28 @@ func TestLeaderElection(t *testing.T) {
 	)
 	opts := leaderOptions
 	regA, regB := prometheus.NewRegistry(), prometheus.NewRegistry()
-	_, stopA, stoppedA := startManager(t, cfg, opts(), controller.Options{Registerer: regA})
+	partsA, stopA, stoppedA := startManager(t, cfg, opts(), controller.Options{Registerer: regA})
 	eventually(t, "replica a backs up", func() bool { return successes(t, regA) >= 1 })
-	_, _, _ = startManager(t, cfg, opts(), controller.Options{Registerer: regB})
+	partsB, _, _ := startManager(t, cfg, opts(), controller.Options{Registerer: regB})
 	eventually(t, "replica a backs up three more times", func() bool { return successes(t, regA) >= 4 })
 	if n := successes(t, regB); n != 0 {
 		t.Fatalf("replica b ran %v backups while a led", n)
+	}
+	// The leader and the standby are both ready and live: a rolling
+	// update goes on, and nothing restarts either.
+	for name, p := range map[string]*controller.Controllers{"a, the leader": partsA, "b, the standby": partsB} {
+		if err := errors.Join(p.Ready(nil), p.Live(nil)); err != nil {
+			t.Errorf("replica %s: %v", name, err)
+		}
 	}
 
 	stopA()
 	<-stoppedA
 	ranA := successes(t, regA)
 	eventually(t, "replica b takes over", func() bool { return successes(t, regB) >= 3 })
+	if err := errors.Join(partsB.Ready(nil), partsB.Live(nil)); err != nil {
+		t.Errorf("replica b, the new leader: %v", err)
+	}
 	if n := successes(t, regA); n != ranA {
 		t.Fatalf("replica a ran backups after it stopped: %v, then %v", ranA, n)
 	}

@@ -63,8 +63,12 @@ func getDest(t *testing.T, c client.Client, name string) v1alpha1.BackupDestinat
 // TestSecretOfAnotherNamespaceRefused: a BackupDestination naming a
 // Secret outside the controller's namespace, with an endpoint its author
 // controls, is refused, and the Secret's keys never reach the endpoint;
-// one naming a Secret of the controller's namespace (or none) is used.
+// one naming a Secret of the controller's namespace is used. One naming
+// no Secret with such an endpoint is refused too: the controller's own
+// credentials (here its AWS_* variables) never reach the endpoint.
 func TestSecretOfAnotherNamespaceRefused(t *testing.T) {
+	t.Setenv("AWS_ACCESS_KEY_ID", "AMBIENTACCESSKEY")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "ambient-secret-key")
 	cfg, c := startAPIServer(t)
 	endpoint := &requestLog{}
 	srv := httptest.NewServer(endpoint)
@@ -76,24 +80,37 @@ func TestSecretOfAnotherNamespaceRefused(t *testing.T) {
 	evil.Spec.CredentialsSecretRef = &v1alpha1.SecretReference{Namespace: "tenant", Name: "keys"}
 	own := dest("own", fmt.Sprintf("s3://own?endpoint=%s&insecure=true", addr), "")
 	own.Spec.CredentialsSecretRef = &v1alpha1.SecretReference{Name: "keys"} // the controller's namespace
+	ambient := dest("ambient", fmt.Sprintf("s3://ambient?endpoint=%s&insecure=true", addr), "")
 	create(t, c, namespace("ops"), namespace("tenant"),
 		secret("tenant", "keys", "TENANTACCESSKEY", "tenant-secret-key"),
 		secret("ops", "keys", "OPSACCESSKEY", "ops-secret-key"),
-		evil, own)
+		evil, own, ambient)
 
 	eventually(t, "the destination of the controller's namespace is checked", func() bool {
 		return endpoint.contains("OPSACCESSKEY")
 	})
-	d := getDest(t, c, "evil")
-	got := condition(d.Status.Conditions, v1alpha1.ConditionAccepted)
-	if got.Status != metav1.ConditionFalse || got.Reason != "SecretNamespace" || !strings.Contains(got.Message, "tenant/keys") {
-		t.Errorf("evil: Accepted = %+v, want False, SecretNamespace", got)
+	eventually(t, "the destination without a Secret refused or checked", func() bool {
+		d := getDest(t, c, "ambient")
+		return condition(d.Status.Conditions, v1alpha1.ConditionAccepted).Status == metav1.ConditionFalse ||
+			condition(d.Status.Conditions, v1alpha1.ConditionAvailable).Status == metav1.ConditionFalse
+	})
+	if endpoint.contains("AMBIENTACCESSKEY") {
+		t.Error("the controller's own access key reached the destination's endpoint")
 	}
+	if got := condition(getDest(t, c, "ambient").Status.Conditions, v1alpha1.ConditionAccepted); got.Status != metav1.ConditionFalse || got.Reason != "CredentialsSecretNeeded" {
+		t.Errorf("ambient: Accepted = %+v, want False, CredentialsSecretNeeded", got)
+	}
+	// The statuses are written one after the other, after the apply that
+	// let the checks reach the endpoint: wait for each.
+	eventually(t, "evil: Accepted False, SecretNamespace", func() bool {
+		got := condition(getDest(t, c, "evil").Status.Conditions, v1alpha1.ConditionAccepted)
+		return got.Status == metav1.ConditionFalse && got.Reason == "SecretNamespace" && strings.Contains(got.Message, "tenant/keys")
+	})
+	eventually(t, "own: Accepted True", func() bool {
+		return condition(getDest(t, c, "own").Status.Conditions, v1alpha1.ConditionAccepted).Status == metav1.ConditionTrue
+	})
 	if endpoint.contains("TENANTACCESSKEY") {
 		t.Error("the tenant's access key reached the destination's endpoint")
-	}
-	if got := condition(getDest(t, c, "own").Status.Conditions, v1alpha1.ConditionAccepted); got.Status != metav1.ConditionTrue {
-		t.Errorf("own: Accepted = %+v", got)
 	}
 }
 

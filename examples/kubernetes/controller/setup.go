@@ -78,6 +78,8 @@ type Controllers struct {
 	// Pins holds the backups restores are reading: retention and
 	// teardowns leave them alone.
 	Pins *retention.PinSet
+
+	probes probes
 }
 
 // Close closes the registry. Call it once the manager has stopped.
@@ -93,8 +95,9 @@ func AddToScheme(s *runtime.Scheme) error {
 // generate: a ClusterRole that reads the resources and writes their
 // status, updates EtcdClusters only (their finalizer) and patches
 // EtcdRestores only (the digest of a published plan); a Role in the
-// controller's namespace (etcdbackup-system: change it with the
-// deployment's) for the credentials Secrets and the leader's Lease.
+// controller's namespace for the credentials Secrets and the leader's
+// Lease. The markers name etcdbackup-system; kustomize's namespace
+// (config/default, or an overlay) replaces it with the deployment's.
 //
 // +kubebuilder:rbac:groups=backup.etcdbackup.io,resources=backupdestinations;etcdclusters;etcdbackupconfigs;etcdbackups;etcdrestores,verbs=get;list;watch
 // +kubebuilder:rbac:groups=backup.etcdbackup.io,resources=etcdclusters,verbs=update
@@ -200,6 +203,10 @@ func Setup(mgr manager.Manager, o Options) (*Controllers, error) {
 	oneShots := &oneShots{client: c, events: rec, registry: registry, clusters: clusters, metrics: metrics, now: now, log: o.Logger, loaded: loaded}
 	restores := &restores{client: c, events: rec, registry: registry, pins: pins, dir: o.RestoreDir,
 		identities: o.Identities, now: now, log: o.Logger, loaded: loaded, held: map[types.UID]heldPlan{}, clusters: clusters}
+	// The scheduler and the registry's checks run on the leader only: the
+	// manager runs runnables without NeedLeaderElection on the leader.
+	schedulerPart := &tracked{name: "scheduler", run: scheduler.Start}
+	checksPart := &tracked{name: "destinations' checks", run: registry.Run}
 	err = errors.Join(
 		indexFields(context.Background(), mgr.GetFieldIndexer(), o.Namespace),
 		mgr.Add(secrets),
@@ -208,17 +215,16 @@ func Setup(mgr manager.Manager, o Options) (*Controllers, error) {
 		clusters.setup(mgr),
 		oneShots.setup(mgr),
 		restores.setup(mgr),
-		// Runnables without NeedLeaderElection run on the leader only:
-		// the registry's checks and syncs, and the scheduler.
-		mgr.Add(manager.RunnableFunc(registry.Run)),
-		mgr.Add(scheduler),
+		mgr.Add(checksPart),
+		mgr.Add(schedulerPart),
 		mgr.Add(drills),
 	)
 	if err != nil {
 		registry.Close()
 		return nil, err
 	}
-	return &Controllers{Registry: registry, Scheduler: scheduler, Pins: pins}, nil
+	return &Controllers{Registry: registry, Scheduler: scheduler, Pins: pins,
+		probes: probes{elected: mgr.Elected(), loaded: loaded, parts: []*tracked{schedulerPart, checksPart}}}, nil
 }
 
 // Field indexes of the objects the controllers look up by reference.

@@ -50,7 +50,9 @@ type BackupDestinationSpec struct {
 	// +kubebuilder:validation:MaxLength=2048
 	URL string `json:"url"`
 	// CredentialsSecretRef names the Secret with the destination's keys,
-	// in the controller's namespace. Without it the store's default credentials chain is used.
+	// in the controller's namespace. Without it the store's default credentials chain is used
+	// (the controller's own variables, its cloud identity), and the URL may name no endpoint
+	// other than its cloud's public one: such a destination is refused (CredentialsSecretNeeded).
 	// +optional
 	CredentialsSecretRef *SecretReference `json:"credentialsSecretRef,omitempty"`
 	// PollInterval is the time between inventory syncs. Zero means the

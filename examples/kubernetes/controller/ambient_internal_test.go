@@ -1,0 +1,41 @@
+package controller
+
+import (
+	"errors"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/etcdbackup/etcdbackup/examples/kubernetes/api/v1alpha1"
+)
+
+// TestAmbientCredentialsEndpoints: a BackupDestination without a
+// credentials Secret may name its cloud's own endpoint (a workload
+// identity or an IAM role on Amazon S3's regional endpoint, GCS, Azure's
+// public cloud), and is refused with any other endpoint, which the
+// controller's own credentials must not reach.
+func TestAmbientCredentialsEndpoints(t *testing.T) {
+	d := &destinations{namespace: "ops"}
+	for url, refused := range map[string]bool{
+		"s3://backups":                                                   false,
+		"s3://backups?region=eu-west-1":                                  false,
+		"s3://backups?endpoint=s3.amazonaws.com":                         false,
+		"s3://backups?endpoint=s3.eu-west-1.amazonaws.com":               false,
+		"s3://backups?endpoint=https://s3.eu-west-1.amazonaws.com:443":   false,
+		"s3://backups?endpoint=s3.dualstack.eu-west-1.amazonaws.com":     false,
+		"gs://backups?endpoint=storage.googleapis.com":                   false,
+		"azblob://backups?account=acct&endpoint=blob.core.windows.net":   false,
+		"s3://backups?endpoint=minio.example.com:9000":                   true,
+		"s3://backups?endpoint=s3.eu-west-1.amazonaws.com&insecure=true": true,
+		"s3://backups?endpoint=ec2-1-2-3-4.compute-1.amazonaws.com":      true,
+		"s3://backups?endpoint=s3.eu-west-1.amazonaws.com.evil.example":  true,
+		"gs://backups?endpoint=gcs.example.com":                          true,
+		"azblob://backups?account=acct&endpoint=blob.evil.example":       true,
+	} {
+		o := &v1alpha1.BackupDestination{ObjectMeta: metav1.ObjectMeta{Name: "d"}, Spec: v1alpha1.BackupDestinationSpec{URL: url}}
+		_, err := d.spec(t.Context(), o)
+		if got := errors.Is(err, errAmbientCredentials); got != refused {
+			t.Errorf("%s: refused %t (%v), want %t", url, got, err, refused)
+		}
+	}
+}
