@@ -20,8 +20,8 @@ func TestCompressionLevelValidate(t *testing.T) {
 		level     string
 		err       error
 	}{
-		{c: "", algorithm: backup.Zstd, level: "default"},
-		{c: backup.Zstd, algorithm: backup.Zstd, level: "default"},
+		{c: "", algorithm: backup.Zstd, level: "fastest"},
+		{c: backup.Zstd, algorithm: backup.Zstd, level: "fastest"},
 		{c: backup.ZstdFastest, algorithm: backup.Zstd, level: "fastest"},
 		{c: backup.ZstdDefault, algorithm: backup.Zstd, level: "default"},
 		{c: backup.ZstdBetter, algorithm: backup.Zstd, level: "better"},
@@ -83,8 +83,8 @@ func TestPipelineZstdLevels(t *testing.T) {
 		{backup.ZstdFastest, "fastest"},
 		{backup.ZstdDefault, "default"},
 		{backup.ZstdBetter, "better"},
-		{backup.Zstd, "default"},
-		{"", "default"},
+		{backup.Zstd, "fastest"},
+		{"", "fastest"},
 	} {
 		for _, budget := range []int64{0, 16 << 20} {
 			u := newMemUploader()
@@ -105,7 +105,7 @@ func TestPipelineZstdLevels(t *testing.T) {
 	}
 	t.Logf("raw %d, stored: fastest %d, default %d, better %d", len(stream),
 		stored[backup.ZstdFastest], stored[backup.ZstdDefault], stored[backup.ZstdBetter])
-	require.Equal(t, stored[backup.ZstdDefault], stored[backup.Zstd], "zstd is zstd:default")
+	require.Equal(t, stored[backup.ZstdFastest], stored[backup.Zstd], "zstd is zstd:fastest")
 	require.Greater(t, stored[backup.ZstdFastest], stored[backup.ZstdDefault])
 	require.Greater(t, stored[backup.ZstdDefault], stored[backup.ZstdBetter])
 }

@@ -38,7 +38,8 @@ import (
 type Pipeline struct {
 	// Snapshotter takes the snapshot. Required.
 	Snapshotter Snapshotter
-	// Compression of the stored bytes; zero means Zstd.
+	// Compression of the stored bytes; zero means Zstd (at its fastest
+	// level: see ZstdFastest for what the levels cost and buy).
 	Compression Compression
 	// Encryption of the stored bytes; zero means none.
 	Encryption Encryption

@@ -200,7 +200,7 @@ const defaultMemory = 32 << 20
 func (f *encodingFlags) register(fs *flagSet) {
 	f.memory = defaultMemory
 	fs.Var(&f.memory, "memory", "`bytes` of upload buffers and compressor, half each, which also sets the Go runtime's memory limit to half plus 16 MiB unless GOMEMLIMIT is set (e.g. 32MiB; 0 for the library's defaults: 32 MiB of parts, 40 MiB of zstd, no limit)")
-	fs.StringVar(&f.compression, "compression", string(backup.Zstd), "zstd, zstd:fastest, zstd:default, zstd:better, gzip or none (zstd is zstd:default; the level changes only CPU and size, never how a backup is read)")
+	fs.StringVar(&f.compression, "compression", string(backup.Zstd), "zstd, zstd:fastest, zstd:default, zstd:better, gzip or none (zstd is zstd:fastest; a level trades CPU for stored size and never changes how a backup is read)")
 	fs.Var(&f.recipients, "recipient", "age public `key` to encrypt to; repeatable")
 	fs.StringVar(&f.recipientFile, "recipient-file", "", "`file` of age public keys, one a line (- for stdin)")
 }
