@@ -174,7 +174,10 @@ fuzz:
 # to MinIO: the two-step approach of cron-job tools against etcdbackup's
 # streaming, zstd, age and spool modes, the CLI as shipped (built as make
 # release builds it, into a temporary directory), and restores of a backup
-# against download-then-`etcdutl snapshot restore`; then continuous
+# against download-then-`etcdutl snapshot restore`; the same jobs (the
+# CLI at its defaults and with --memory=0, restores) against MinIO as a
+# remote store, over TLS at no added, 50 ms and 100 ms RTT, each against
+# two-step through the same store (internal/bench/store.go); then continuous
 # backup (pitr) and a point restore after many writes (pitr-restore).
 # Every step saves its figures in bench-out/results.json and renders the
 # whole of BENCHMARKS.md with BENCHMARKS.png from it: nothing in the report
