@@ -285,7 +285,6 @@ type memberConn struct {
 	endpoint string
 	cli      *clientv3.Client
 	remote   pb.MaintenanceClient // over cli's single connection
-	maint    clientv3.Maintenance // over remote
 	status   *pb.StatusResponse
 	err      error
 }
@@ -347,7 +346,6 @@ func (s *EtcdSnapshotter) probe(ctx context.Context, tlsCfg *tls.Config) []*memb
 				return
 			}
 			m.remote = clientv3.RetryMaintenanceClient(m.cli, m.cli.ActiveConnection())
-			m.maint = clientv3.NewMaintenanceFromMaintenanceClient(m.remote, m.cli)
 			m.status, m.err = s.status(ctx, m)
 			if m.err != nil {
 				m.err = fmt.Errorf("endpoint %s: status: %w", ep, m.err)
