@@ -182,7 +182,8 @@ fuzz:
 # Every step saves its figures in bench-out/results.json and renders the
 # whole of BENCHMARKS.md with BENCHMARKS.png from it: nothing in the report
 # is typed in. Filled etcds are cached in bench-out/etcd (git-ignored).
-# About one and a half to two hours on 2 cores (more when the machine is
+# About one and a half to two hours on 2 cores before the remote-store modes,
+# which add their own rounds (more when the machine is
 # busy: rounds are added until 5 are quiet, up to -max-runs). BENCH_FLAGS, PITR_FLAGS and
 # PITR_RESTORE_FLAGS pass flags, e.g. BENCH_FLAGS='-sizes 256MiB,1GiB'.
 .PHONY: bench
