@@ -6,12 +6,16 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	grpcproto "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
@@ -75,9 +79,52 @@ type snapshotOpener interface {
 	Snapshot(ctx context.Context, in *pb.SnapshotRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[pb.SnapshotResponse], error)
 }
 
+// openAttempts bounds how often openSnapshot opens the stream, and
+// openPause is its first pause between two attempts (doubled after each).
+var (
+	openAttempts = 4
+	openPause    = 100 * time.Millisecond
+)
+
 // openSnapshot opens the Snapshot stream of the member behind remote and
-// reads its first message, which names the storage version.
+// reads its first message, which names the storage version. Until that
+// message has come, nothing of the snapshot has been read, so an error
+// etcd's client retries there (see retryableOpen) opens the stream again,
+// up to openAttempts times: its stream interceptor authenticates anew at
+// each open. After the first message nothing is retried: a snapshot is
+// never stitched from two streams.
 func openSnapshot(ctx context.Context, remote snapshotOpener) (*snapshotBlobs, error) {
+	pause := openPause
+	for attempt := 1; ; attempt++ {
+		s, err := openSnapshotOnce(ctx, remote)
+		if err == nil || attempt >= openAttempts || !retryableOpen(err) {
+			return s, err
+		}
+		timer := time.NewTimer(pause)
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			timer.Stop()
+			return nil, fmt.Errorf("%w (after %w)", context.Cause(ctx), err)
+		}
+		pause *= 2
+	}
+}
+
+// retryableOpen reports whether err, of opening a Snapshot stream or of
+// its first message, is one etcd's client retried there: the member
+// unavailable for a moment, or an auth token that expired or predates a
+// change of users or roles.
+func retryableOpen(err error) bool {
+	if status.Code(err) == codes.Unavailable {
+		return true
+	}
+	e := rpctypes.Error(err)
+	return errors.Is(e, rpctypes.ErrInvalidAuthToken) || errors.Is(e, rpctypes.ErrAuthOldRevision) || errors.Is(e, rpctypes.ErrUserEmpty)
+}
+
+// openSnapshotOnce is one attempt of openSnapshot.
+func openSnapshotOnce(ctx context.Context, remote snapshotOpener) (*snapshotBlobs, error) {
 	stream, err := remote.Snapshot(ctx, &pb.SnapshotRequest{},
 		grpc.ForceCodecV2(snapshotCodec{}), grpc.WaitForReady(true), grpc.MaxCallRecvMsgSize(math.MaxInt32))
 	if err != nil {

@@ -8,8 +8,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 )
@@ -95,4 +98,65 @@ type firstOnly struct{ c *chunkStream }
 
 func (f firstOnly) Snapshot(context.Context, *pb.SnapshotRequest, ...grpc.CallOption) (grpc.ServerStreamingClient[pb.SnapshotResponse], error) {
 	return &grpc.GenericClientStream[pb.SnapshotRequest, pb.SnapshotResponse]{ClientStream: f.c}, nil
+}
+
+// failingOpener is a MaintenanceClient whose first len(errs) Snapshot
+// streams fail their first message with errs[i], and whose next serves
+// msgs.
+type failingOpener struct {
+	errs  []error
+	msgs  [][]byte
+	opens int
+}
+
+func (f *failingOpener) Snapshot(context.Context, *pb.SnapshotRequest, ...grpc.CallOption) (grpc.ServerStreamingClient[pb.SnapshotResponse], error) {
+	f.opens++
+	var c grpc.ClientStream = &chunkStream{msgs: f.msgs, split: 7}
+	if f.opens <= len(f.errs) {
+		c = failingStream{err: f.errs[f.opens-1]}
+	}
+	return &grpc.GenericClientStream[pb.SnapshotRequest, pb.SnapshotResponse]{ClientStream: c}, nil
+}
+
+type failingStream struct {
+	grpc.ClientStream
+	err error
+}
+
+func (f failingStream) RecvMsg(any) error { return f.err }
+
+// TestOpenSnapshotRetriesBeforeFirstMessage: as etcd's client did, an
+// unavailable member or a stale auth token before the first message opens
+// the stream again (nothing was read yet), a bounded number of times; any
+// other error fails at once.
+func TestOpenSnapshotRetriesBeforeFirstMessage(t *testing.T) {
+	msg := marshalSnapshotResponse(t, &pb.SnapshotResponse{Blob: []byte("db"), Version: "3.7.0"})
+	unavailable := status.Error(codes.Unavailable, "transport is closing")
+	staleToken := rpctypes.ErrGRPCInvalidAuthToken
+
+	f := &failingOpener{errs: []error{unavailable, staleToken}, msgs: [][]byte{msg}}
+	s, err := openSnapshot(t.Context(), f)
+	require.NoError(t, err)
+	require.Equal(t, 3, f.opens)
+	got, err := io.ReadAll(s)
+	require.NoError(t, err)
+	require.Equal(t, "db", string(got))
+	require.Equal(t, "3.7.0", s.version)
+
+	f = &failingOpener{errs: []error{unavailable, unavailable, unavailable, unavailable, unavailable}, msgs: [][]byte{msg}}
+	_, err = openSnapshot(t.Context(), f)
+	require.Equal(t, codes.Unavailable, status.Code(err))
+	require.Equal(t, openAttempts, f.opens)
+
+	f = &failingOpener{errs: []error{rpctypes.ErrGRPCPermissionDenied}, msgs: [][]byte{msg}}
+	_, err = openSnapshot(t.Context(), f)
+	require.Error(t, err)
+	require.Equal(t, 1, f.opens)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	f = &failingOpener{errs: []error{unavailable, unavailable}, msgs: [][]byte{msg}}
+	_, err = openSnapshot(ctx, f)
+	require.ErrorIs(t, err, context.Canceled)
+	require.Equal(t, 1, f.opens)
 }
