@@ -12,10 +12,8 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	grpcproto "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
@@ -88,11 +86,15 @@ var (
 
 // openSnapshot opens the Snapshot stream of the member behind remote and
 // reads its first message, which names the storage version. Until that
-// message has come, nothing of the snapshot has been read, so an error
-// etcd's client retries there (see retryableOpen) opens the stream again,
-// up to openAttempts times: its stream interceptor authenticates anew at
-// each open. After the first message nothing is retried: a snapshot is
-// never stitched from two streams.
+// message has come nothing of the snapshot has been read, so an auth
+// token the member refused (see retryableOpen) opens the stream again, up
+// to openAttempts times, as etcd's client did: its stream interceptor
+// authenticates anew at each open. An unavailable member is not retried
+// here, unlike in etcd's client: a new stream may reach the member
+// restarted since open read its status and revision, and the snapshot's
+// revision bounds would not hold; the run fails and the next reads them
+// anew. After the first message nothing is retried: a snapshot is never
+// stitched from two streams.
 func openSnapshot(ctx context.Context, remote snapshotOpener) (*snapshotBlobs, error) {
 	pause := openPause
 	for attempt := 1; ; attempt++ {
@@ -112,13 +114,10 @@ func openSnapshot(ctx context.Context, remote snapshotOpener) (*snapshotBlobs, e
 }
 
 // retryableOpen reports whether err, of opening a Snapshot stream or of
-// its first message, is one etcd's client retried there: the member
-// unavailable for a moment, or an auth token that expired or predates a
-// change of users or roles.
+// its first message, is an auth token the member refused that a new
+// authentication replaces: expired, cleared, or older than a change of
+// users or roles (the errors etcd's client refreshes its token on).
 func retryableOpen(err error) bool {
-	if status.Code(err) == codes.Unavailable {
-		return true
-	}
 	e := rpctypes.Error(err)
 	return errors.Is(e, rpctypes.ErrInvalidAuthToken) || errors.Is(e, rpctypes.ErrAuthOldRevision) || errors.Is(e, rpctypes.ErrUserEmpty)
 }

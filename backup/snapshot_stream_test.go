@@ -126,15 +126,15 @@ type failingStream struct {
 func (f failingStream) RecvMsg(any) error { return f.err }
 
 // TestOpenSnapshotRetriesBeforeFirstMessage: as etcd's client did, an
-// unavailable member or a stale auth token before the first message opens
-// the stream again (nothing was read yet), a bounded number of times; any
-// other error fails at once.
+// auth token the member refused before the first message opens the stream
+// again (nothing was read yet, and each open authenticates anew), a
+// bounded number of times; any other error, an unavailable member
+// included, fails at once.
 func TestOpenSnapshotRetriesBeforeFirstMessage(t *testing.T) {
 	msg := marshalSnapshotResponse(t, &pb.SnapshotResponse{Blob: []byte("db"), Version: "3.7.0"})
-	unavailable := status.Error(codes.Unavailable, "transport is closing")
-	staleToken := rpctypes.ErrGRPCInvalidAuthToken
+	staleToken, oldRevision := rpctypes.ErrGRPCInvalidAuthToken, rpctypes.ErrGRPCAuthOldRevision
 
-	f := &failingOpener{errs: []error{unavailable, staleToken}, msgs: [][]byte{msg}}
+	f := &failingOpener{errs: []error{staleToken, oldRevision}, msgs: [][]byte{msg}}
 	s, err := openSnapshot(t.Context(), f)
 	require.NoError(t, err)
 	require.Equal(t, 3, f.opens)
@@ -143,19 +143,21 @@ func TestOpenSnapshotRetriesBeforeFirstMessage(t *testing.T) {
 	require.Equal(t, "db", string(got))
 	require.Equal(t, "3.7.0", s.version)
 
-	f = &failingOpener{errs: []error{unavailable, unavailable, unavailable, unavailable, unavailable}, msgs: [][]byte{msg}}
+	f = &failingOpener{errs: []error{staleToken, staleToken, staleToken, staleToken, staleToken}, msgs: [][]byte{msg}}
 	_, err = openSnapshot(t.Context(), f)
-	require.Equal(t, codes.Unavailable, status.Code(err))
+	require.ErrorIs(t, rpctypes.Error(err), rpctypes.ErrInvalidAuthToken)
 	require.Equal(t, openAttempts, f.opens)
 
-	f = &failingOpener{errs: []error{rpctypes.ErrGRPCPermissionDenied}, msgs: [][]byte{msg}}
-	_, err = openSnapshot(t.Context(), f)
-	require.Error(t, err)
-	require.Equal(t, 1, f.opens)
+	for _, other := range []error{rpctypes.ErrGRPCPermissionDenied, status.Error(codes.Unavailable, "transport is closing")} {
+		f = &failingOpener{errs: []error{other}, msgs: [][]byte{msg}}
+		_, err = openSnapshot(t.Context(), f)
+		require.Error(t, err)
+		require.Equal(t, 1, f.opens, "%v", other)
+	}
 
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	f = &failingOpener{errs: []error{unavailable, unavailable}, msgs: [][]byte{msg}}
+	f = &failingOpener{errs: []error{staleToken, staleToken}, msgs: [][]byte{msg}}
 	_, err = openSnapshot(ctx, f)
 	require.ErrorIs(t, err, context.Canceled)
 	require.Equal(t, 1, f.opens)
