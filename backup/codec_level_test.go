@@ -133,9 +133,12 @@ func TestManifestCompressionLevel(t *testing.T) {
 		{backup.Zstd, "", true},
 		{backup.Zstd, "better", true},
 		{backup.Zstd, "ultra", true},
+		{backup.Zstd, "19", true}, // a newer writer's level by number
+		{backup.Zstd, "level-3", true},
+		{backup.Zstd, "better fast", false},
 		{backup.Zstd, "Better", false},
 		{backup.Zstd, "better\n", false},
-		{backup.Zstd, strings.Repeat("a", 17), false},
+		{backup.Zstd, strings.Repeat("a", 33), false},
 		{backup.ZstdBetter, "", false},
 	} {
 		m := validManifest()

@@ -545,15 +545,16 @@ var (
 )
 
 // validLevelName reports whether s may be a manifest's CompressionLevel:
-// empty, or up to 16 lowercase letters. A level this version does not
-// know is accepted (a newer writer may use one; reading does not depend
-// on it).
+// empty, or up to 32 lowercase letters, digits, dots, dashes and
+// underscores. A level this version does not know is accepted (a newer
+// writer may use one, a zstd level by its number say; reading does not
+// depend on it): only what could garble a log line or a listing is not.
 func validLevelName(s string) bool {
-	if len(s) > 16 {
+	if len(s) > 32 {
 		return false
 	}
 	for _, r := range s {
-		if r < 'a' || r > 'z' {
+		if (r < 'a' || r > 'z') && (r < '0' || r > '9') && r != '.' && r != '-' && r != '_' {
 			return false
 		}
 	}
