@@ -174,12 +174,16 @@ fuzz:
 # to MinIO: the two-step approach of cron-job tools against etcdbackup's
 # streaming, zstd, age and spool modes, the CLI as shipped (built as make
 # release builds it, into a temporary directory), and restores of a backup
-# against download-then-`etcdutl snapshot restore`; then continuous
+# against download-then-`etcdutl snapshot restore`; the same jobs (the
+# CLI at its defaults and with --memory=0, restores) against MinIO as a
+# remote store, over TLS at no added, 50 ms and 100 ms RTT, each against
+# two-step through the same store (internal/bench/store.go); then continuous
 # backup (pitr) and a point restore after many writes (pitr-restore).
 # Every step saves its figures in bench-out/results.json and renders the
 # whole of BENCHMARKS.md with BENCHMARKS.png from it: nothing in the report
 # is typed in. Filled etcds are cached in bench-out/etcd (git-ignored).
-# About one and a half to two hours on 2 cores (more when the machine is
+# About one and a half to two hours on 2 cores before the remote-store modes,
+# which add their own rounds (more when the machine is
 # busy: rounds are added until 5 are quiet, up to -max-runs). BENCH_FLAGS, PITR_FLAGS and
 # PITR_RESTORE_FLAGS pass flags, e.g. BENCH_FLAGS='-sizes 256MiB,1GiB'.
 .PHONY: bench

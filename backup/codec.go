@@ -14,7 +14,11 @@ import (
 )
 
 // Compression names how a backup's bytes are compressed before they are
-// (optionally) encrypted and stored.
+// (optionally) encrypted and stored: an algorithm, and for zstd optionally
+// a level after a colon ("zstd:fastest"). The level changes only the
+// writer's CPU and the stored size: every zstd stream decodes the same, so
+// a manifest records the algorithm in Compression (what restore needs) and
+// the level apart, in CompressionLevel.
 type Compression string
 
 // The compressions the pipeline writes and restore reads. The zero value
@@ -25,9 +29,48 @@ const (
 	None Compression = "none"
 )
 
+// The zstd levels, klauspost/compress's: fastest (about zstd's level 1),
+// default (about level 3) and better (about level 7). Zstd alone, and
+// the zero value, mean ZstdFastest. Measured on a Kubernetes-like etcd
+// snapshot of 128 MiB through the pipeline (BenchmarkZstdLevels in
+// internal/bench, on a shared 2-core machine), as process CPU per GiB of
+// snapshot and stored / raw size, against 1.2 s/GiB without compression
+// (the trailer check, the digests, the copies):
+//
+//	fastest  4.2-4.9 s/GiB  0.200
+//	default  5.3-6.2 s/GiB  0.191
+//	better    13-17 s/GiB   0.186
+//
+// So default costs about a third more compressor CPU than fastest for 5%
+// fewer stored bytes, and better three to four times fastest's for 7%
+// fewer: on a machine whose cores etcd, the store and the backup share,
+// CPU is what a backup waits for, hence fastest by default. default or
+// better pay where stored bytes or a slow link cost more than CPU.
+// Decompression costs about the same whatever the level.
+const (
+	ZstdFastest Compression = "zstd:fastest"
+	ZstdDefault Compression = "zstd:default"
+	ZstdBetter  Compression = "zstd:better"
+)
+
 // ErrUnknownCompression is returned for a Compression this library does not
 // know.
 var ErrUnknownCompression = errors.New("unknown compression")
+
+// ErrUnknownCompressionLevel is returned for a Compression whose algorithm
+// is known but whose level is not (or that has no levels, as gzip). It
+// matches ErrUnknownCompression too.
+var ErrUnknownCompressionLevel = fmt.Errorf("%w level", ErrUnknownCompression)
+
+// zstdLevels maps the level names to klauspost/compress's levels.
+var zstdLevels = map[string]zstd.EncoderLevel{
+	"fastest": zstd.SpeedFastest,
+	"default": zstd.SpeedDefault,
+	"better":  zstd.SpeedBetterCompression,
+}
+
+// defaultZstdLevel is the level of Zstd without one (see ZstdFastest).
+const defaultZstdLevel = "fastest"
 
 // OrDefault returns c, or Zstd when c is empty.
 func (c Compression) OrDefault() Compression {
@@ -37,18 +80,51 @@ func (c Compression) OrDefault() Compression {
 	return c
 }
 
+// Algorithm returns c without its level: Zstd, Gzip or None (or c itself
+// when it is not known). It is what a manifest records and what
+// NewDecoder reads.
+func (c Compression) Algorithm() Compression {
+	alg, _, _ := strings.Cut(string(c.OrDefault()), ":")
+	return Compression(alg)
+}
+
+// Level returns the name of c's level: for zstd "fastest", "default" or
+// "better" (Zstd alone: "fastest"), and "" for the algorithms without
+// levels.
+func (c Compression) Level() string {
+	_, level, found := strings.Cut(string(c.OrDefault()), ":")
+	if c.Algorithm() == Zstd && !found {
+		return defaultZstdLevel
+	}
+	return level
+}
+
 // Validate reports whether c is known (the zero value is: it means Zstd).
 func (c Compression) Validate() error {
-	switch c.OrDefault() {
-	case Zstd, Gzip, None:
+	alg, level, hasLevel := strings.Cut(string(c.OrDefault()), ":")
+	switch Compression(alg) {
+	case Zstd:
+		if _, ok := zstdLevels[level]; hasLevel && !ok {
+			return fmt.Errorf("%w %q for zstd (want fastest, default or better)", ErrUnknownCompressionLevel, level)
+		}
+		return nil
+	case Gzip, None:
+		if hasLevel {
+			return fmt.Errorf("%w %q: %s has no levels", ErrUnknownCompressionLevel, level, alg)
+		}
 		return nil
 	}
-	return fmt.Errorf("%w %q (want zstd, gzip or none)", ErrUnknownCompression, string(c))
+	return fmt.Errorf("%w %q (want zstd, zstd:fastest, zstd:default, zstd:better, gzip or none)", ErrUnknownCompression, string(c))
+}
+
+// zstdLevel returns the encoder level of c, a valid zstd Compression.
+func (c Compression) zstdLevel() zstd.EncoderLevel {
+	return zstdLevels[c.Level()]
 }
 
 // Extension returns the file-name extension of c: ".zst", ".gz" or "".
 func (c Compression) Extension() string {
-	switch c.OrDefault() {
+	switch c.Algorithm() {
 	case Zstd:
 		return ".zst"
 	case Gzip:
@@ -104,24 +180,32 @@ func RecipientFingerprint(recipient string) string {
 	return "sha256:" + hex.EncodeToString(sum[:16])
 }
 
-// zstdOptions returns the zstd encoder's settings within a memory budget.
-// Without one, two encoder goroutines with zstd's default 8 MiB window
-// (about 40 MiB) use both cores of a small machine; more buys little at
-// this level. Within a budget: two encoders from 16 MiB, one below, each
-// with a window of a power of two of at most a quarter of its share, from
-// 256 KiB to 8 MiB. Two 2 MiB windows store an etcd database about 5%
-// larger than two 8 MiB ones, at the same speed (BENCHMARKS.md).
-func zstdOptions(budget int64) []zstd.EOption {
-	opts := []zstd.EOption{zstd.WithEncoderLevel(zstd.SpeedDefault)}
-	if budget <= 0 {
+// encoderOptions are what an encoder is made from, besides its output
+// and recipients: the compression (with its level) and the memory budget.
+type encoderOptions struct {
+	compression Compression
+	budget      int64
+}
+
+// zstdOptions returns the zstd encoder's settings within a memory budget,
+// at o's level. Without a budget, two encoder goroutines with zstd's
+// default 8 MiB window (about 40 MiB) use both cores of a small machine;
+// more buys little at these levels. Within a budget: two encoders from 16
+// MiB, one below, each with a window of a power of two of at most a
+// quarter of its share, from 256 KiB to 8 MiB. Two 2 MiB windows store an
+// etcd database about 5% larger than two 8 MiB ones, at the same speed
+// (BENCHMARKS.md).
+func (o encoderOptions) zstdOptions() []zstd.EOption {
+	opts := []zstd.EOption{zstd.WithEncoderLevel(o.compression.zstdLevel())}
+	if o.budget <= 0 {
 		return append(opts, zstd.WithEncoderConcurrency(2))
 	}
 	concurrency := 1
-	if budget >= 16<<20 {
+	if o.budget >= 16<<20 {
 		concurrency = 2
 	}
 	window := int64(zstd.MinWindowSize)
-	for window*2 <= min(budget/int64(4*concurrency), 8<<20) {
+	for window*2 <= min(o.budget/int64(4*concurrency), 8<<20) {
 		window *= 2
 	}
 	return append(opts, zstd.WithEncoderConcurrency(concurrency), zstd.WithWindowSize(int(window)))
@@ -134,11 +218,14 @@ type encoder struct {
 	head     io.Writer      // where callers write
 }
 
-// newEncoder returns a writer that compresses with c and, when recipients
-// are given, encrypts with age, writing the result to dst. Close flushes
-// every layer; it does not close dst. budget bounds the compressor's
-// memory (see Pipeline.MemoryBudget).
-func newEncoder(dst io.Writer, c Compression, recipients []age.Recipient, budget int64) (*encoder, error) {
+// newEncoder returns a writer that compresses as o says and, when
+// recipients are given, encrypts with age, writing the result to dst.
+// Close flushes every layer; it does not close dst. o.budget bounds the
+// compressor's memory (see Pipeline.MemoryBudget).
+func newEncoder(dst io.Writer, o encoderOptions, recipients []age.Recipient) (*encoder, error) {
+	if err := o.compression.Validate(); err != nil {
+		return nil, err
+	}
 	e := &encoder{head: dst}
 	if len(recipients) > 0 {
 		w, err := age.Encrypt(dst, recipients...)
@@ -147,9 +234,9 @@ func newEncoder(dst io.Writer, c Compression, recipients []age.Recipient, budget
 		}
 		e.encrypt, e.head = w, w
 	}
-	switch c.OrDefault() {
+	switch o.compression.Algorithm() {
 	case Zstd:
-		w, err := zstd.NewWriter(e.head, zstdOptions(budget)...)
+		w, err := zstd.NewWriter(e.head, o.zstdOptions()...)
 		if err != nil {
 			return nil, fmt.Errorf("start zstd: %w", err)
 		}
@@ -157,9 +244,6 @@ func newEncoder(dst io.Writer, c Compression, recipients []age.Recipient, budget
 	case Gzip:
 		w := gzip.NewWriter(e.head)
 		e.compress, e.head = w, w
-	case None:
-	default:
-		return nil, c.Validate()
 	}
 	return e, nil
 }
@@ -223,7 +307,7 @@ func NewDecoder(src io.Reader, c Compression, identities ...age.Identity) (io.Re
 		}
 		r = integrityReader{r: dr, what: "decrypt"}
 	}
-	switch c.OrDefault() {
+	switch c.Algorithm() {
 	case Zstd:
 		// A window bound keeps a hostile object from making the decoder
 		// allocate more than the encoder ever uses.

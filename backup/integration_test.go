@@ -36,7 +36,7 @@ func newS3(t *testing.T, srv *miniotest.Server, bucket string) *s3.Bucket {
 	return b
 }
 
-func newFile(t *testing.T) (*blob.Bucket, string) {
+func newFile(t testing.TB) (*blob.Bucket, string) {
 	t.Helper()
 	dir := t.TempDir()
 	b, err := blob.Open(t.Context(), drivers.NewURLMux(nil), "file://"+dir, nil)

@@ -77,6 +77,11 @@ type Manifest struct {
 	Stored Digest `json:"stored"`
 	// Compression is how Raw became Stored, before encryption.
 	Compression Compression `json:"compression"`
+	// CompressionLevel is the level Compression was written at ("fastest",
+	// "default" or "better" for zstd; empty for the others and in
+	// manifests of older versions). It is a record only: reading needs
+	// Compression alone.
+	CompressionLevel string `json:"compressionLevel,omitempty"`
 	// Encryption is present when the data object is age-encrypted.
 	Encryption *EncryptionInfo `json:"encryption,omitempty"`
 	// Library is the module version that wrote the backup.
@@ -325,8 +330,11 @@ func (m *Manifest) Validate() error {
 			add("%s sha256 is not 64 hex digits", d.what)
 		}
 	}
-	if err := m.Compression.Validate(); err != nil || m.Compression == "" {
+	if err := m.Compression.Validate(); err != nil || m.Compression == "" || m.Compression.Algorithm() != m.Compression {
 		add("compression %q is not known", string(m.Compression))
+	}
+	if !validLevelName(m.CompressionLevel) {
+		add("compression level %q is not a level name", m.CompressionLevel)
 	}
 	if m.Encryption != nil && m.Encryption.Scheme != "age" {
 		add("encryption scheme %q is not known", m.Encryption.Scheme)
@@ -535,3 +543,20 @@ var (
 	libraryVersionOnce sync.Once
 	libraryVersion     string
 )
+
+// validLevelName reports whether s may be a manifest's CompressionLevel:
+// empty, or up to 32 lowercase letters, digits, dots, dashes and
+// underscores. A level this version does not know is accepted (a newer
+// writer may use one, a zstd level by its number say; reading does not
+// depend on it): only what could garble a log line or a listing is not.
+func validLevelName(s string) bool {
+	if len(s) > 32 {
+		return false
+	}
+	for _, r := range s {
+		if (r < 'a' || r > 'z') && (r < '0' || r > '9') && r != '.' && r != '-' && r != '_' {
+			return false
+		}
+	}
+	return true
+}

@@ -38,7 +38,8 @@ import (
 type Pipeline struct {
 	// Snapshotter takes the snapshot. Required.
 	Snapshotter Snapshotter
-	// Compression of the stored bytes; zero means Zstd.
+	// Compression of the stored bytes; zero means Zstd (at its fastest
+	// level: see ZstdFastest for what the levels cost and buy).
 	Compression Compression
 	// Encryption of the stored bytes; zero means none.
 	Encryption Encryption
@@ -252,10 +253,12 @@ func (p *Pipeline) Run(ctx context.Context, req Request) (*Result, error) {
 		Name:        req.Name,
 		Created:     created,
 		DataKey:     DataKey(id, created, compression, len(recipients) > 0),
-		Compression: compression,
-		Library:     LibraryVersion(),
-		Run:         token,
-		Synthetic:   req.Synthetic,
+		Compression: compression.Algorithm(),
+		// The level is a record only: every zstd stream decodes the same.
+		CompressionLevel: compression.Level(),
+		Library:          LibraryVersion(),
+		Run:              token,
+		Synthetic:        req.Synthetic,
 	}
 	if len(recipients) > 0 {
 		base.Encryption = &EncryptionInfo{Scheme: "age", Recipients: fingerprints}
@@ -376,7 +379,7 @@ func (r *run) event(e Event) {
 
 func (r *run) do() (*Result, error) {
 	r.started = r.p.now()
-	r.log.Info("backup started", "destinations", len(r.req.Targets), "compression", r.base.Compression, "encrypted", r.base.Encryption != nil, "spool", r.p.Spool != nil)
+	r.log.Info("backup started", "destinations", len(r.req.Targets), "compression", r.p.Compression.OrDefault(), "encrypted", r.base.Encryption != nil, "spool", r.p.Spool != nil)
 	dests := make([]string, len(r.req.Targets))
 	for i, t := range r.req.Targets {
 		dests[i] = t.Destination
@@ -485,7 +488,7 @@ func (r *run) startUploads(wg *sync.WaitGroup, fan *fanout) []bool {
 // progress events. It returns the first error of the snapshot (including a
 // failed trailer check), the codec or dst.
 func (r *run) encode(snap *Snapshot, dst *digester) error {
-	enc, err := newEncoder(dst, r.base.Compression, r.recipients, r.p.MemoryBudget)
+	enc, err := newEncoder(dst, encoderOptions{compression: r.p.Compression.OrDefault(), budget: r.p.MemoryBudget}, r.recipients)
 	if err != nil {
 		return err
 	}

@@ -20,7 +20,7 @@ import (
 // encoder per segment would allocate its windows anew every second.
 type segmentCodec struct {
 	cluster     string
-	compression Compression
+	compression Compression // with its level
 	recipients  []age.Recipient
 	encryption  *EncryptionInfo
 	zstd        *zstd.Encoder // for Zstd; used by one goroutine at a time
@@ -39,8 +39,8 @@ func newSegmentCodec(cluster string, p *Pipeline) (*segmentCodec, error) {
 	if len(recipients) > 0 {
 		c.encryption = &EncryptionInfo{Scheme: "age", Recipients: fingerprints}
 	}
-	if c.compression == Zstd {
-		c.zstd, err = zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedDefault))
+	if c.compression.Algorithm() == Zstd {
+		c.zstd, err = zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(c.compression.zstdLevel()))
 		if err != nil {
 			return nil, fmt.Errorf("start zstd: %w", err)
 		}
@@ -69,7 +69,7 @@ func (c *segmentCodec) encode(raw []byte, sum SegmentSummary, chain string, clus
 			return nil, err
 		}
 	} else {
-		enc, err := newEncoder(&buf, c.compression, c.recipients, 0)
+		enc, err := newEncoder(&buf, encoderOptions{compression: c.compression}, c.recipients)
 		if err != nil {
 			return nil, err
 		}
@@ -85,18 +85,19 @@ func (c *segmentCodec) encode(raw []byte, sum SegmentSummary, chain string, clus
 	return &encodedSegment{
 		stored: buf.Bytes(),
 		base: Manifest{
-			Format:        DeltaManifestFormat,
-			Kind:          ManifestKindDelta,
-			Cluster:       c.cluster,
-			Compression:   c.compression,
-			Encryption:    c.encryption,
-			Library:       LibraryVersion(),
-			Raw:           Digest{Size: int64(len(raw)), SHA256: hex.EncodeToString(rawSum[:])},
-			Stored:        Digest{Size: int64(buf.Len()), SHA256: hex.EncodeToString(storedSum[:])},
-			FirstRevision: sum.FirstRevision,
-			LastRevision:  sum.LastRevision,
-			Chain:         chain,
-			Etcd:          EtcdInfo{ClusterID: formatID(clusterID)},
+			Format:           DeltaManifestFormat,
+			Kind:             ManifestKindDelta,
+			Cluster:          c.cluster,
+			Compression:      c.compression.Algorithm(),
+			CompressionLevel: c.compression.Level(),
+			Encryption:       c.encryption,
+			Library:          LibraryVersion(),
+			Raw:              Digest{Size: int64(len(raw)), SHA256: hex.EncodeToString(rawSum[:])},
+			Stored:           Digest{Size: int64(buf.Len()), SHA256: hex.EncodeToString(storedSum[:])},
+			FirstRevision:    sum.FirstRevision,
+			LastRevision:     sum.LastRevision,
+			Chain:            chain,
+			Etcd:             EtcdInfo{ClusterID: formatID(clusterID)},
 		},
 	}, nil
 }
@@ -104,7 +105,7 @@ func (c *segmentCodec) encode(raw []byte, sum SegmentSummary, chain string, clus
 // encryptTo writes b encrypted to recipients into dst, with no compression
 // (b is compressed already): newEncoder with None.
 func encryptTo(dst *bytes.Buffer, b []byte, recipients []age.Recipient) error {
-	enc, err := newEncoder(dst, None, recipients, 0)
+	enc, err := newEncoder(dst, encoderOptions{compression: None}, recipients)
 	if err != nil {
 		return err
 	}

@@ -285,7 +285,6 @@ type memberConn struct {
 	endpoint string
 	cli      *clientv3.Client
 	remote   pb.MaintenanceClient // over cli's single connection
-	maint    clientv3.Maintenance // over remote
 	status   *pb.StatusResponse
 	err      error
 }
@@ -347,7 +346,6 @@ func (s *EtcdSnapshotter) probe(ctx context.Context, tlsCfg *tls.Config) []*memb
 				return
 			}
 			m.remote = clientv3.RetryMaintenanceClient(m.cli, m.cli.ActiveConnection())
-			m.maint = clientv3.NewMaintenanceFromMaintenanceClient(m.remote, m.cli)
 			m.status, m.err = s.status(ctx, m)
 			if m.err != nil {
 				m.err = fmt.Errorf("endpoint %s: status: %w", ep, m.err)
@@ -608,18 +606,18 @@ func (s *EtcdSnapshotter) open(ctx context.Context, m *memberConn, name string, 
 	}
 
 	sctx, cancel := context.WithCancel(ctx)
-	resp, err := m.maint.SnapshotWithVersion(sctx)
+	blobs, err := openSnapshot(sctx, m.remote)
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("etcd member %s: open snapshot: %w", m.endpoint, err)
 	}
-	info.StorageVersion = resp.Version
+	info.StorageVersion = blobs.version
 	s.log.InfoContext(ctx, "etcd snapshot started",
 		"endpoint", m.endpoint, "member", fmt.Sprintf("%x", info.MemberID), "name", name,
 		"leader", info.Leader, "learner", info.Learner, "applied_index", info.RaftAppliedIndex,
 		"revision_low", info.RevisionLow, "db_size", info.DBSize)
 
-	stream := &etcdStream{rc: resp.Snapshot, endpoint: m.endpoint, cancel: cancel, member: m}
+	stream := &etcdStream{rc: blobs, endpoint: m.endpoint, cancel: cancel, member: m}
 	finish := func(info SnapshotInfo) (SnapshotInfo, error) {
 		return s.finish(sctx, m, info)
 	}

@@ -200,7 +200,7 @@ const defaultMemory = 32 << 20
 func (f *encodingFlags) register(fs *flagSet) {
 	f.memory = defaultMemory
 	fs.Var(&f.memory, "memory", "`bytes` of upload buffers and compressor, half each, which also sets the Go runtime's memory limit to half plus 16 MiB unless GOMEMLIMIT is set (e.g. 32MiB; 0 for the library's defaults: 32 MiB of parts, 40 MiB of zstd, no limit)")
-	fs.StringVar(&f.compression, "compression", string(backup.Zstd), "zstd, gzip or none")
+	fs.StringVar(&f.compression, "compression", string(backup.Zstd), "zstd, zstd:fastest, zstd:default, zstd:better, gzip or none (zstd is zstd:fastest; a level trades CPU for stored size and never changes how a backup is read)")
 	fs.Var(&f.recipients, "recipient", "age public `key` to encrypt to; repeatable")
 	fs.StringVar(&f.recipientFile, "recipient-file", "", "`file` of age public keys, one a line (- for stdin)")
 }
@@ -249,7 +249,10 @@ func (f *encodingFlags) parse(s *streams) (backup.Compression, backup.Encryption
 	s.memoryBudget(int64(f.memory))
 	comp := backup.Compression(f.compression)
 	if err := comp.Validate(); err != nil || comp == "" {
-		return "", backup.Encryption{}, usagef("--compression %q: want zstd, gzip or none", f.compression)
+		if errors.Is(err, backup.ErrUnknownCompressionLevel) {
+			return "", backup.Encryption{}, usagef("--compression %q: zstd's levels are fastest, default and better; gzip and none have none", f.compression)
+		}
+		return "", backup.Encryption{}, usagef("--compression %q: want zstd, zstd:fastest, zstd:default, zstd:better, gzip or none", f.compression)
 	}
 	recipients := f.recipients
 	if f.recipientFile != "" {

@@ -71,6 +71,8 @@ func TestUsageErrors(t *testing.T) {
 		{"empty config", []string{"list", "--config=" + empty, "--cluster=prod"}, "is empty"},
 		{"save without endpoints", []string{"save", dest, "--cluster=prod"}, "--endpoints is required"},
 		{"bad compression", []string{"save", dest, "--cluster=prod", "--endpoints=127.0.0.1:1", "--compression=lz4"}, "--compression"},
+		{"bad zstd level", []string{"save", dest, "--cluster=prod", "--endpoints=127.0.0.1:1", "--compression=zstd:best"}, "zstd's levels are fastest, default and better"},
+		{"gzip level", []string{"follow", dest, "--cluster=prod", "--endpoints=127.0.0.1:1", "--compression=gzip:9"}, "gzip and none have none"},
 		{"bad backup name", []string{"save", dest, "--cluster=prod", "--endpoints=127.0.0.1:1", "--name=Nightly"}, "backup"},
 		{"bad recipient", []string{"save", dest, "--cluster=prod", "--endpoints=127.0.0.1:1", "--recipient=age1nope"}, "recipient"},
 		{"missing recipient file", []string{"save", dest, "--cluster=prod", "--endpoints=127.0.0.1:1", "--recipient-file=" + filepath.Join(dir, "none")}, "none"},

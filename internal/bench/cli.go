@@ -33,12 +33,45 @@ import (
 // its environment.
 func cliDestination(env modeEnv) string {
 	q := url.Values{"endpoint": {env.S3}, "insecure": {"true"}, "region": {"us-east-1"}, "pathStyle": {"true"}}
+	if env.CAFile != "" {
+		q.Del("insecure")
+	}
 	return "s3://" + env.Bucket + "?" + q.Encode()
+}
+
+// cliStore returns the CLI's flags naming env's bucket: the URL, or over
+// HTTPS a config file (written to env.TmpDir) that names the URL and the
+// CA, as an operator's would.
+func cliStore(env modeEnv) ([]string, error) {
+	if env.CAFile == "" {
+		return []string{"--destination=" + cliDestination(env)}, nil
+	}
+	path := filepath.Join(env.TmpDir, env.Name+"-config.yaml")
+	config := fmt.Sprintf("default: store\ndestinations:\n  store:\n    url: %s\n    caFile: %s\n", cliDestination(env), env.CAFile)
+	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
+		return nil, err
+	}
+	return []string{"--config=" + path}, nil
 }
 
 // runCLISave is `etcdbackup save` at its defaults (zstd, --memory=32MiB).
 func runCLISave(ctx context.Context, env modeEnv) (modeResult, error) {
-	return runCLIBackup(ctx, env, "save", "--endpoints="+env.Etcd, "--destination="+cliDestination(env), "--cluster=bench", "--name="+env.Name, "--quiet")
+	return runCLISaveWith(ctx, env)
+}
+
+// runCLISaveMem0 is `etcdbackup save --memory=0`: the library's defaults.
+func runCLISaveMem0(ctx context.Context, env modeEnv) (modeResult, error) {
+	return runCLISaveWith(ctx, env, "--memory=0")
+}
+
+func runCLISaveWith(ctx context.Context, env modeEnv, extra ...string) (modeResult, error) {
+	store, err := cliStore(env)
+	if err != nil {
+		return modeResult{}, err
+	}
+	args := append([]string{"save", "--endpoints=" + env.Etcd}, store...)
+	args = append(args, "--cluster=bench", "--name="+env.Name, "--quiet")
+	return runCLIBackup(ctx, env, append(args, extra...)...)
 }
 
 // runCLIExport is `etcdbackup export` of every key at its defaults.

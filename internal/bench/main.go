@@ -176,7 +176,9 @@ type bench struct {
 	run   string // scratch directory of this run
 	logs  string
 	minio *minioServer
-	res   *results
+	// stores are the remote stores' proxies in front of minio, by name.
+	stores map[string]*storeProxy
+	res    *results
 	// identity is the age identity of the encrypted backups and their
 	// restores.
 	identity string
@@ -227,6 +229,12 @@ func runBench(args []string) error {
 		return err
 	}
 	defer b.minio.stop(time.Minute)
+	if b.stores, err = startStores(ctx, cfg.modes, b.minio.addr, b.run); err != nil {
+		return err
+	}
+	for _, p := range b.stores {
+		defer p.close()
+	}
 
 	cache := &fillCache{dir: filepath.Join(cfg.work, "etcd"), seed: cfg.seed, self: self, logs: b.logs}
 	for _, size := range cfg.sizes {
@@ -286,13 +294,13 @@ func (b *bench) measureSize(ctx context.Context, cache *fillCache, size int64) e
 
 	for _, g := range groupModes(b.cfg.modes) {
 		var sources map[string]preparedBackup
-		if g[0].group == groupRestore {
+		if isRestoreGroup(g[0].group) {
 			if sources, err = b.prepareSources(ctx, etcd, g, label); err != nil {
 				return err
 			}
 		}
 		rounds, most := runs, max(runs, b.cfg.maxRuns)
-		if g[0].group == groupRestore {
+		if isRestoreGroup(g[0].group) {
 			rounds, most = info.RestoreRuns, max(info.RestoreRuns, b.cfg.maxRuns*b.cfg.restoreRuns)
 		}
 		done, err := b.runRounds(ctx, etcd, g, label, rounds, most, sources)
@@ -300,7 +308,7 @@ func (b *bench) measureSize(ctx context.Context, cache *fillCache, size int64) e
 			return err
 		}
 		i := len(b.res.Sizes) - 1
-		if g[0].group == groupRestore {
+		if isRestoreGroup(g[0].group) {
 			b.res.Sizes[i].RestoreRuns = done
 		} else {
 			b.res.Sizes[i].Runs = done
@@ -534,7 +542,7 @@ func (b *bench) env(etcd *etcdServer, name, profile string) modeEnv {
 // is missing.
 func leanBinary(self string, modes []mode) (string, error) {
 	lean := self + "-lean"
-	if !slices.ContainsFunc(modes, func(m mode) bool { return m.group == groupBackup }) {
+	if !slices.ContainsFunc(modes, func(m mode) bool { return isBackupGroup(m.group) || m.source != "" }) {
 		return lean, nil
 	}
 	if _, err := os.Stat(lean); err != nil {
@@ -552,7 +560,7 @@ func (b *bench) child(ctx context.Context, m mode, env modeEnv) (modeResult, *sy
 	}
 	var out, errOut bytes.Buffer
 	bin := b.self
-	if m.group == groupBackup {
+	if isBackupGroup(m.group) {
 		bin = b.lean
 	}
 	cmd := exec.CommandContext(ctx, bin, "mode", "-mode", m.name)
@@ -588,6 +596,10 @@ func (b *bench) runMode(ctx context.Context, etcd *etcdServer, m mode, size stri
 	}
 	env := b.env(etcd, fmt.Sprintf("r%d-%s", run, m.name), profile)
 	env.Source = src
+	if m.store != "" {
+		p := b.stores[m.store]
+		env.S3, env.CAFile = p.addr, p.caFile
+	}
 
 	s := sample{Size: size, Mode: m.name, Run: run, Load1: loadAverage()}
 	etcd0, minio0, busy0 := etcd.cpuSeconds(), b.minio.cpuSeconds(), busySeconds()
@@ -614,7 +626,7 @@ func (b *bench) runMode(ctx context.Context, etcd *etcdServer, m mode, size stri
 		s.OtherCores = max(0, others/elapsed)
 	}
 
-	if m.group == groupBackup {
+	if isBackupGroup(m.group) {
 		if res.Key != "" {
 			sizes, err := b.minio.objectSizes(ctx)
 			if err != nil {

@@ -52,6 +52,9 @@ type mode struct {
 	// source, for a restore mode, is the backup mode whose backup it
 	// reads.
 	source string
+	// store, when set, names the remote store (remoteStores) the mode
+	// runs against instead of the loopback MinIO.
+	store string
 	// run does the job once and reports what it did.
 	run func(ctx context.Context, env modeEnv) (modeResult, error)
 }
@@ -64,7 +67,61 @@ const (
 
 // modes lists every mode, in the order of the report. The first mode of a
 // group is its baseline.
-var modes = append(backupModes, restoreModes...)
+var modes = append(append(backupModes, remoteBackupModes()...), restoreModes...)
+
+// remoteStore is MinIO as a distant store looks to a client: over TLS, at
+// a round-trip time (see startStores).
+type remoteStore struct {
+	name string
+	rtt  time.Duration
+}
+
+// remoteStores are the stores the remote modes run against.
+var remoteStores = []remoteStore{
+	{name: "tls", rtt: 0},
+	{name: "tls-50ms", rtt: 50 * time.Millisecond},
+	{name: "tls-100ms", rtt: 100 * time.Millisecond},
+}
+
+func findStore(name string) (remoteStore, bool) {
+	for _, st := range remoteStores {
+		if st.name == name {
+			return st, true
+		}
+	}
+	return remoteStore{}, false
+}
+
+// describe says what st is, for labels.
+func (st remoteStore) describe() string {
+	if st.rtt == 0 {
+		return "MinIO over TLS, no added RTT"
+	}
+	return fmt.Sprintf("MinIO over TLS at %v RTT", st.rtt)
+}
+
+// remoteBackupModes are, for each remote store, a backup group of its own:
+// two-step through the store (its baseline), and the CLI at its defaults
+// and with --memory=0.
+func remoteBackupModes() []mode {
+	var out []mode
+	for _, st := range remoteStores {
+		g := groupBackup + "-" + st.name
+		out = append(out,
+			mode{name: "two-step-" + st.name, short: "(a) two-step, " + st.name, label: "(a) two-step, uploading to " + st.describe(), group: g, store: st.name, run: runTwoStep},
+			mode{name: "cli-save-" + st.name, short: "CLI save, " + st.name, label: "`etcdbackup save` as shipped at its defaults (zstd, `--memory=32MiB`), to " + st.describe() + "; wall time includes the process' start", group: g, store: st.name, run: runCLISave},
+			mode{name: "cli-save-mem0-" + st.name, short: "CLI save --memory=0, " + st.name, label: "`etcdbackup save --memory=0` (the library's defaults: 8 MiB parts, four in flight), to " + st.describe() + "; wall time includes the process' start", group: g, store: st.name, run: runCLISaveMem0},
+		)
+	}
+	return out
+}
+
+// isBackupGroup and isRestoreGroup tell the kind of a group: the loopback
+// group or a remote store's.
+func isBackupGroup(g string) bool { return g == groupBackup || strings.HasPrefix(g, groupBackup+"-") }
+func isRestoreGroup(g string) bool {
+	return g == groupRestore || strings.HasPrefix(g, groupRestore+"-")
+}
 
 // backupModes are the modes of the backup group. They run in the backup
 // modes' binary (see leanBinary).
@@ -116,6 +173,30 @@ type modeEnv struct {
 	Source preparedBackup
 	// CLI is the path of the etcdbackup command the CLI modes run.
 	CLI string `json:",omitempty"`
+	// CAFile, when set, is the PEM file of the authority of S3's
+	// certificate: S3 speaks HTTPS.
+	CAFile string `json:",omitempty"`
+}
+
+// minioClient returns a minio-go client of env's S3 (as `mc` makes one),
+// over HTTPS when env has a CA.
+func (env modeEnv) minioClient() (*minio.Client, error) {
+	o := &minio.Options{
+		Creds:        credentials.NewStaticV4(env.Access, env.Secret, ""),
+		Region:       "us-east-1",
+		BucketLookup: minio.BucketLookupPath,
+	}
+	if env.CAFile != "" {
+		tr, err := minio.DefaultTransport(true)
+		if err != nil {
+			return nil, err
+		}
+		if err := s3.TrustCAs(tr, nil, env.CAFile); err != nil {
+			return nil, err
+		}
+		o.Secure, o.Transport = true, tr
+	}
+	return minio.New(env.S3, o)
 }
 
 // preparedBackup is a backup a restore mode reads: its ID and the key of
@@ -211,11 +292,7 @@ func runTwoStep(ctx context.Context, env modeEnv) (modeResult, error) {
 		return modeResult{}, fmt.Errorf("save snapshot: %w", err)
 	}
 	saved := time.Since(start)
-	c, err := minio.New(env.S3, &minio.Options{
-		Creds:        credentials.NewStaticV4(env.Access, env.Secret, ""),
-		Region:       "us-east-1",
-		BucketLookup: minio.BucketLookupPath,
-	})
+	c, err := env.minioClient()
 	if err != nil {
 		return modeResult{}, err
 	}
@@ -247,7 +324,8 @@ func (env modeEnv) bucketWithin(budget int64) (*s3.Bucket, error) {
 		Endpoint:      env.S3,
 		Bucket:        env.Bucket,
 		Region:        "us-east-1",
-		Insecure:      true,
+		Insecure:      env.CAFile == "",
+		CACertFile:    env.CAFile,
 		BucketLookup:  s3.LookupPath,
 		Credentials:   s3.StaticCredentials(env.Access, env.Secret, ""),
 		Logger:        traceLoggerIf(env.Trace),

@@ -75,6 +75,7 @@ func renderReport(r *results, chart string) (string, error) {
 			w("Restore of a backup of this etcd into a new member data directory:\n\n")
 			w("%s\n", renderRestoreTable(rr))
 		}
+		w("%s", renderRemoteTables(r, rows))
 		if o := sizeOthers(r, sz.Label); o >= quietCores {
 			w("Other processes used a median %.2f cores during these runs: compare these wall times with each other, not with the other sizes'.\n\n", o)
 		}
@@ -98,11 +99,49 @@ func renderReport(r *results, chart string) (string, error) {
 	w("- **peak anon RSS**: the highest anonymous resident memory (`RssAnon`) of the restore process, sampled every %v. Its `VmHWM` counts file pages as well, and etcd's restore maps the database it builds with `MAP_POPULATE`, so the `VmHWM` of any restore, `etcdutl`'s included, holds the whole database: page cache the kernel can drop, not memory the restore holds. The restore targets judge the anonymous peak.\n\n", anonSampleEvery)
 	w("Two-step (a) is what `etcdctl snapshot save` then `mc cp` do, in one process: `snapshot.SaveWithVersion` (write a `.part` file, fsync, rename), then minio-go `FPutObject` of the file in %d MiB parts, four in parallel. The etcdbackup modes use `backup.Pipeline` with `backup.NewEtcdSnapshotter` and `backup.BucketUploader` over `storage/s3` with its defaults (8 MiB parts, 4 in flight); (d) encrypts to one generated X25519 age recipient; (e) spools to a temporary file on the same disk.\n\n", twoStepPartSize>>20)
 	w("The restore modes restore backups taken once per etcd size, untimed, by (b) (for (f), (g) and the download reference) and by (d) (for (h)), each into a new data directory of one member on the same disk. (f) downloads the object with minio-go `FGetObject`, what `mc cp` does, then runs `etcdutl snapshot restore` (`snapshot.NewV3(...).Restore`, which checks the sha256 trailer first). (g) and (h) find the backup by ID with `restore.Find` (listing the cluster's folder and reading its manifest), then call `Restorer.Restore`: download, decrypt and decompress as the bytes arrive, check the manifest's sha256 and etcd's trailer, write a staging file, restore it with the same etcd function.\n\n")
+	if hasRemote(r) {
+		w("The remote-store tables run the same jobs against MinIO as a distant S3 endpoint looks to a client: the bench puts a proxy of its own in front of the loopback MinIO, which serves HTTPS with a certificate generated for the run (the client trusts it as a private CA, `s3.Options.CACertFile`, or `caFile` in the CLI's config) and holds each request half the round-trip time before passing it on and each answer the other half before returning it. The client does all of a real client's TLS work; the server's side of TLS is the proxy's, in the bench's own process, counted neither as the mode's CPU nor as others'. Bandwidth is not limited: the delays model the round trip of each request, not a congested link, and a connection's setup costs no extra round trips. Each table's baseline is two-step, or (f), through the same proxy in the same run.\n\n")
+	}
 	w("The data is Kubernetes-like (internal/bench/gen.go): objects in the apiserver's protobuf envelope with the mix of a real cluster — pods and ReplicaSets repeating their templates with unique names, UIDs, IPs and container IDs; events; leases; ConfigMaps of configuration text and dashboards; Secrets that are mostly high-entropy (TLS keys, service account tokens, Helm releases stored gzipped and base64 encoded); EndpointSlices, Services and a few large CRDs.\n\n")
 
 	w("## Notes\n\n")
 	w("%s", notes)
 	return b.String(), nil
+}
+
+// hasRemote reports whether r measured a mode against a remote store.
+func hasRemote(r *results) bool {
+	for _, m := range r.Modes {
+		if m.Group != groupBackup && m.Group != groupRestore && (isBackupGroup(m.Group) || isRestoreGroup(m.Group)) {
+			return true
+		}
+	}
+	return false
+}
+
+// renderRemoteTables writes one size's tables of the remote stores'
+// groups (see remoteStores), each against its own two-step or (f).
+func renderRemoteTables(r *results, rows []row) string {
+	var b strings.Builder
+	seen := map[string]bool{}
+	for _, m := range r.Modes {
+		g := m.Group
+		if g == groupBackup || g == groupRestore || seen[g] {
+			continue
+		}
+		seen[g] = true
+		gr := inGroup(rows, g)
+		if len(gr) == 0 {
+			continue
+		}
+		st, _ := findStore(strings.TrimPrefix(strings.TrimPrefix(g, groupBackup+"-"), groupRestore+"-"))
+		if isRestoreGroup(g) {
+			fmt.Fprintf(&b, "Restore from %s, against (f) from the same store:\n\n%s\n", st.describe(), renderRestoreTable(gr))
+		} else {
+			fmt.Fprintf(&b, "Backup to %s, against two-step to the same store:\n\n%s\n", st.describe(), renderTable(gr))
+		}
+	}
+	return b.String()
 }
 
 // inGroup returns the rows of one group of modes.

@@ -345,3 +345,37 @@ func TestCommandLines(t *testing.T) {
 		t.Errorf("cliDestination = %q: want the bucket's URL without credentials", got)
 	}
 }
+
+// TestRemoteStoreTables: the modes of a remote store form a group of their
+// own, compared with the two-step through the same store, and the report
+// gives them a table of their own naming the store.
+func TestRemoteStoreTables(t *testing.T) {
+	r := testResults()
+	r.Modes = append(r.Modes,
+		modeInfo{Name: "two-step-tls-100ms", Label: "(a) two-step remote", Group: "backup-tls-100ms"},
+		modeInfo{Name: "cli-save-tls-100ms", Label: "CLI save remote", Group: "backup-tls-100ms"})
+	for i, w := range []float64{10, 8} {
+		mode := []string{"two-step-tls-100ms", "cli-save-tls-100ms"}[i]
+		r.Samples = append(r.Samples, sample{Size: "256 MiB", Mode: mode, Run: 1, Seq: 4 + i, Wall: w, Raw: 4000, Stored: 1000})
+	}
+	rows := r.summarize("256 MiB")
+	var remote row
+	for _, rw := range rows {
+		if rw.Mode.Name == "cli-save-tls-100ms" {
+			remote = rw
+		}
+	}
+	if remote.Ratio != 0.8 {
+		t.Errorf("remote CLI save's ratio = %v, want 0.8 (against the remote two-step, not the loopback one)", remote.Ratio)
+	}
+	got := renderRemoteTables(r, rows)
+	if !strings.Contains(got, "Backup to MinIO over TLS at 100ms RTT, against two-step to the same store") || !strings.Contains(got, "| CLI save remote | 8.00 | 0.80 |") {
+		t.Errorf("remote tables:\n%s", got)
+	}
+	if strings.Contains(got, "(c) zstd") {
+		t.Errorf("the loopback modes are in a remote table:\n%s", got)
+	}
+	if !isBackupGroup("backup-tls") || !isRestoreGroup("restore-tls-50ms") || isBackupGroup("backups") || isRestoreGroup("backup") {
+		t.Error("group kinds")
+	}
+}

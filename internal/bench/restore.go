@@ -11,7 +11,6 @@ import (
 
 	"filippo.io/age"
 	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/etcdutl/v3/snapshot"
 	"go.uber.org/zap"
@@ -32,13 +31,29 @@ const (
 // restoreModes are the modes of the restore group. They link etcd's
 // server packages (etcdutl, the restore's replay) and run in the bench
 // binary.
-var restoreModes = []mode{
+var restoreModes = append([]mode{
 	{name: "download-restore", short: "(f) download, etcdutl restore", label: "(f) download with minio-go `FGetObject` (as `mc cp`), then `etcdutl snapshot restore`", group: "restore", source: "stream", run: runDownloadRestore},
 	{name: "restore", short: "(g) restore", label: "(g) etcdbackup `Restorer.Restore`, the same object as (f)", group: "restore", source: "stream", run: runRestore},
 	{name: "restore-zstd-age", short: "(h) restore zstd+age", label: "(h) etcdbackup `Restorer.Restore` of a zstd + age backup", group: "restore", source: "stream-zstd-age", run: runRestore},
 	{name: "download", short: "download only", label: "(ref) download of (f)'s object to a file only", group: "restore", reference: true, source: "stream", run: runDownload},
 	{name: "import-keys", short: "keys-json import", label: "(ref) etcdbackup `Importer` with its defaults, in the bench binary, of the export-keys-mem object into an empty etcd (a process of its own), under a 32 MiB memory limit", group: "restore", reference: true, source: "export-keys-mem", run: runImportKeys},
 	{name: "cli-import", short: "CLI import", label: "(ref) `etcdbackup import` as shipped (`make release`), a process of its own, at its defaults, of the export-keys-mem object into an empty etcd (a process of its own); wall time includes the process' start", group: "restore", reference: true, source: "export-keys-mem", run: runCLIImport},
+}, remoteRestoreModes()...)
+
+// remoteRestoreModes are, for each remote store, a restore group of its
+// own: (f) through the store (its baseline), (g) of the same object, and
+// (g) of a zstd backup taken within the CLI's budget, what the CLI stores.
+func remoteRestoreModes() []mode {
+	var out []mode
+	for _, st := range remoteStores {
+		g := groupRestore + "-" + st.name
+		out = append(out,
+			mode{name: "download-restore-" + st.name, short: "(f) " + st.name, label: "(f) download from " + st.describe() + ", then `etcdutl snapshot restore`", group: g, store: st.name, source: "stream", run: runDownloadRestore},
+			mode{name: "restore-" + st.name, short: "(g) " + st.name, label: "(g) etcdbackup `Restorer.Restore` of (f)'s object from " + st.describe(), group: g, store: st.name, source: "stream", run: runRestore},
+			mode{name: "restore-zstd-" + st.name, short: "(g) zstd " + st.name, label: "(g) etcdbackup `Restorer.Restore` of the (c') zstd backup from " + st.describe(), group: g, store: st.name, source: "stream-zstd-mem", run: runRestore},
+		)
+	}
+	return out
 }
 
 // runDownloadRestore does what an operator does by hand: download the
@@ -91,11 +106,7 @@ func runDownload(ctx context.Context, env modeEnv) (modeResult, error) {
 }
 
 func download(ctx context.Context, env modeEnv, path string) (int64, error) {
-	c, err := minio.New(env.S3, &minio.Options{
-		Creds:        credentials.NewStaticV4(env.Access, env.Secret, ""),
-		Region:       "us-east-1",
-		BucketLookup: minio.BucketLookupPath,
-	})
+	c, err := env.minioClient()
 	if err != nil {
 		return 0, err
 	}

@@ -6,8 +6,9 @@ import (
 
 // Encoding is how a backup's bytes are stored.
 type Encoding struct {
-	// Compression of the stored bytes.
-	// +kubebuilder:validation:Enum=zstd;gzip;none
+	// Compression of the stored bytes: zstd (which is zstd:fastest),
+	// zstd:fastest, zstd:default, zstd:better, gzip or none.
+	// +kubebuilder:validation:Enum=zstd;zstd:fastest;zstd:default;zstd:better;gzip;none
 	// +kubebuilder:default=zstd
 	// +optional
 	Compression string `json:"compression,omitempty"`
