@@ -104,40 +104,28 @@ func RecipientFingerprint(recipient string) string {
 	return "sha256:" + hex.EncodeToString(sum[:16])
 }
 
-// zstdOptions returns the zstd encoder's settings within a memory budget.
-// Without one, two encoder goroutines with zstd's default 8 MiB window
-// (about 40 MiB) use both cores of a small machine; more buys little at
-// this level. Within a budget: two encoders from 16 MiB, one below, each
-// with a window of a power of two of at most a quarter of its share, from
-// 256 KiB to 8 MiB. Two 2 MiB windows store an etcd database about 5%
-// larger than two 8 MiB ones, at the same speed (BENCHMARKS.md).
-func zstdOptions(budget int64) []zstd.EOption {
-	opts := []zstd.EOption{zstd.WithEncoderLevel(zstd.SpeedDefault)}
-	if budget <= 0 {
-		return append(opts, zstd.WithEncoderConcurrency(2))
-	}
-	concurrency := 1
-	if budget >= 16<<20 {
-		concurrency = 2
-	}
-	window := int64(zstd.MinWindowSize)
-	for window*2 <= min(budget/int64(4*concurrency), 8<<20) {
-		window *= 2
-	}
-	return append(opts, zstd.WithEncoderConcurrency(concurrency), zstd.WithWindowSize(int(window)))
-}
+// zstdStreamKey returns the settings of the zstd compressor of a stream
+// within a memory budget. Without one, two encoder goroutines with zstd's
+// default 8 MiB window (about 40 MiB) use both cores of a small machine;
+// more buys little at this level. Within a budget: two encoders from 16
+// MiB, one below, each with a window of a power of two of at most a
+// quarter of its share, from 256 KiB to 8 MiB. Two 2 MiB windows store an
+// etcd database about 5% larger than two 8 MiB ones, at the same speed
+// (BENCHMARKS.md).
+func zstdStreamKey(budget int64) encoderKey { return zstdKey(Zstd, zstd.SpeedDefault, budget) }
 
 // encoder is the write side of the codec: compress, then encrypt.
 type encoder struct {
-	compress io.WriteCloser // nil for None
-	encrypt  io.WriteCloser // nil without encryption
-	head     io.Writer      // where callers write
+	compress *pooledCompressor // nil for None
+	encrypt  io.WriteCloser    // nil without encryption
+	head     io.Writer         // where callers write
 }
 
 // newEncoder returns a writer that compresses with c and, when recipients
 // are given, encrypts with age, writing the result to dst. Close flushes
-// every layer; it does not close dst. budget bounds the compressor's
-// memory (see Pipeline.MemoryBudget).
+// every layer; it does not close dst, and hands the compressor back to
+// its pool (see takeCompressor). budget bounds the compressor's memory
+// (see Pipeline.MemoryBudget).
 func newEncoder(dst io.Writer, c Compression, recipients []age.Recipient, budget int64) (*encoder, error) {
 	e := &encoder{head: dst}
 	if len(recipients) > 0 {
@@ -147,20 +135,22 @@ func newEncoder(dst io.Writer, c Compression, recipients []age.Recipient, budget
 		}
 		e.encrypt, e.head = w, w
 	}
+	var key encoderKey
 	switch c.OrDefault() {
 	case Zstd:
-		w, err := zstd.NewWriter(e.head, zstdOptions(budget)...)
-		if err != nil {
-			return nil, fmt.Errorf("start zstd: %w", err)
-		}
-		e.compress, e.head = w, w
+		key = zstdStreamKey(budget)
 	case Gzip:
-		w := gzip.NewWriter(e.head)
-		e.compress, e.head = w, w
+		key = encoderKey{compression: Gzip, level: gzip.DefaultCompression}
 	case None:
+		return e, nil
 	default:
 		return nil, c.Validate()
 	}
+	w, err := takeCompressor(key, e.head)
+	if err != nil {
+		return nil, err
+	}
+	e.compress, e.head = w, w
 	return e, nil
 }
 
@@ -183,9 +173,8 @@ func (e *encoder) Close() error {
 
 // abort releases the compressor's goroutines without producing output.
 func (e *encoder) abort() {
-	if z, ok := e.compress.(*zstd.Encoder); ok {
-		z.Reset(io.Discard)
-		_ = z.Close()
+	if e.compress != nil {
+		e.compress.abort()
 	}
 }
 

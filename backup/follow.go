@@ -1153,6 +1153,7 @@ func (st *followState) flush(ctx context.Context) (retried bool, err error) {
 		}
 		seg.base.LastPut, seg.base.WatchStarted = b.lastPut, st.segmentWatchStarted
 		st.pending = &pendingSegment{encodedSegment: seg, sum: b.sum, raw: len(raw), firstReceived: st.firstReceived, lastPut: b.lastPut}
+		b.release() // encoded: raw is no longer read
 		st.builder = newSegmentBuilder()
 		st.targets.enqueue(st.pending)
 	}
