@@ -72,6 +72,9 @@ type Pipeline struct {
 	// buffered part (s3: PartSize bytes), so set it well above the time
 	// one part takes. Zero means no bound.
 	StallTimeout time.Duration
+	// Slots, when set, bounds the backups in flight of every Pipeline
+	// that shares it (see RunSlots); nil means no bound.
+	Slots *RunSlots
 }
 
 // Spool configures the temporary file of spool mode.
@@ -233,6 +236,11 @@ func (p *Pipeline) Run(ctx context.Context, req Request) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	release, err := p.Slots.take(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 
 	created := p.now().UTC()
 	token, err := NewRunToken()

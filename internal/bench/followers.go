@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,6 +32,7 @@ import (
 type followersConfig struct {
 	followers, etcds int
 	writes           int // per second and etcd, of 1 KiB each
+	slots            int // full backups in flight; 0: no bound
 	phase            time.Duration
 	work             string
 	heapProfile      string
@@ -47,6 +49,7 @@ func runFollowers(args []string) error {
 	fs.IntVar(&c.followers, "n", 100, "followers")
 	fs.IntVar(&c.etcds, "etcds", 3, "etcd processes the followers are spread over")
 	fs.IntVar(&c.writes, "writes", 10, "puts of 1 KiB per second on each etcd")
+	fs.IntVar(&c.slots, "slots", 0, "full backups in flight (backup.RunSlots shared by the followers); 0: no bound")
 	fs.DurationVar(&c.phase, "phase", 20*time.Second, "length of the write phase and of the idle phase")
 	fs.StringVar(&c.heapProfile, "heap-profile", "", "write a heap profile here at the end of the idle phase")
 	fs.StringVar(&c.work, "work", "", "scratch directory (default: a temporary one, removed at the end)")
@@ -159,11 +162,16 @@ func measureFollowers(ctx context.Context, c followersConfig, endpoints []string
 	defer func() { cancel(); wg.Wait() }()
 	start := time.Now()
 	cpu0 := selfCPU()
+	var slots *backup.RunSlots
+	if c.slots > 0 {
+		slots = backup.NewRunSlots(c.slots)
+	}
 	for i := range c.followers {
 		f, closeFn, err := benchFollower(filepath.Join(c.work, fmt.Sprintf("dest-%03d", i)), endpoints[i%len(endpoints)], fmt.Sprintf("cluster-%03d", i), rec)
 		if err != nil {
 			return err
 		}
+		f.Pipeline.Slots = slots
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -223,8 +231,8 @@ func measureFollowers(ctx context.Context, c followersConfig, endpoints []string
 	}
 	n := int64(c.followers)
 	per := func(m memPoint) string { return formatBytes(max(m.rss-base.rss, 0) / n) }
-	fmt.Printf("followers %d over %d etcd processes, %d puts/s of 1 KiB per etcd, phases of %s, GOMAXPROCS %d, load %.1f\n",
-		c.followers, c.etcds, c.writes, c.phase, runtime.GOMAXPROCS(0), loadAverage())
+	fmt.Printf("followers %d over %d etcd processes, %d puts/s of 1 KiB per etcd, phases of %s, full backups in flight %s, GOMAXPROCS %d, load %.1f\n",
+		c.followers, c.etcds, c.writes, c.phase, slotsLabel(c.slots), runtime.GOMAXPROCS(0), loadAverage())
 	fmt.Printf("%-22s %10s %10s %14s\n", "", "RSS", "Go heap", "RSS/follower")
 	row := func(name string, m memPoint) {
 		fmt.Printf("%-22s %10s %10s %14s\n", name, formatBytes(m.rss), formatBytes(m.heap), per(m))
@@ -316,4 +324,11 @@ func writeHeapProfile(path string) error {
 		return err
 	}
 	return f.Close()
+}
+
+func slotsLabel(n int) string {
+	if n <= 0 {
+		return "unbounded"
+	}
+	return strconv.Itoa(n)
 }
