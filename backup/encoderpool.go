@@ -20,9 +20,10 @@ import (
 //     that many encoder states (about 1.6 MiB each at the default level),
 //     and a segment waits for a free one. A follower used to hold its own
 //     state for its life.
-//   - Streams (full backups, gzip segments) take a compressor from a
-//     sync.Pool per encoderKey and give it back, Reset, once closed
-//     cleanly; the collector frees those left idle.
+//   - Streams (full backups, gzip segments) take a compressor of their
+//     encoderKey given back by an earlier stream, Reset, or a new one, and
+//     give it back once closed cleanly; at most GOMAXPROCS per key are
+//     kept idle, the others are left to the collector.
 //
 // One compressor never holds two streams: EncodeAll takes an encoder state
 // for one call and resets it first, and a streaming compressor is Reset to
@@ -91,18 +92,22 @@ func segmentEncoder(c Compression, level zstd.EncoderLevel) (*zstd.Encoder, erro
 
 var (
 	streamEncodersMu sync.Mutex
-	streamEncoders   = map[encoderKey]*sync.Pool{}
+	streamEncoders   = map[encoderKey]chan io.WriteCloser{}
 )
 
-func streamPool(k encoderKey) *sync.Pool {
+// idleCompressors returns the compressors of k given back and not taken
+// again: at most GOMAXPROCS, so that a burst of streams (a host's
+// followers all taking their first full backups) leaves no more behind
+// than a process encodes at once.
+func idleCompressors(k encoderKey) chan io.WriteCloser {
 	streamEncodersMu.Lock()
 	defer streamEncodersMu.Unlock()
-	p := streamEncoders[k]
-	if p == nil {
-		p = &sync.Pool{}
-		streamEncoders[k] = p
+	ch := streamEncoders[k]
+	if ch == nil {
+		ch = make(chan io.WriteCloser, max(runtime.GOMAXPROCS(0), 1))
+		streamEncoders[k] = ch
 	}
-	return p
+	return ch
 }
 
 // pooledCompressor is a streaming compressor of key, writing to the
@@ -115,14 +120,16 @@ type pooledCompressor struct {
 // takeCompressor returns a compressor of k writing to dst: one given back
 // earlier, Reset to dst, or a new one.
 func takeCompressor(k encoderKey, dst io.Writer) (*pooledCompressor, error) {
-	if w := streamPool(k).Get(); w != nil {
+	select {
+	case w := <-idleCompressors(k):
 		switch w := w.(type) {
 		case *zstd.Encoder:
 			w.Reset(dst)
 		case *gzip.Writer:
 			w.Reset(dst)
 		}
-		return &pooledCompressor{key: k, w: w.(io.WriteCloser)}, nil
+		return &pooledCompressor{key: k, w: w}, nil
+	default:
 	}
 	switch k.compression.OrDefault() {
 	case Gzip:
@@ -169,7 +176,10 @@ func (c *pooledCompressor) Close() error {
 	case *gzip.Writer:
 		z.Reset(io.Discard)
 	}
-	streamPool(c.key).Put(w)
+	select {
+	case idleCompressors(c.key) <- w:
+	default: // enough are idle: left to the collector
+	}
 	return nil
 }
 
