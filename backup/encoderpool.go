@@ -16,9 +16,9 @@ import (
 // encodings in flight, not one per cluster:
 //
 //   - Segments are compressed whole (EncodeAll) by one zstd encoder per
-//     encoderKey, made with a concurrency of GOMAXPROCS: it holds at most
-//     that many encoder states (about 1.6 MiB each at the default level),
-//     and a segment waits for a free one. A follower used to hold its own
+//     encoderKey, made with a concurrency of GOMAXPROCS (at most
+//     maxSegmentEncodings): it holds that many encoder states (about 1.6
+//     MiB each at the default level), and a segment waits for a free one. A follower used to hold its own
 //     state for its life.
 //   - Streams (full backups, gzip segments) take a compressor of their
 //     encoderKey given back by an earlier stream, Reset, or a new one, and
@@ -67,6 +67,11 @@ func (k encoderKey) zstdOptions() []zstd.EOption {
 	return opts
 }
 
+// maxSegmentEncodings bounds the segment encoder's states on a host of
+// many cores: the encoder makes all of them at its first use, and a
+// segment (at most MaxSegmentBytes) takes milliseconds to compress.
+const maxSegmentEncodings = 8
+
 var (
 	segmentEncodersMu sync.Mutex
 	segmentEncoders   = map[encoderKey]*zstd.Encoder{}
@@ -74,9 +79,9 @@ var (
 
 // segmentEncoder returns the process' zstd encoder of whole segments at
 // level, for EncodeAll only (which it runs concurrently on at most
-// GOMAXPROCS encoder states).
+// GOMAXPROCS encoder states, and at most maxSegmentEncodings).
 func segmentEncoder(c Compression, level zstd.EncoderLevel) (*zstd.Encoder, error) {
-	k := encoderKey{compression: c, level: int(level), concurrency: max(runtime.GOMAXPROCS(0), 1)}
+	k := encoderKey{compression: c, level: int(level), concurrency: min(max(runtime.GOMAXPROCS(0), 1), maxSegmentEncodings)}
 	segmentEncodersMu.Lock()
 	defer segmentEncodersMu.Unlock()
 	if z := segmentEncoders[k]; z != nil {
