@@ -134,7 +134,8 @@
 // setting), the segments' buffers and storage/blob's copy buffers. A
 // RunSlots shared by their pipelines (Pipeline.Slots; the scheduler has
 // its own run slots) makes followers started together take their first
-// full backups a few at a time: without it, each holds a compressor of
+// full backups a few at a time (one waiting for a slot holds no watch:
+// it opens its prewatch once it has one): without it, each holds a compressor of
 // its own at once, and the heap the start reached sets the collector's
 // goal long after. Memory then follows the work in flight, not the number
 // of clusters: 100 followers over 3 etcd processes with 10 writes of 1 KiB

@@ -222,6 +222,12 @@ func (e *DestinationError) Unwrap() error { return e.Err }
 // scheduled run then backs up again, on every target, under the ID with
 // its run token appended (UniqueBackupID).
 func (p *Pipeline) Run(ctx context.Context, req Request) (*Result, error) {
+	return p.runSlotted(ctx, req, false)
+}
+
+// runSlotted is Run; inSlot says the caller holds a slot of p.Slots
+// already (see Follower.takeFull), so that the run takes none.
+func (p *Pipeline) runSlotted(ctx context.Context, req Request, inSlot bool) (*Result, error) {
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
@@ -236,11 +242,13 @@ func (p *Pipeline) Run(ctx context.Context, req Request) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	release, err := p.Slots.take(ctx)
-	if err != nil {
-		return nil, err
+	if !inSlot {
+		release, err := p.Slots.take(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
 	}
-	defer release()
 
 	created := p.now().UTC()
 	token, err := NewRunToken()

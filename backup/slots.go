@@ -3,6 +3,7 @@ package backup
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 )
 
 // RunSlots bounds the backups in flight of the pipelines that share it
@@ -14,10 +15,12 @@ import (
 // etcd client's messages while it runs. The scheduler has run slots of its
 // own (schedule.Config.MaxConcurrent) and needs none.
 //
-// A follower opens its watch before its full backup (see Follower), so
-// that what etcd writes while it waits for a slot is held, not lost.
+// A follower opens the watch that holds what etcd writes during its full
+// backup once it has a slot: what etcd wrote while it waited is in the
+// snapshot.
 type RunSlots struct {
-	ch chan struct{}
+	ch      chan struct{}
+	waiting atomic.Int32 // takes waiting for a slot
 }
 
 // NewRunSlots returns slots for n backups at a time (n >= 1).
@@ -31,6 +34,8 @@ func (s *RunSlots) take(ctx context.Context) (release func(), err error) {
 	if s == nil {
 		return func() {}, nil
 	}
+	s.waiting.Add(1)
+	defer s.waiting.Add(-1)
 	select {
 	case s.ch <- struct{}{}:
 		return func() { <-s.ch }, nil
