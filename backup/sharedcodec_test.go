@@ -212,32 +212,40 @@ func chainEvents(t *testing.T, b backup.Catalog, cluster string, identity age.Id
 		m := e.Manifest
 		require.Equal(t, next, m.FirstRevision, "segment %s follows the one before", e.ID)
 		next = m.LastRevision + 1
-		rc, err := b.Get(t.Context(), e.Key)
-		require.NoError(t, err)
-		stored, err := io.ReadAll(rc)
-		require.NoError(t, rc.Close())
-		require.NoError(t, err)
-		sum := sha256.Sum256(stored)
-		require.Equal(t, m.Stored.SHA256, hex.EncodeToString(sum[:]), "stored digest of %s", e.ID)
-		var ids []age.Identity
-		if m.Encryption != nil {
-			ids = []age.Identity{identity}
-		}
-		dec, err := backup.NewDecoder(bytes.NewReader(stored), m.Compression, ids...)
-		require.NoError(t, err)
-		raw, err := io.ReadAll(dec)
-		require.NoError(t, err, "segment %s decodes", e.ID)
-		require.NoError(t, dec.Close())
-		sum = sha256.Sum256(raw)
-		require.Equal(t, m.Raw.SHA256, hex.EncodeToString(sum[:]), "raw digest of %s", e.ID)
-		_, err = backup.DecodeSegment(bytes.NewReader(raw), func(r *backup.SegmentRevision) error {
-			for _, ev := range r.Events {
-				out = append(out, sharedEvent{rev: ev.ModRevision, key: string(ev.Key), value: string(ev.Value),
-					delete: ev.Delete, create: ev.CreateRevision, vers: ev.Version})
-			}
-			return nil
-		})
-		require.NoError(t, err)
+		out = append(out, segmentEvents(t, b, e, identity)...)
 	}
+	return out
+}
+
+// segmentEvents decodes the delta segment e of b, checking its digests.
+func segmentEvents(t *testing.T, b backup.Catalog, e backup.Entry, identity age.Identity) []sharedEvent {
+	m := e.Manifest
+	rc, err := b.Get(t.Context(), e.Key)
+	require.NoError(t, err)
+	stored, err := io.ReadAll(rc)
+	require.NoError(t, rc.Close())
+	require.NoError(t, err)
+	sum := sha256.Sum256(stored)
+	require.Equal(t, m.Stored.SHA256, hex.EncodeToString(sum[:]), "stored digest of %s", e.ID)
+	var ids []age.Identity
+	if m.Encryption != nil {
+		ids = []age.Identity{identity}
+	}
+	dec, err := backup.NewDecoder(bytes.NewReader(stored), m.Compression, ids...)
+	require.NoError(t, err)
+	raw, err := io.ReadAll(dec)
+	require.NoError(t, err, "segment %s decodes", e.ID)
+	require.NoError(t, dec.Close())
+	sum = sha256.Sum256(raw)
+	require.Equal(t, m.Raw.SHA256, hex.EncodeToString(sum[:]), "raw digest of %s", e.ID)
+	var out []sharedEvent
+	_, err = backup.DecodeSegment(bytes.NewReader(raw), func(r *backup.SegmentRevision) error {
+		for _, ev := range r.Events {
+			out = append(out, sharedEvent{rev: ev.ModRevision, key: string(ev.Key), value: string(ev.Value),
+				delete: ev.Delete, create: ev.CreateRevision, vers: ev.Version})
+		}
+		return nil
+	})
+	require.NoError(t, err)
 	return out
 }
