@@ -209,3 +209,26 @@ func TestSegmentCodecsConcurrent(t *testing.T) {
 		})
 	}
 }
+
+// TestIdleSegmentBuilderHoldsNoBuffer: a follower's builder takes a pooled
+// buffer with its first revision, not when it is made, so that an idle
+// follower holds none (after a burst, each would keep up to
+// maxPooledSegmentBuffer); its segments, empty or not, decode.
+func TestIdleSegmentBuilderHoldsNoBuffer(t *testing.T) {
+	for range 16 {
+		buf := make([]byte, 0, 512<<10)
+		segmentBuffers.Put(&buf)
+	}
+	b := newSegmentBuilder()
+	require.Zero(t, b.buf.Cap(), "a builder with no revision holds no buffer")
+	require.NoError(t, b.add(SegmentRevision{Revision: 5, Received: time.Unix(1, 0),
+		Events: []SegmentEvent{{Key: []byte("/k"), Value: []byte("v"), ModRevision: 5, CreateRevision: 5, Version: 1}}}))
+	sum, err := DecodeSegment(bytes.NewReader(b.finish()), func(*SegmentRevision) error { return nil })
+	require.NoError(t, err)
+	require.Equal(t, SegmentSummary{FirstRevision: 5, LastRevision: 5, Revisions: 1, Events: 1}, sum)
+	b.release()
+
+	sum, err = DecodeSegment(bytes.NewReader(newSegmentBuilder().finish()), func(*SegmentRevision) error { return nil })
+	require.NoError(t, err)
+	require.Zero(t, sum.Revisions)
+}

@@ -193,21 +193,26 @@ type segmentBuilder struct {
 
 // segmentBuffers are the builders' buffers, shared by every follower of the
 // process: a follower cuts a segment every second, and its buffer serves
-// the next segment of any follower once the segment is encoded. A buffer
-// that grew past maxPooledSegmentBuffer (a burst of writes) is left to the
-// collector, so that the pool holds small buffers only.
+// the next segment of any follower once the segment is encoded. A builder
+// takes one with its first revision, so that an idle follower holds none.
+// A buffer that grew past maxPooledSegmentBuffer (a burst of writes) is
+// left to the collector, so that the pool holds small buffers only.
 var segmentBuffers sync.Pool
 
 const maxPooledSegmentBuffer = 1 << 20
 
-func newSegmentBuilder() *segmentBuilder {
-	b := &segmentBuilder{}
+func newSegmentBuilder() *segmentBuilder { return &segmentBuilder{} }
+
+// start takes a buffer and writes the segment's header, once.
+func (b *segmentBuilder) start() {
+	if b.buf.Len() > 0 {
+		return
+	}
 	if p, ok := segmentBuffers.Get().(*[]byte); ok {
 		b.buf = *bytes.NewBuffer((*p)[:0])
 	}
 	b.buf.WriteString(segmentMagic)
 	b.buf.WriteByte(SegmentVersion)
-	return b
 }
 
 // release gives the builder's buffer to the next builder; the bytes finish
@@ -240,6 +245,7 @@ func (b *segmentBuilder) add(r SegmentRevision) error {
 	if b.finished {
 		return errors.New("segment is finished")
 	}
+	b.start()
 	if r.Revision <= b.sum.LastRevision {
 		return fmt.Errorf("revision %d after %d", r.Revision, b.sum.LastRevision)
 	}
@@ -277,6 +283,7 @@ func (b *segmentBuilder) finish() []byte {
 	if b.finished {
 		return b.buf.Bytes()
 	}
+	b.start()
 	b.finished, b.open = true, b.buf.Len()
 	p := binary.AppendUvarint(nil, uint64(b.sum.FirstRevision))
 	p = binary.AppendUvarint(p, uint64(b.sum.LastRevision))
