@@ -114,10 +114,12 @@ func requireDecodes(t *testing.T, c Compression, stored, want []byte) {
 	require.Equal(t, want, got)
 }
 
-// countingSnapshotter counts the snapshots in flight.
+// countingSnapshotter counts the snapshots in flight; each waits until
+// gate is closed.
 type countingSnapshotter struct {
 	inFlight, most atomic.Int32
 	mu             sync.Mutex
+	gate           chan struct{}
 }
 
 func (s *countingSnapshotter) Snapshot(ctx context.Context) (*Snapshot, error) {
@@ -127,7 +129,7 @@ func (s *countingSnapshotter) Snapshot(ctx context.Context) (*Snapshot, error) {
 	s.most.Store(max(s.most.Load(), n))
 	s.mu.Unlock()
 	select {
-	case <-time.After(20 * time.Millisecond):
+	case <-s.gate:
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
@@ -139,7 +141,7 @@ func (s *countingSnapshotter) Snapshot(ctx context.Context) (*Snapshot, error) {
 // with its context.
 func TestRunSlotsBoundBackupsInFlight(t *testing.T) {
 	slots := NewRunSlots(2)
-	snap := &countingSnapshotter{}
+	snap := &countingSnapshotter{gate: make(chan struct{})}
 	var wg sync.WaitGroup
 	for range 8 {
 		p := &Pipeline{Snapshotter: snap, Slots: slots}
@@ -149,6 +151,8 @@ func TestRunSlotsBoundBackupsInFlight(t *testing.T) {
 			_, _ = p.Run(t.Context(), Request{Cluster: "prod", Name: "full", Targets: []Target{{Destination: "d", Uploader: discardUploader{}}}})
 		}()
 	}
+	require.Eventually(t, func() bool { return snap.inFlight.Load() == 2 && slots.waiting.Load() == 6 }, 30*time.Second, time.Millisecond)
+	close(snap.gate)
 	wg.Wait()
 	require.Equal(t, int32(2), snap.most.Load())
 
@@ -163,6 +167,13 @@ func TestRunSlotsBoundBackupsInFlight(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	release()
 	release2()
+
+	// The zero RunSlots bounds nothing: it does not hang every run.
+	ctx, cancel = context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	_, err = (&Pipeline{Snapshotter: snap, Slots: &RunSlots{}}).Run(ctx, Request{Cluster: "prod", Name: "full",
+		Targets: []Target{{Destination: "d", Uploader: discardUploader{}}}})
+	require.ErrorContains(t, err, "no snapshot")
 }
 
 type discardUploader struct{}

@@ -23,15 +23,16 @@ type RunSlots struct {
 	waiting atomic.Int32 // takes waiting for a slot
 }
 
-// NewRunSlots returns slots for n backups at a time (n >= 1).
+// NewRunSlots returns slots for n backups at a time (n >= 1). The zero
+// RunSlots bounds nothing.
 func NewRunSlots(n int) *RunSlots {
 	return &RunSlots{ch: make(chan struct{}, max(n, 1))}
 }
 
 // take waits for a free slot and returns the function that frees it. Nil
-// slots never wait.
+// slots, and the zero RunSlots (not made by NewRunSlots), never wait.
 func (s *RunSlots) take(ctx context.Context) (release func(), err error) {
-	if s == nil {
+	if s == nil || s.ch == nil {
 		return func() {}, nil
 	}
 	s.waiting.Add(1)
