@@ -187,40 +187,29 @@ type encoderOptions struct {
 	budget      int64
 }
 
-// zstdOptions returns the zstd encoder's settings within a memory budget,
-// at o's level. Without a budget, two encoder goroutines with zstd's
-// default 8 MiB window (about 40 MiB) use both cores of a small machine;
-// more buys little at these levels. Within a budget: two encoders from 16
-// MiB, one below, each with a window of a power of two of at most a
-// quarter of its share, from 256 KiB to 8 MiB. Two 2 MiB windows store an
+// zstdStreamKey returns the settings of the zstd compressor of a stream
+// at o's level within o's memory budget. Without a budget, two encoder
+// goroutines with zstd's default 8 MiB window (about 40 MiB) use both
+// cores of a small machine; more buys little at these levels. Within a
+// budget: two encoders from 16 MiB, one below, each with a window of a
+// power of two of at most a quarter of its share, from 256 KiB to 8 MiB. Two 2 MiB windows store an
 // etcd database about 5% larger than two 8 MiB ones, at the same speed
 // (BENCHMARKS.md).
-func (o encoderOptions) zstdOptions() []zstd.EOption {
-	opts := []zstd.EOption{zstd.WithEncoderLevel(o.compression.zstdLevel())}
-	if o.budget <= 0 {
-		return append(opts, zstd.WithEncoderConcurrency(2))
-	}
-	concurrency := 1
-	if o.budget >= 16<<20 {
-		concurrency = 2
-	}
-	window := int64(zstd.MinWindowSize)
-	for window*2 <= min(o.budget/int64(4*concurrency), 8<<20) {
-		window *= 2
-	}
-	return append(opts, zstd.WithEncoderConcurrency(concurrency), zstd.WithWindowSize(int(window)))
+func (o encoderOptions) zstdStreamKey() encoderKey {
+	return zstdKey(Zstd, o.compression.zstdLevel(), o.budget)
 }
 
 // encoder is the write side of the codec: compress, then encrypt.
 type encoder struct {
-	compress io.WriteCloser // nil for None
-	encrypt  io.WriteCloser // nil without encryption
-	head     io.Writer      // where callers write
+	compress *pooledCompressor // nil for None
+	encrypt  io.WriteCloser    // nil without encryption
+	head     io.Writer         // where callers write
 }
 
 // newEncoder returns a writer that compresses as o says and, when
 // recipients are given, encrypts with age, writing the result to dst.
-// Close flushes every layer; it does not close dst. o.budget bounds the
+// Close flushes every layer; it does not close dst, and hands the
+// compressor back to its pool (see takeCompressor). o.budget bounds the
 // compressor's memory (see Pipeline.MemoryBudget).
 func newEncoder(dst io.Writer, o encoderOptions, recipients []age.Recipient) (*encoder, error) {
 	if err := o.compression.Validate(); err != nil {
@@ -234,17 +223,20 @@ func newEncoder(dst io.Writer, o encoderOptions, recipients []age.Recipient) (*e
 		}
 		e.encrypt, e.head = w, w
 	}
+	var key encoderKey
 	switch o.compression.Algorithm() {
 	case Zstd:
-		w, err := zstd.NewWriter(e.head, o.zstdOptions()...)
-		if err != nil {
-			return nil, fmt.Errorf("start zstd: %w", err)
-		}
-		e.compress, e.head = w, w
+		key = o.zstdStreamKey()
 	case Gzip:
-		w := gzip.NewWriter(e.head)
-		e.compress, e.head = w, w
+		key = encoderKey{compression: Gzip, level: gzip.DefaultCompression}
+	default: // None
+		return e, nil
 	}
+	w, err := takeCompressor(key, e.head)
+	if err != nil {
+		return nil, err
+	}
+	e.compress, e.head = w, w
 	return e, nil
 }
 
@@ -267,9 +259,8 @@ func (e *encoder) Close() error {
 
 // abort releases the compressor's goroutines without producing output.
 func (e *encoder) abort() {
-	if z, ok := e.compress.(*zstd.Encoder); ok {
-		z.Reset(io.Discard)
-		_ = z.Close()
+	if e.compress != nil {
+		e.compress.abort()
 	}
 }
 

@@ -495,9 +495,7 @@ func (f *Follower) takeFull(ctx context.Context) (chainStart, error) {
 	req := Request{Cluster: f.Cluster, Name: f.fullName(), Scheduled: true, Targets: f.Targets}
 	unbounded := 0
 	for attempt := 1; ; attempt++ {
-		pre := f.startPrewatch(ctx)
-		res, err := f.Pipeline.Run(ctx, req)
-		held := pre.stop()
+		res, pre, held, err := f.fullInSlot(ctx, req)
 		reached := err == nil || (res != nil && len(res.Succeeded()) > 0)
 		switch {
 		case reached && res.Snapshot.RevisionLow > 0 && res.Snapshot.RevisionHigh >= res.Snapshot.RevisionLow:
@@ -531,6 +529,21 @@ func (f *Follower) takeFull(ctx context.Context) (chainStart, error) {
 			return chainStart{}, err
 		}
 	}
+}
+
+// fullInSlot takes the full backup req once a slot of the pipeline's
+// RunSlots is free, with a prewatch opened in the slot (not while it
+// waits for one: what etcd writes meanwhile is in the snapshot, and a
+// host's followers waiting for slots would each hold up to maxHeldBytes).
+func (f *Follower) fullInSlot(ctx context.Context, req Request) (*Result, *prewatch, []clientv3.WatchResponse, error) {
+	release, err := f.Pipeline.Slots.take(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	defer release()
+	pre := f.startPrewatch(ctx)
+	res, err := f.Pipeline.runSlotted(ctx, req, true)
+	return res, pre, pre.stop(), err
 }
 
 // maxHeldBytes bounds what a prewatch holds while a full backup is taken;
@@ -1153,6 +1166,7 @@ func (st *followState) flush(ctx context.Context) (retried bool, err error) {
 		}
 		seg.base.LastPut, seg.base.WatchStarted = b.lastPut, st.segmentWatchStarted
 		st.pending = &pendingSegment{encodedSegment: seg, sum: b.sum, raw: len(raw), firstReceived: st.firstReceived, lastPut: b.lastPut}
+		b.release() // encoded: raw is no longer read
 		st.builder = newSegmentBuilder()
 		st.targets.enqueue(st.pending)
 	}

@@ -73,6 +73,9 @@ type Pipeline struct {
 	// buffered part (s3: PartSize bytes), so set it well above the time
 	// one part takes. Zero means no bound.
 	StallTimeout time.Duration
+	// Slots, when set, bounds the backups in flight of every Pipeline
+	// that shares it (see RunSlots); nil means no bound.
+	Slots *RunSlots
 }
 
 // Spool configures the temporary file of spool mode.
@@ -220,6 +223,12 @@ func (e *DestinationError) Unwrap() error { return e.Err }
 // scheduled run then backs up again, on every target, under the ID with
 // its run token appended (UniqueBackupID).
 func (p *Pipeline) Run(ctx context.Context, req Request) (*Result, error) {
+	return p.runSlotted(ctx, req, false)
+}
+
+// runSlotted is Run; inSlot says the caller holds a slot of p.Slots
+// already (see Follower.takeFull), so that the run takes none.
+func (p *Pipeline) runSlotted(ctx context.Context, req Request, inSlot bool) (*Result, error) {
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
@@ -233,6 +242,13 @@ func (p *Pipeline) Run(ctx context.Context, req Request) (*Result, error) {
 	recipients, fingerprints, err := p.Encryption.parse()
 	if err != nil {
 		return nil, err
+	}
+	if !inSlot {
+		release, err := p.Slots.take(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
 	}
 
 	created := p.now().UTC()

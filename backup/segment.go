@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -190,13 +191,40 @@ type segmentBuilder struct {
 	lastPut  *PutMark
 }
 
-// record appends one record.
+// segmentBuffers are the builders' buffers, shared by every follower of the
+// process: a follower cuts a segment every second, and its buffer serves
+// the next segment of any follower once the segment is encoded. A builder
+// takes one with its first revision, so that an idle follower holds none.
+// A buffer that grew past maxPooledSegmentBuffer (a burst of writes) is
+// left to the collector, so that the pool holds small buffers only.
+var segmentBuffers sync.Pool
 
-func newSegmentBuilder() *segmentBuilder {
-	b := &segmentBuilder{}
+const maxPooledSegmentBuffer = 1 << 20
+
+func newSegmentBuilder() *segmentBuilder { return &segmentBuilder{} }
+
+// start takes a buffer and writes the segment's header, once.
+func (b *segmentBuilder) start() {
+	if b.buf.Len() > 0 {
+		return
+	}
+	if p, ok := segmentBuffers.Get().(*[]byte); ok {
+		b.buf = *bytes.NewBuffer((*p)[:0])
+	}
 	b.buf.WriteString(segmentMagic)
 	b.buf.WriteByte(SegmentVersion)
-	return b
+}
+
+// release gives the builder's buffer to the next builder; the bytes finish
+// returned must no longer be used, and the builder takes nothing more.
+func (b *segmentBuilder) release() {
+	buf := b.buf.Bytes()
+	b.buf = bytes.Buffer{}
+	b.finished = true
+	if cap(buf) <= maxPooledSegmentBuffer {
+		buf = buf[:0]
+		segmentBuffers.Put(&buf)
+	}
 }
 
 // empty reports whether no revision was added.
@@ -205,6 +233,7 @@ func (b *segmentBuilder) empty() bool { return b.sum.Revisions == 0 }
 // size is the encoded size so far.
 func (b *segmentBuilder) size() int { return b.buf.Len() }
 
+// record appends one record.
 func (b *segmentBuilder) record(tag byte, payload []byte) {
 	b.buf.WriteByte(tag)
 	b.buf.Write(binary.AppendUvarint(nil, uint64(len(payload))))
@@ -216,6 +245,7 @@ func (b *segmentBuilder) add(r SegmentRevision) error {
 	if b.finished {
 		return errors.New("segment is finished")
 	}
+	b.start()
 	if r.Revision <= b.sum.LastRevision {
 		return fmt.Errorf("revision %d after %d", r.Revision, b.sum.LastRevision)
 	}
@@ -253,6 +283,7 @@ func (b *segmentBuilder) finish() []byte {
 	if b.finished {
 		return b.buf.Bytes()
 	}
+	b.start()
 	b.finished, b.open = true, b.buf.Len()
 	p := binary.AppendUvarint(nil, uint64(b.sum.FirstRevision))
 	p = binary.AppendUvarint(p, uint64(b.sum.LastRevision))

@@ -16,14 +16,16 @@ import (
 // the same compressions at the same level and the same age encryption (the
 // same decoder reads both), the same manifest commit rule, on every
 // target. A segment is small and whole in memory, so zstd compresses it
-// with EncodeAll on one encoder kept for the follower's life: a streaming
-// encoder per segment would allocate its windows anew every second.
+// with EncodeAll on the encoder every follower of the process shares (see
+// segmentEncoder): a streaming encoder per segment would allocate its
+// windows anew every second, and one kept per follower would hold its
+// state (about 1.6 MiB) for the follower's life.
 type segmentCodec struct {
 	cluster     string
 	compression Compression // with its level
 	recipients  []age.Recipient
 	encryption  *EncryptionInfo
-	zstd        *zstd.Encoder // for Zstd; used by one goroutine at a time
+	zstd        *zstd.Encoder // for Zstd: shared, EncodeAll only
 }
 
 func newSegmentCodec(cluster string, p *Pipeline) (*segmentCodec, error) {
@@ -40,9 +42,8 @@ func newSegmentCodec(cluster string, p *Pipeline) (*segmentCodec, error) {
 		c.encryption = &EncryptionInfo{Scheme: "age", Recipients: fingerprints}
 	}
 	if c.compression.Algorithm() == Zstd {
-		c.zstd, err = zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(c.compression.zstdLevel()))
-		if err != nil {
-			return nil, fmt.Errorf("start zstd: %w", err)
+		if c.zstd, err = segmentEncoder(Zstd, c.compression.zstdLevel()); err != nil {
+			return nil, err
 		}
 	}
 	return c, nil
@@ -60,7 +61,6 @@ type encodedSegment struct {
 // clusterID.
 func (c *segmentCodec) encode(raw []byte, sum SegmentSummary, chain string, clusterID uint64) (*encodedSegment, error) {
 	var buf bytes.Buffer
-	buf.Grow(len(raw)/2 + 1024)
 	if c.zstd != nil {
 		compressed := c.zstd.EncodeAll(raw, make([]byte, 0, len(raw)/2+1024))
 		if len(c.recipients) == 0 {
@@ -69,6 +69,7 @@ func (c *segmentCodec) encode(raw []byte, sum SegmentSummary, chain string, clus
 			return nil, err
 		}
 	} else {
+		buf.Grow(len(raw)/2 + 1024)
 		enc, err := newEncoder(&buf, encoderOptions{compression: c.compression}, c.recipients)
 		if err != nil {
 			return nil, err

@@ -79,6 +79,8 @@ func main() {
 		err = runPITRRestore(args[1:])
 	case len(args) > 0 && args[0] == "pitr-follow":
 		err = runPITRFollower()
+	case len(args) > 0 && args[0] == "followers":
+		err = runFollowers(args[1:])
 	default:
 		err = runBench(args)
 	}

@@ -38,6 +38,12 @@ const minS3PartSize = 5 << 20
 // looks at the context.
 const copyBufSize = 256 << 10
 
+// copyBuffers are Put's copy buffers, shared by every bucket of the
+// process: a host with hundreds of followers stores a segment and its
+// manifest per follower every second, and would otherwise allocate a
+// buffer for each.
+var copyBuffers sync.Pool
+
 // Options tunes a Bucket. A nil *Options, and the zero value of each field,
 // mean the defaults.
 type Options struct {
@@ -451,7 +457,13 @@ func (b *Bucket) putChecked(ctx context.Context, key string, r io.Reader, opts *
 // caller checks ctx. It tells the reader's error from the writer's, which
 // io.Copy does not.
 func copyBody(ctx context.Context, w io.Writer, r io.Reader) (written int64, readErr, writeErr error) {
-	buf := make([]byte, copyBufSize)
+	bp, _ := copyBuffers.Get().(*[]byte)
+	if bp == nil {
+		b := make([]byte, copyBufSize)
+		bp = &b
+	}
+	defer copyBuffers.Put(bp)
+	buf := *bp
 	for ctx.Err() == nil {
 		n, err := r.Read(buf)
 		if n > 0 {
