@@ -24,7 +24,10 @@ import (
 // case the chain was adopted (a follower may resume after the newest full
 // backup of any config) and belongs to this config, so that no segment is
 // left without a window that deletes it. Segments of the chains of the
-// configs in Others are kept, out of scope. It:
+// configs in Others are kept, out of scope. With PlanOptions.Scope set, only
+// the full backups and segments whose manifests it accepts count: the others
+// never base the window and are never deleted (a replication job's window
+// prunes its copies alone, replicate.IsCopy). It:
 //
 //   - keeps the base of the window: the newest full backup completed, and
 //     stored (by the store's clock, when the plan has it), at or before
@@ -107,14 +110,20 @@ func (c ChainPolicy) Apply(plan *Plan) (*Plan, error) {
 			continue
 		}
 		configOf[e.ID] = e.Manifest.Name
-		if (name == "" || e.Manifest.Name == name) && e.ChainBase() {
+		if (name == "" || e.Manifest.Name == name) && inScope(plan, e.Manifest) && e.ChainBase() {
 			fulls = append(fulls, i)
 		}
 	}
-	var segments []int // delta segments of the scope
+	var segments []int           // delta segments of the scope
+	outside := map[string]bool{} // chains of segments out of the Scope
 	for i := range ds {
 		e := ds[i].Entry
 		if e.Cluster != plan.Cluster || e.Kind != backup.KindDelta || e.Manifest == nil {
+			continue
+		}
+		if !inScope(plan, e.Manifest) {
+			ds[i].Action, ds[i].Reason = Keep, ReasonOutOfScope
+			outside[e.Manifest.Chain] = true
 			continue
 		}
 		if cfg := chainConfig(plan.Cluster, e.Manifest.Chain, configOf); name != "" && cfg != name && slices.Contains(c.Others, cfg) {
@@ -123,6 +132,15 @@ func (c ChainPolicy) Apply(plan *Plan) (*Plan, error) {
 		}
 		segments = append(segments, i)
 		ds[i].Action, ds[i].Reason = Keep, ReasonNoFull
+	}
+	// The segments out of the Scope are kept, and so is every full backup
+	// they may restore on top of.
+	for i, d := range ds {
+		for chain := range outside {
+			if d.Entry.Cluster == plan.Cluster && d.Entry.Continues(chain) {
+				keep(&ds[i], ReasonChainBase)
+			}
+		}
 	}
 	if len(fulls) == 0 {
 		return &out, nil
@@ -181,6 +199,11 @@ func (c ChainPolicy) Apply(plan *Plan) (*Plan, error) {
 		}
 	}
 	return &out, nil
+}
+
+// inScope reports whether the plan's Scope accepts m (no Scope accepts all).
+func inScope(plan *Plan, m *backup.Manifest) bool {
+	return plan.Options.Scope == nil || plan.Options.Scope(m)
 }
 
 // chainCut returns the full backup (an index of ds) that the restore

@@ -8,6 +8,7 @@ import (
 
 	"github.com/etcdbackup/etcdbackup/backup"
 	"github.com/etcdbackup/etcdbackup/replicate"
+	"github.com/etcdbackup/etcdbackup/retention"
 	"github.com/etcdbackup/etcdbackup/storage"
 )
 
@@ -28,6 +29,10 @@ func (r *PipelineRunner) replicate(ctx context.Context, job Job) error {
 		// again what its last prune deleted.
 		policy := job.Retention
 		sel.Retention = &policy
+		if w := job.Replicate.PointInTime; w > 0 {
+			chains := retention.PointInTime(w)
+			sel.PointInTime = &chains
+		}
 	}
 	var errs []error
 	for _, name := range job.Destinations {
