@@ -236,6 +236,7 @@ func (r *copyRun) event(e Event) {
 		return
 	}
 	e.Time, e.Cluster, e.Total = r.c.now(), r.cluster, r.total
+	e.Source, e.Target = r.c.SourceName, r.c.Target.Name
 	if e.Index == 0 {
 		e.Index = r.index
 	}
