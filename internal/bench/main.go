@@ -176,7 +176,9 @@ type bench struct {
 	run   string // scratch directory of this run
 	logs  string
 	minio *minioServer
-	res   *results
+	// minioTo is the copy modes' second server; nil without copy modes.
+	minioTo *minioServer
+	res     *results
 	// identity is the age identity of the encrypted backups and their
 	// restores.
 	identity string
@@ -227,6 +229,13 @@ func runBench(args []string) error {
 		return err
 	}
 	defer b.minio.stop(time.Minute)
+	if slices.ContainsFunc(cfg.modes, func(m mode) bool { return m.group == groupCopy }) {
+		b.minioTo, err = startMinIOAs(ctx, minioBinary(), filepath.Join(b.run, "minio-to"), filepath.Join(b.logs, "minio-to.log"), b.minio.access, b.minio.secret)
+		if err != nil {
+			return err
+		}
+		defer b.minioTo.stop(time.Minute)
+	}
 
 	cache := &fillCache{dir: filepath.Join(cfg.work, "etcd"), seed: cfg.seed, self: self, logs: b.logs}
 	for _, size := range cfg.sizes {
@@ -286,7 +295,7 @@ func (b *bench) measureSize(ctx context.Context, cache *fillCache, size int64) e
 
 	for _, g := range groupModes(b.cfg.modes) {
 		var sources map[string]preparedBackup
-		if g[0].group == groupRestore {
+		if g[0].group == groupRestore || g[0].group == groupCopy {
 			if sources, err = b.prepareSources(ctx, etcd, g, label); err != nil {
 				return err
 			}
@@ -300,9 +309,10 @@ func (b *bench) measureSize(ctx context.Context, cache *fillCache, size int64) e
 			return err
 		}
 		i := len(b.res.Sizes) - 1
-		if g[0].group == groupRestore {
+		switch g[0].group {
+		case groupRestore:
 			b.res.Sizes[i].RestoreRuns = done
-		} else {
+		case groupBackup:
 			b.res.Sizes[i].Runs = done
 		}
 		if err := b.minio.emptyBucket(ctx); err != nil {
@@ -520,6 +530,7 @@ func (b *bench) env(etcd *etcdServer, name, profile string) modeEnv {
 		Profile:  profile,
 		Identity: b.identity,
 		CLI:      b.cfg.cli,
+		To:       b.minioTo.address(),
 	}
 }
 
@@ -534,7 +545,7 @@ func (b *bench) env(etcd *etcdServer, name, profile string) modeEnv {
 // is missing.
 func leanBinary(self string, modes []mode) (string, error) {
 	lean := self + "-lean"
-	if !slices.ContainsFunc(modes, func(m mode) bool { return m.group == groupBackup }) {
+	if !slices.ContainsFunc(modes, func(m mode) bool { return m.group == groupBackup || m.group == groupCopy }) {
 		return lean, nil
 	}
 	if _, err := os.Stat(lean); err != nil {
@@ -552,7 +563,7 @@ func (b *bench) child(ctx context.Context, m mode, env modeEnv) (modeResult, *sy
 	}
 	var out, errOut bytes.Buffer
 	bin := b.self
-	if m.group == groupBackup {
+	if m.group == groupBackup || m.group == groupCopy {
 		bin = b.lean
 	}
 	cmd := exec.CommandContext(ctx, bin, "mode", "-mode", m.name)
@@ -625,6 +636,11 @@ func (b *bench) runMode(ctx context.Context, etcd *etcdServer, m mode, size stri
 			}
 		}
 		if err := b.minio.emptyBucket(ctx); err != nil {
+			return sample{}, err
+		}
+	}
+	if m.group == groupCopy {
+		if err := b.checkCopy(ctx, m, res); err != nil {
 			return sample{}, err
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -60,11 +61,13 @@ type mode struct {
 const (
 	groupBackup  = "backup"
 	groupRestore = "restore"
+	// groupCopy copies a stored backup between two MinIO servers.
+	groupCopy = "copy"
 )
 
 // modes lists every mode, in the order of the report. The first mode of a
 // group is its baseline.
-var modes = append(backupModes, restoreModes...)
+var modes = slices.Concat(backupModes, restoreModes, copyModes)
 
 // backupModes are the modes of the backup group. They run in the backup
 // modes' binary (see leanBinary).
@@ -116,6 +119,9 @@ type modeEnv struct {
 	Source preparedBackup
 	// CLI is the path of the etcdbackup command the CLI modes run.
 	CLI string `json:",omitempty"`
+	// To is host:port of the second MinIO server the copy modes copy to,
+	// with the same credentials and bucket.
+	To string `json:",omitempty"`
 }
 
 // preparedBackup is a backup a restore mode reads: its ID and the key of
