@@ -174,7 +174,9 @@ fuzz:
 # to MinIO: the two-step approach of cron-job tools against etcdbackup's
 # streaming, zstd, age and spool modes, the CLI as shipped (built as make
 # release builds it, into a temporary directory), and restores of a backup
-# against download-then-`etcdutl snapshot restore`; then continuous
+# against download-then-`etcdutl snapshot restore`, copies of a backup
+# between two MinIO servers (`etcdbackup copy` against a minio-go
+# Get→Put, what `mc cp` does); then continuous
 # backup (pitr) and a point restore after many writes (pitr-restore).
 # Every step saves its figures in bench-out/results.json and renders the
 # whole of BENCHMARKS.md with BENCHMARKS.png from it: nothing in the report
