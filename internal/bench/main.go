@@ -509,7 +509,7 @@ func (b *bench) prepareSources(ctx context.Context, etcd *etcdServer, group []mo
 			return nil, fmt.Errorf("mode %s reported no backup to restore", src.name)
 		}
 		out[src.name] = preparedBackup{ID: res.ID, Key: res.Key}
-		progress("%s prepared %s for the restore modes: %s, %s stored", size, src.name, res.Key, formatBytes(res.Stored))
+		progress("%s prepared %s for the modes that read it: %s, %s stored", size, src.name, res.Key, formatBytes(res.Stored))
 	}
 	syscall.Sync()
 	return out, nil
