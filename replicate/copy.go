@@ -102,6 +102,7 @@ func (c *Copier) Copy(ctx context.Context, cluster string, sel Selection) (*Repo
 	if err != nil {
 		return nil, fmt.Errorf("list source: %w", err)
 	}
+	entries = sel.of(entries)
 	drop, err := sel.pruned(cluster, entries, started)
 	if err != nil {
 		return nil, err

@@ -45,6 +45,12 @@ type Selection struct {
 	// backup it restores from after them (a synthetic full backup, see
 	// Copier.Copy).
 	PointInTime *retention.ChainPolicy
+	// Name, when set, narrows the selection to the backups of that backup
+	// name (OfName): fulls whose manifest names it and the delta segments
+	// of the chains they started. Retention and PointInTime then count
+	// those alone, so that a job replicating one config keeps that
+	// config's retention, whatever other configs of the cluster hold.
+	Name string
 	// ClockSkew is the clock skew of the plan of Retention and PointInTime
 	// (retention.PlanOptions.ClockSkew); give it the target prune's. Zero
 	// means retention.DefaultClockSkew.
@@ -56,6 +62,11 @@ func (s Selection) Validate() error {
 	if len(s.IDs) == 0 && len(s.Chains) == 0 && !s.All && s.Since.IsZero() {
 		return fmt.Errorf("selection is empty: name backups, chains, all, or a time")
 	}
+	if s.Name != "" {
+		if err := backup.ValidateName("backup", s.Name); err != nil {
+			return err
+		}
+	}
 	if s.PointInTime != nil {
 		if err := s.PointInTime.Validate(); err != nil {
 			return err
@@ -65,6 +76,17 @@ func (s Selection) Validate() error {
 		return s.Retention.Validate()
 	}
 	return nil
+}
+
+// of returns the entries of the selection's Name (all without one): the
+// other names' backups are never selected.
+func (s Selection) of(entries []backup.Entry) []backup.Entry {
+	if s.Name == "" {
+		return entries
+	}
+	return slices.DeleteFunc(slices.Clone(entries), func(e backup.Entry) bool {
+		return e.Manifest == nil || !OfName(e.Manifest, s.Name)
+	})
 }
 
 // pruned returns the IDs of the backups sel.Retention (and

@@ -320,6 +320,12 @@ func (c ChainPolicy) base(plan *Plan, fulls []int) int {
 	return base
 }
 
+// ChainName returns the backup name of the full backup whose ID is chain,
+// as the ID tells it (a scheduled backup's, "<cluster>-<name>-<timestamp>"
+// with maybe "-<run>"): the config a chain's delta segments belong to,
+// whose manifests do not name it; "" when the ID does not tell.
+func ChainName(cluster, chain string) string { return chainConfig(cluster, chain, nil) }
+
 // chainConfig returns the backup config of the chain that starts from the
 // full backup id: its manifest's name when the full backup is listed,
 // else the name its ID carries ("<cluster>-<name>-<timestamp>[-<run>]"),

@@ -130,6 +130,12 @@ type Replicate struct {
 	// PointInTime). Zero deletes no copied segment (a chain's copies are
 	// kept whole while its full backup is). Otherwise at least a minute.
 	PointInTime time.Duration
+	// Name, when set, scopes the job to the backups of one backup name:
+	// it copies only those (replicate.Selection.Name) and its retention
+	// counts and prunes only their copies (replicate.OfName), so that
+	// each config replicated by its own job keeps its own retention on a
+	// shared target. Empty: every name of the cluster.
+	Name string
 }
 
 // backupKind returns the kind of the job's backups in a catalog.
@@ -244,6 +250,11 @@ func (j *Job) validateReplicate() []error {
 	}
 	if r.Window < 0 {
 		errs = append(errs, errors.New("negative replication window"))
+	}
+	if r.Name != "" {
+		if err := backup.ValidateName("backup", r.Name); err != nil {
+			errs = append(errs, fmt.Errorf("replicate name: %w", err))
+		}
 	}
 	if r.PointInTime < 0 || r.PointInTime > 0 && r.PointInTime < time.Minute {
 		errs = append(errs, errors.New("replication point-in-time window must be zero or at least a minute"))

@@ -22,7 +22,9 @@ const replicaSuffix = "#replicate"
 const continuousReplicaSchedule = "@every 1m"
 
 // replicaJob maps a config's replicateTo onto the library's replication
-// job: from the config's destination to each of replicateTo, on the
+// job: the config's backups (schedule.Replicate.Name: no other config's,
+// whose copies it neither makes nor prunes) from the config's destination
+// to each of replicateTo, on the
 // config's schedule (every minute when continuous), with the config's
 // retention of the copies and its continuous window for their segments.
 func replicaJob(backupJob schedule.Job, spec *v1alpha1.EtcdBackupConfigSpec) (schedule.Job, bool) {
@@ -32,7 +34,10 @@ func replicaJob(backupJob schedule.Job, spec *v1alpha1.EtcdBackupConfigSpec) (sc
 	job := schedule.Job{
 		ID: backupJob.ID + replicaSuffix, Schedule: backupJob.Schedule, TimeZone: backupJob.TimeZone,
 		Cluster: backupJob.Cluster, Name: backupJob.Name, Destinations: spec.ReplicateTo,
-		Retention: backupJob.Retention, Replicate: &schedule.Replicate{From: backupJob.Destinations[0]},
+		Retention: backupJob.Retention,
+		// The config's own backups alone: another config's copies on a
+		// shared target are not this config's to copy or prune.
+		Replicate: &schedule.Replicate{From: backupJob.Destinations[0], Name: backupJob.Name},
 	}
 	if c := backupJob.Continuous; c != nil {
 		job.Schedule = continuousReplicaSchedule
