@@ -139,6 +139,8 @@ func (c *configs) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 	bc.Status.Continuous, bc.Status.Replication = nil, nil
 	if js, ok := c.scheduler.Get(jobID(req.NamespacedName) + replicaSuffix); ok && err == nil {
 		bc.Status.Replication = c.replicas.status(js.Job.ID, js.Job.Destinations, js.Status)
+	} else if msg := c.replicas.refusal(jobID(req.NamespacedName) + replicaSuffix); msg != "" && err == nil {
+		bc.Status.Replication = &v1alpha1.ReplicationStatus{Message: msg}
 	}
 	if js, ok := c.scheduler.Get(jobID(req.NamespacedName)); ok && err == nil {
 		jobStatus(&bc.Status, js.Status, bc.Generation)
@@ -187,8 +189,11 @@ func (c *configs) set(ctx context.Context, bc *v1alpha1.EtcdBackupConfig) error 
 		return err
 	}
 	replica, replicating := replicaJob(job, &bc.Spec)
-	if err := validReplicaTargets(c.registry, valid, bc.Spec.ReplicateTo); err != nil {
-		return err
+	// A replicateTo destination that is unknown or read-only stops the
+	// copies, not the config's backups: the status says why.
+	refused := validReplicaTargets(c.registry, valid, bc.Spec.ReplicateTo)
+	if refused != nil {
+		replicating = false
 	}
 	// A cluster being torn down gets no new job: its backups are being
 	// deleted. The check and Set hold the clusters' lock, which the
@@ -200,6 +205,7 @@ func (c *configs) set(ctx context.Context, bc *v1alpha1.EtcdBackupConfig) error 
 		if err := c.setReplica(ctx, id, replica, replicating); err != nil {
 			return err
 		}
+		c.replicas.refuse(id+replicaSuffix, refused)
 		if c.metrics != nil {
 			c.metrics.Known(job.Cluster, job.Destinations...)
 		}

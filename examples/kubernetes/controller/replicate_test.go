@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/minio/minio-go/v7"
+	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -134,5 +135,50 @@ func TestConfigReplicatesToASecondDestination(t *testing.T) {
 			t.Fatal(err)
 		}
 		return got.Status.ObservedGeneration == got.Generation && got.Status.Replication == nil
+	})
+}
+
+// TestReplicateToAMissingDestination: a config whose replicateTo names a
+// destination that does not exist yet keeps taking its backups (the
+// copies alone wait, and the status says why), and its copies start once
+// that destination is created.
+func TestReplicateToAMissingDestination(t *testing.T) {
+	cfg, c := startAPIServer(t)
+	s3 := startMinIO(t)
+	data := startEtcd(t, "data", t.TempDir(), nil)
+	endpoint := data.Clients[0].Addr().String()
+	fillEtcd(t, "http://"+endpoint, 5)
+	startManager(t, cfg, manager.Options{}, controller.Options{Registerer: prometheus.NewRegistry()})
+	ctx := t.Context()
+
+	bc := config("replicated", "prod", "primary", "@every 1s", 3)
+	bc.Spec.ReplicateTo = []string{"vault"}
+	vaultURL := s3.bucket(t, "vault")
+	create(t, c,
+		secret("default", "minio", s3.access, s3.secret),
+		dest("primary", s3.bucket(t, "primary"), "minio"),
+		cluster("prod", []string{"http://" + endpoint}),
+		bc,
+	)
+	key := types.NamespacedName{Namespace: "default", Name: "replicated"}
+	var got v1alpha1.EtcdBackupConfig
+	eventually(t, "backups on the primary, the copies refused in the status", func() bool {
+		if err := c.Get(ctx, key, &got); err != nil {
+			t.Fatal(err)
+		}
+		r := got.Status.Replication
+		return manifests(t, s3, "primary", "prod") >= 2 && r != nil && strings.Contains(r.Message, "vault")
+	})
+	if cond := condition(got.Status.Conditions, v1alpha1.ConditionAccepted); cond.Status != metav1.ConditionTrue {
+		t.Fatalf("config not accepted: %+v", cond)
+	}
+	create(t, c, dest("vault", vaultURL, "minio"))
+	eventually(t, "copies on the vault once it exists", func() bool { return manifests(t, s3, "vault", "prod") >= 1 })
+	eventually(t, "the status shows the vault", func() bool {
+		if err := c.Get(ctx, key, &got); err != nil {
+			t.Fatal(err)
+		}
+		r := got.Status.Replication
+		return r != nil && r.Message == "" && len(r.Targets) == 1
 	})
 }

@@ -68,6 +68,8 @@ func validReplicaTargets(registry *destination.Registry, valid destination.Backu
 type replicas struct {
 	mu sync.Mutex
 	by map[string]map[string]*v1alpha1.ReplicationTarget // job ID -> target -> state
+	// refused says why a config's replicateTo was refused, by job ID.
+	refused map[string]string
 	// behindSince is the creation time of the oldest backup a copy in
 	// progress found missing, by job ID and target.
 	behindSince map[string]map[string]time.Time
@@ -137,4 +139,26 @@ func (r *replicas) forget(id string) {
 	defer r.mu.Unlock()
 	delete(r.by, id)
 	delete(r.behindSince, id)
+	delete(r.refused, id)
+}
+
+// refuse records why job id's targets were refused (nil: they were not).
+func (r *replicas) refuse(id string, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err == nil {
+		delete(r.refused, id)
+		return
+	}
+	if r.refused == nil {
+		r.refused = map[string]string{}
+	}
+	r.refused[id] = "replicateTo refused, no copies: " + err.Error()
+}
+
+// refusal returns why job id's targets were refused, "" when they were not.
+func (r *replicas) refusal(id string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.refused[id]
 }

@@ -238,7 +238,10 @@ func indexFields(ctx context.Context, fi client.FieldIndexer, namespace string) 
 			return []string{o.(*v1alpha1.EtcdBackupConfig).Spec.Cluster}
 		}),
 		fi.IndexField(ctx, &v1alpha1.EtcdBackupConfig{}, indexDestination, func(o client.Object) []string {
-			return []string{o.(*v1alpha1.EtcdBackupConfig).Spec.Destination}
+			// The destinations of its copies too: a config is
+			// revalidated when one of them comes, goes or changes.
+			spec := o.(*v1alpha1.EtcdBackupConfig).Spec
+			return append([]string{spec.Destination}, spec.ReplicateTo...)
 		}),
 		fi.IndexField(ctx, &v1alpha1.BackupDestination{}, indexSecret, func(o client.Object) []string {
 			if ref := o.(*v1alpha1.BackupDestination).Spec.CredentialsSecretRef; ref != nil {
