@@ -166,17 +166,18 @@ func (c ChainPolicy) Apply(plan *Plan) (*Plan, error) {
 	for chain, end := range ends {
 		cut[chain] = -1
 		if end > baseRev {
-			cut[chain] = chainCut(ds, plan.Cluster, chain, base, baseRev)
+			cut[chain] = chainCut(plan, ds, chain, base, baseRev)
 		}
 	}
 	chainKept := map[string]bool{}
 	for _, i := range segments {
 		e := ds[i].Entry
 		cutRev, cutID := baseRev, ds[base].Entry.ID
-		if j := cut[e.Manifest.Chain]; j >= 0 {
+		j := cut[e.Manifest.Chain]
+		if j >= 0 {
 			cutRev, cutID = ds[j].Entry.Manifest.Etcd.Revision.Low, ds[j].Entry.ID
 		}
-		if e.Manifest.LastRevision <= cutRev {
+		if j != cutOutOfScope && e.Manifest.LastRevision <= cutRev {
 			ds[i].Action = Delete
 			ds[i].Reason = fmt.Sprintf("delta segment ends at revision %d, at or before the full backup its chain restores from in the %s point-in-time window (%s, revision %d)",
 				e.Manifest.LastRevision, c.Window, cutID, cutRev)
@@ -206,19 +207,31 @@ func inScope(plan *Plan, m *backup.Manifest) bool {
 	return plan.Options.Scope == nil || plan.Options.Scope(m)
 }
 
+// cutOutOfScope is the chainCut of a chain that only full backups out of
+// the plan's Scope continue at or before the base: their writer may
+// delete them any time, so none of the chain's segments is deleted.
+const cutOutOfScope = -2
+
 // chainCut returns the full backup (an index of ds) that the restore
 // points of chain after the window's base replay from: the base when it
-// continues the chain, else the one at or before the base's revision, the
-// newest by revision, that does; -1 when none does (the chain's restore
-// points then start at its first full backup after the base).
-func chainCut(ds []Decision, cluster, chain string, base int, baseRev int64) int {
+// continues the chain, else the one of the plan's Scope at or before the
+// base's revision, the newest by revision, that does; -1 when none does
+// (the chain's restore points then start at its first full backup after
+// the base), cutOutOfScope when only full backups out of the Scope do.
+func chainCut(plan *Plan, ds []Decision, chain string, base int, baseRev int64) int {
 	if ds[base].Entry.Continues(chain) {
 		return base
 	}
 	cut := -1
 	for i, d := range ds {
 		e := d.Entry
-		if e.Cluster != cluster || !e.Continues(chain) || e.Manifest.Etcd.Revision.Low > baseRev {
+		if e.Cluster != plan.Cluster || !e.Continues(chain) || e.Manifest.Etcd.Revision.Low > baseRev {
+			continue
+		}
+		if !inScope(plan, e.Manifest) {
+			if cut < 0 {
+				cut = cutOutOfScope
+			}
 			continue
 		}
 		if cut < 0 || e.Manifest.Etcd.Revision.Low > ds[cut].Entry.Manifest.Etcd.Revision.Low {
