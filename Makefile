@@ -177,7 +177,9 @@ fuzz:
 # against download-then-`etcdutl snapshot restore`; the same jobs (the
 # CLI at its defaults and with --memory=0, restores) against MinIO as a
 # remote store, over TLS at no added, 50 ms and 100 ms RTT, each against
-# two-step through the same store (internal/bench/store.go); then continuous
+# two-step through the same store (internal/bench/store.go); copies of a
+# backup between two MinIO servers (`etcdbackup copy` against a minio-go
+# Get→Put, what `mc cp` does); then continuous
 # backup (pitr) and a point restore after many writes (pitr-restore).
 # Every step saves its figures in bench-out/results.json and renders the
 # whole of BENCHMARKS.md with BENCHMARKS.png from it: nothing in the report

@@ -172,8 +172,15 @@ func workload(t *testing.T, cli *clientv3.Client, prefix string, steps int) []in
 // returns the full backup the plan started from.
 func requireRestoresAt(t *testing.T, c *chain, rev int64) string {
 	t.Helper()
+	return requireRestoresFrom(t, c, c.sources(), rev)
+}
+
+// requireRestoresFrom is requireRestoresAt from other sources than the
+// chain's bucket.
+func requireRestoresFrom(t *testing.T, c *chain, sources []restore.Source, rev int64) string {
+	t.Helper()
 	ctx := t.Context()
-	plan, err := restore.FindPoint(ctx, c.sources(), restore.Point{Cluster: "prod-a", Revision: rev})
+	plan, err := restore.FindPoint(ctx, sources, restore.Point{Cluster: "prod-a", Revision: rev})
 	require.NoError(t, err, "find revision %d", rev)
 	r := &restore.Restorer{Identities: []age.Identity{c.id}}
 	dataDir := filepath.Join(t.TempDir(), "restored.etcd")

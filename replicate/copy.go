@@ -84,8 +84,10 @@ type Copier struct {
 }
 
 // Copy copies the selected backups of cluster from the source to the
-// target, fulls and standalone backups oldest first, each chain's segments
-// in revision order after its full. It returns a report of every backup
+// target: fulls and standalone backups oldest first, then each chain's
+// segments in revision order, on top of the chain's full backup or of a
+// synthetic full backup that continues the chain (when the chain's first
+// segments were pruned, or its full backup is gone). It returns a report of every backup
 // and, when some backup failed, an error joining their errors. A segment
 // is copied only once its full and the segments before it are on the
 // target: when one cannot be copied (it vanished from the source, pruned
@@ -100,6 +102,7 @@ func (c *Copier) Copy(ctx context.Context, cluster string, sel Selection) (*Repo
 	if err != nil {
 		return nil, fmt.Errorf("list source: %w", err)
 	}
+	entries = sel.of(entries)
 	drop, err := sel.pruned(cluster, entries, started)
 	if err != nil {
 		return nil, err
@@ -118,10 +121,21 @@ func (c *Copier) Copy(ctx context.Context, cluster string, sel Selection) (*Repo
 	r := &copyRun{c: c, ctx: ctx, cluster: cluster, total: total,
 		rep: &Report{Cluster: cluster, Source: c.SourceName, Target: c.Target.Name}}
 	r.held = c.listTarget(ctx, cluster)
+	for _, m := range r.held {
+		if !m.IsDelta() {
+			r.bases = append(r.bases, m)
+		}
+	}
 	r.event(Event{Kind: Planned, Total: total})
 	c.logger().Info("copy started", "cluster", cluster, "from", c.SourceName, "to", c.Target.Name, "backups", total)
-	for _, g := range groups {
-		r.group(g)
+	// Every full backup first: a chain's segments may continue from a
+	// synthetic full backup of a later group.
+	stops := make([]error, len(groups))
+	for i, g := range groups {
+		stops[i] = r.full(g)
+	}
+	for i, g := range groups {
+		r.segments(g, stops[i])
 	}
 	r.rep.Elapsed = c.now().Sub(started)
 	var errs []error
@@ -213,6 +227,9 @@ type copyRun struct {
 	rep     *Report
 	// held is what the target listed when the copy started (listTarget).
 	held map[string]*backup.Manifest
+	// bases are the full backups on the target, listed or copied, that
+	// may base a chain's segments (bridge).
+	bases []*backup.Manifest
 }
 
 func (r *copyRun) event(e Event) {
@@ -220,6 +237,7 @@ func (r *copyRun) event(e Event) {
 		return
 	}
 	e.Time, e.Cluster, e.Total = r.c.now(), r.cluster, r.total
+	e.Source, e.Target = r.c.SourceName, r.c.Target.Name
 	if e.Index == 0 {
 		e.Index = r.index
 	}
@@ -239,24 +257,35 @@ func (r *copyRun) record(it Item) Item {
 	return it
 }
 
-// group copies a standalone backup, or a chain's full and then its
-// segments in order, stopping the chain at the first segment that could
-// not be copied.
-func (r *copyRun) group(g group) {
-	var stop error
-	through := int64(0)
-	if g.full != nil {
-		r.index++
-		it := r.record(r.backup(g.full))
-		if !present(it.Outcome) {
-			stop = fmt.Errorf("its chain's full backup %s was not copied", g.full.ID)
-		}
-		through = g.full.Manifest.Etcd.Revision.Low
-	} else {
-		stop = fmt.Errorf("its chain's full backup %s is not on the source", g.chain)
+// full copies the full or standalone backup of g, and returns why its
+// segments cannot follow it (nil when they can, or g has no full).
+func (r *copyRun) full(g group) error {
+	if g.full == nil {
+		return nil
 	}
+	r.index++
+	it := r.record(r.backup(g.full))
+	if !present(it.Outcome) {
+		return fmt.Errorf("its chain's full backup %s was not copied", g.full.ID)
+	}
+	r.bases = append(r.bases, g.full.Manifest)
+	return nil
+}
+
+// segments copies the segments of g's chain in order, stopping at the
+// first that could not be copied or that follows a hole. A hole (or a
+// full backup the source no longer holds) is bridged by a full backup on
+// the target that continues the chain from within the segment after it (a
+// synthetic full backup, backup.Entry.Continues): the chain is whole from
+// there, as retention leaves it when a point-in-time window no longer
+// needs the segments before that full backup.
+func (r *copyRun) segments(g group, stop error) {
 	if len(g.segments) == 0 {
 		return
+	}
+	through := int64(-1) // -1: no full backup under the chain yet
+	if g.full != nil && stop == nil {
+		through = g.full.Manifest.Etcd.Revision.Low
 	}
 	whole := true
 	for i := range g.segments {
@@ -266,11 +295,18 @@ func (r *copyRun) group(g group) {
 		if stop == nil && r.ctx.Err() != nil {
 			stop = r.ctx.Err()
 		}
-		if stop == nil && m.FirstRevision > through+1 {
-			// The source lacks the revisions between: a segment is gone
-			// or its manifest unreadable. What follows restores nothing.
-			stop = fmt.Errorf("%w: the source holds no segment of revisions %d to %d; the chain stops at revision %d on the target",
-				ErrChainHole, through+1, m.FirstRevision-1, through)
+		if stop == nil && (through < 0 || m.FirstRevision > through+1) {
+			if low, ok := r.bridge(g.chain, m); ok {
+				through = low
+			} else if through < 0 {
+				stop = fmt.Errorf("its chain's full backup %s is not on the source or not selected, and no full backup on the target continues the chain there", g.chain)
+			} else {
+				// The source lacks the revisions between: a segment is
+				// gone or its manifest unreadable. What follows restores
+				// nothing.
+				stop = fmt.Errorf("%w: the source holds no segment of revisions %d to %d; the chain stops at revision %d on the target",
+					ErrChainHole, through+1, m.FirstRevision-1, through)
+			}
 		}
 		if stop != nil {
 			whole = false
@@ -291,6 +327,21 @@ func (r *copyRun) group(g group) {
 		}
 	}
 	r.rep.Chains = append(r.rep.Chains, Chain{Full: g.chain, Segments: len(g.segments), Through: through, Whole: whole})
+}
+
+// bridge returns the lowest revision of a full backup on the target that
+// continues chain and that segment m continues: at or after the revision
+// before m's first, before its last.
+func (r *copyRun) bridge(chain string, m *backup.Manifest) (int64, bool) {
+	low, ok := int64(0), false
+	for _, b := range r.bases {
+		e := backup.Entry{Kind: backup.KindBackup, ID: b.ID, Manifest: b}
+		rev := b.Etcd.Revision.Low
+		if e.Continues(chain) && rev >= m.FirstRevision-1 && rev < m.LastRevision && (!ok || rev < low) {
+			low, ok = rev, true
+		}
+	}
+	return low, ok
 }
 
 // present reports whether a backup of outcome o is on the target.

@@ -48,5 +48,17 @@
 // cannot be copied (pruned on the source since it was listed), or a hole
 // in the source's chain (ErrChainHole), stops its chain there, so the target holds the chain contiguously up to a
 // revision (Report.Chains) and never a chain with a hole. Selecting a
-// segment selects what it restores on top of.
+// segment selects what it restores on top of. A chain whose first segments
+// are gone (a point-in-time window no longer needs them) is copied on top
+// of the synthetic full backup that continues it, whole from there.
+//
+// IsCopy tells a copy from its manifest, which is what a replication job's
+// retention prunes. Copies committed by versions before the copy token
+// (they kept the source's run token) cannot be told from a backup run
+// fanned out to the target: they are not recognised as copies, on purpose.
+// A copy skips them (the target holds the same backup) and a replication
+// job's retention keeps them, as it keeps every other writer's backups;
+// remove them with a prune or delete of their backup name on the target
+// once they are no longer wanted. Treating them as copies would let a
+// replication job delete the backups a fanned-out run wrote there.
 package replicate

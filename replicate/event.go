@@ -102,6 +102,10 @@ type Event struct {
 	Kind    EventKind
 	Time    time.Time
 	Cluster string
+	// Source and Target name the copy's destinations (Copier.SourceName
+	// and Target.Name): a replication job copies to several targets in
+	// turn.
+	Source, Target string
 	// ID is the backup the event is about (Progress, Done).
 	ID string
 	// Total is the number of backups selected (Planned); Index the

@@ -35,6 +35,26 @@ type Selection struct {
 	// then never selected again, so no copy copies back what the last
 	// prune deleted.
 	Retention *retention.Policy
+	// PointInTime, when set, narrows the selection further by the rule of
+	// continuous backups: the plan above (over Retention, or the zero
+	// Policy without it) has this chain rule applied, and a delta segment
+	// or full backup it deletes is not selected. Give it the target's
+	// point-in-time window of the copies: the segments its prune deletes
+	// (those no kept restore point needs) are then not copied back, and a
+	// chain whose first segments are dropped is copied on top of the full
+	// backup it restores from after them (a synthetic full backup, see
+	// Copier.Copy).
+	PointInTime *retention.ChainPolicy
+	// Name, when set, narrows the selection to the backups of that backup
+	// name (OfName): fulls whose manifest names it and the delta segments
+	// of the chains they started. Retention and PointInTime then count
+	// those alone, so that a job replicating one config keeps that
+	// config's retention, whatever other configs of the cluster hold.
+	Name string
+	// ClockSkew is the clock skew of the plan of Retention and PointInTime
+	// (retention.PlanOptions.ClockSkew); give it the target prune's. Zero
+	// means retention.DefaultClockSkew.
+	ClockSkew time.Duration
 }
 
 // Validate checks that the selection selects something.
@@ -42,26 +62,68 @@ func (s Selection) Validate() error {
 	if len(s.IDs) == 0 && len(s.Chains) == 0 && !s.All && s.Since.IsZero() {
 		return fmt.Errorf("selection is empty: name backups, chains, all, or a time")
 	}
+	if s.Name != "" {
+		if err := backup.ValidateName("backup", s.Name); err != nil {
+			return err
+		}
+	}
+	if s.PointInTime != nil {
+		if err := s.PointInTime.Validate(); err != nil {
+			return err
+		}
+	}
 	if s.Retention != nil {
 		return s.Retention.Validate()
 	}
 	return nil
 }
 
-// pruned returns the IDs of the full backups sel.Retention would delete
-// among the source's entries at now; nil without a Retention.
+// of returns the entries of the selection's Name (all without one): the
+// other names' backups are never selected.
+func (s Selection) of(entries []backup.Entry) []backup.Entry {
+	if s.Name == "" {
+		return entries
+	}
+	return slices.DeleteFunc(slices.Clone(entries), func(e backup.Entry) bool {
+		return e.Manifest == nil || !OfName(e.Manifest, s.Name)
+	})
+}
+
+// pruned returns the IDs of the backups sel.Retention (and
+// sel.PointInTime) would delete among the source's entries at now; nil
+// without either. Without PointInTime, the segments of a full backup
+// deleted are dropped with it.
 func (s Selection) pruned(cluster string, entries []backup.Entry, now time.Time) (map[string]bool, error) {
-	if s.Retention == nil {
+	if s.Retention == nil && s.PointInTime == nil {
 		return nil, nil
 	}
-	p, err := retention.MakePlan(cluster, entries, *s.Retention, now, retention.PlanOptions{Kind: backup.KindBackup})
+	var policy retention.Policy
+	if s.Retention != nil {
+		policy = *s.Retention
+	}
+	p, err := retention.MakePlan(cluster, entries, policy, now, retention.PlanOptions{Kind: backup.KindBackup, ClockSkew: s.ClockSkew})
 	if err != nil {
 		return nil, fmt.Errorf("selection's retention: %w", err)
 	}
+	if s.PointInTime != nil {
+		if p, err = s.PointInTime.Apply(p); err != nil {
+			return nil, fmt.Errorf("selection's point-in-time window: %w", err)
+		}
+	}
 	drop := map[string]bool{}
 	for _, d := range p.Deletes() {
-		if d.Entry.Kind == backup.KindBackup {
-			drop[d.Entry.ID] = true
+		switch e := d.Entry; {
+		case e.Kind == backup.KindBackup:
+			drop[e.ID] = true
+		case e.Kind == backup.KindDelta && s.PointInTime != nil:
+			drop[e.ID] = true
+		}
+	}
+	if s.PointInTime == nil {
+		for _, e := range entries {
+			if e.Kind == backup.KindDelta && drop[e.Manifest.Chain] {
+				drop[e.ID] = true
+			}
 		}
 	}
 	return drop, nil
@@ -71,7 +133,7 @@ func (s Selection) pruned(cluster string, entries []backup.Entry, now time.Time)
 // a chain's full backup followed by its selected segments in revision
 // order. A segment is copied only after everything before it in its group.
 type group struct {
-	full     *backup.Entry // nil for segments whose full is not on the source
+	full     *backup.Entry // nil for segments whose full is not on the source or not selected
 	chain    string        // the chain's ID, for segments
 	segments []backup.Entry
 }
@@ -122,14 +184,12 @@ func plan(entries []backup.Entry, sel Selection, drop map[string]bool) ([]group,
 			selected[id] = true
 		}
 	}
-	// What the retention would delete, and its chains' segments.
+	// What the retention would delete (see Selection.pruned).
 	for id := range drop {
 		delete(selected, id)
-		for _, s := range chains[id] {
-			delete(selected, s.ID)
-		}
 	}
-	// A selected segment brings its full and the segments before it.
+	// A selected segment brings its full and the segments before it,
+	// but for what the retention deletes: no kept restore point needs it.
 	for chain, segs := range chains {
 		last := -1
 		for i, s := range segs {
@@ -138,10 +198,10 @@ func plan(entries []backup.Entry, sel Selection, drop map[string]bool) ([]group,
 			}
 		}
 		for _, s := range segs[:last+1] {
-			selected[s.ID] = true
+			selected[s.ID] = !drop[s.ID]
 		}
 		if last >= 0 {
-			if _, ok := byID[chain]; ok {
+			if _, ok := byID[chain]; ok && !drop[chain] {
 				selected[chain] = true
 			}
 		}
@@ -165,10 +225,12 @@ func groups(entries []backup.Entry, byID map[string]backup.Entry, chains map[str
 		}
 		out = append(out, g)
 	}
-	// Segments of a chain whose full the source no longer holds.
+	// Segments of a chain whose full the source no longer holds, or the
+	// selection left out (retention deletes it: the segments kept restore
+	// on top of a synthetic full backup).
 	var orphaned []string
 	for chain := range chains {
-		if _, ok := byID[chain]; !ok {
+		if _, ok := byID[chain]; !ok || !selected[chain] {
 			orphaned = append(orphaned, chain)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/etcdbackup/etcdbackup/backup"
+	"github.com/etcdbackup/etcdbackup/retention"
 )
 
 // copyToken returns the run token a copy writes want with (want is the
@@ -70,4 +71,20 @@ func IsCopy(m *backup.Manifest) bool {
 	}
 	tokens, err := copyTokens(m)
 	return err == nil && slices.Contains(tokens, m.Run)
+}
+
+// OfName reports whether m is a backup of the backup name name: a full or
+// keys backup whose manifest names it, or a delta segment of a chain that
+// started from a full backup of name (retention.ChainName of its chain; a
+// synthetic full backup continuing the chain has its own manifest's name).
+// A replication job scoped to one name (schedule.Replicate.Name) copies
+// and prunes only these.
+func OfName(m *backup.Manifest, name string) bool {
+	switch {
+	case m == nil:
+		return false
+	case m.IsDelta():
+		return retention.ChainName(m.Cluster, m.Chain) == name
+	}
+	return m.Name == name
 }

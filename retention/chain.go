@@ -24,7 +24,10 @@ import (
 // case the chain was adopted (a follower may resume after the newest full
 // backup of any config) and belongs to this config, so that no segment is
 // left without a window that deletes it. Segments of the chains of the
-// configs in Others are kept, out of scope. It:
+// configs in Others are kept, out of scope. With PlanOptions.Scope set, only
+// the full backups and segments whose manifests it accepts count: the others
+// never base the window and are never deleted (a replication job's window
+// prunes its copies alone, replicate.IsCopy). It:
 //
 //   - keeps the base of the window: the newest full backup completed, and
 //     stored (by the store's clock, when the plan has it), at or before
@@ -107,14 +110,20 @@ func (c ChainPolicy) Apply(plan *Plan) (*Plan, error) {
 			continue
 		}
 		configOf[e.ID] = e.Manifest.Name
-		if (name == "" || e.Manifest.Name == name) && e.ChainBase() {
+		if (name == "" || e.Manifest.Name == name) && inScope(plan, e.Manifest) && e.ChainBase() {
 			fulls = append(fulls, i)
 		}
 	}
-	var segments []int // delta segments of the scope
+	var segments []int           // delta segments of the scope
+	outside := map[string]bool{} // chains of segments out of the Scope
 	for i := range ds {
 		e := ds[i].Entry
 		if e.Cluster != plan.Cluster || e.Kind != backup.KindDelta || e.Manifest == nil {
+			continue
+		}
+		if !inScope(plan, e.Manifest) {
+			ds[i].Action, ds[i].Reason = Keep, ReasonOutOfScope
+			outside[e.Manifest.Chain] = true
 			continue
 		}
 		if cfg := chainConfig(plan.Cluster, e.Manifest.Chain, configOf); name != "" && cfg != name && slices.Contains(c.Others, cfg) {
@@ -123,6 +132,15 @@ func (c ChainPolicy) Apply(plan *Plan) (*Plan, error) {
 		}
 		segments = append(segments, i)
 		ds[i].Action, ds[i].Reason = Keep, ReasonNoFull
+	}
+	// The segments out of the Scope are kept, and so is every full backup
+	// they may restore on top of.
+	for i, d := range ds {
+		for chain := range outside {
+			if d.Entry.Cluster == plan.Cluster && d.Entry.Continues(chain) {
+				keep(&ds[i], ReasonChainBase)
+			}
+		}
 	}
 	if len(fulls) == 0 {
 		return &out, nil
@@ -148,17 +166,18 @@ func (c ChainPolicy) Apply(plan *Plan) (*Plan, error) {
 	for chain, end := range ends {
 		cut[chain] = -1
 		if end > baseRev {
-			cut[chain] = chainCut(ds, plan.Cluster, chain, base, baseRev)
+			cut[chain] = chainCut(plan, ds, chain, base, baseRev)
 		}
 	}
 	chainKept := map[string]bool{}
 	for _, i := range segments {
 		e := ds[i].Entry
 		cutRev, cutID := baseRev, ds[base].Entry.ID
-		if j := cut[e.Manifest.Chain]; j >= 0 {
+		j := cut[e.Manifest.Chain]
+		if j >= 0 {
 			cutRev, cutID = ds[j].Entry.Manifest.Etcd.Revision.Low, ds[j].Entry.ID
 		}
-		if e.Manifest.LastRevision <= cutRev {
+		if j != cutOutOfScope && e.Manifest.LastRevision <= cutRev {
 			ds[i].Action = Delete
 			ds[i].Reason = fmt.Sprintf("delta segment ends at revision %d, at or before the full backup its chain restores from in the %s point-in-time window (%s, revision %d)",
 				e.Manifest.LastRevision, c.Window, cutID, cutRev)
@@ -183,19 +202,36 @@ func (c ChainPolicy) Apply(plan *Plan) (*Plan, error) {
 	return &out, nil
 }
 
+// inScope reports whether the plan's Scope accepts m (no Scope accepts all).
+func inScope(plan *Plan, m *backup.Manifest) bool {
+	return plan.Options.Scope == nil || plan.Options.Scope(m)
+}
+
+// cutOutOfScope is the chainCut of a chain that only full backups out of
+// the plan's Scope continue at or before the base: their writer may
+// delete them any time, so none of the chain's segments is deleted.
+const cutOutOfScope = -2
+
 // chainCut returns the full backup (an index of ds) that the restore
 // points of chain after the window's base replay from: the base when it
-// continues the chain, else the one at or before the base's revision, the
-// newest by revision, that does; -1 when none does (the chain's restore
-// points then start at its first full backup after the base).
-func chainCut(ds []Decision, cluster, chain string, base int, baseRev int64) int {
+// continues the chain, else the one of the plan's Scope at or before the
+// base's revision, the newest by revision, that does; -1 when none does
+// (the chain's restore points then start at its first full backup after
+// the base), cutOutOfScope when only full backups out of the Scope do.
+func chainCut(plan *Plan, ds []Decision, chain string, base int, baseRev int64) int {
 	if ds[base].Entry.Continues(chain) {
 		return base
 	}
 	cut := -1
 	for i, d := range ds {
 		e := d.Entry
-		if e.Cluster != cluster || !e.Continues(chain) || e.Manifest.Etcd.Revision.Low > baseRev {
+		if e.Cluster != plan.Cluster || !e.Continues(chain) || e.Manifest.Etcd.Revision.Low > baseRev {
+			continue
+		}
+		if !inScope(plan, e.Manifest) {
+			if cut < 0 {
+				cut = cutOutOfScope
+			}
 			continue
 		}
 		if cut < 0 || e.Manifest.Etcd.Revision.Low > ds[cut].Entry.Manifest.Etcd.Revision.Low {
@@ -296,6 +332,12 @@ func (c ChainPolicy) base(plan *Plan, fulls []int) int {
 	}
 	return base
 }
+
+// ChainName returns the backup name of the full backup whose ID is chain,
+// as the ID tells it (a scheduled backup's, "<cluster>-<name>-<timestamp>"
+// with maybe "-<run>"): the config a chain's delta segments belong to,
+// whose manifests do not name it; "" when the ID does not tell.
+func ChainName(cluster, chain string) string { return chainConfig(cluster, chain, nil) }
 
 // chainConfig returns the backup config of the chain that starts from the
 // full backup id: its manifest's name when the full backup is listed,

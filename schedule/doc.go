@@ -45,8 +45,11 @@
 // verified, resumable, chains whole, no key needed), and its retention
 // prunes the copies there, of every backup name, and only copies: a
 // backup another job or a fanned-out run wrote to a target is never its
-// to delete. A scheduled run copies only what that retention keeps, so
-// nothing it pruned is copied back. A run that finds the
+// to delete; with Replicate.Name, only the copies of that backup name
+// (one config's, each replicated by its own job). Replicate.PointInTime prunes the copied chains by the rule of
+// continuous backups (retention.PointInTime), the copies alone. A
+// scheduled run copies only what that retention keeps, so nothing it
+// pruned is copied back. A run that finds the
 // targets in step copies nothing. PipelineRunner.ReplicationMetrics
 // records each copy's lag and the backups the target lacks.
 //

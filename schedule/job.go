@@ -121,6 +121,21 @@ type Replicate struct {
 	// Retention keeps the last retention.DefaultKeepLast), so what its
 	// prune deleted is not copied again.
 	Window time.Duration
+	// PointInTime, when positive, prunes the copied chains on the targets
+	// by the rule of continuous backups (retention.PointInTime): every
+	// revision of this window stays restorable from the copies, and a
+	// copied delta segment no kept restore point needs is deleted, with
+	// the job's Retention for the full backups. A scheduled job then
+	// copies none of what that rule deletes (replicate.Selection's
+	// PointInTime). Zero deletes no copied segment (a chain's copies are
+	// kept whole while its full backup is). Otherwise at least a minute.
+	PointInTime time.Duration
+	// Name, when set, scopes the job to the backups of one backup name:
+	// it copies only those (replicate.Selection.Name) and its retention
+	// counts and prunes only their copies (replicate.OfName), so that
+	// each config replicated by its own job keeps its own retention on a
+	// shared target. Empty: every name of the cluster.
+	Name string
 }
 
 // backupKind returns the kind of the job's backups in a catalog.
@@ -235,6 +250,14 @@ func (j *Job) validateReplicate() []error {
 	}
 	if r.Window < 0 {
 		errs = append(errs, errors.New("negative replication window"))
+	}
+	if r.Name != "" {
+		if err := backup.ValidateName("backup", r.Name); err != nil {
+			errs = append(errs, fmt.Errorf("replicate name: %w", err))
+		}
+	}
+	if r.PointInTime < 0 || r.PointInTime > 0 && r.PointInTime < time.Minute {
+		errs = append(errs, errors.New("replication point-in-time window must be zero or at least a minute"))
 	}
 	if j.Kind != "" || len(j.Prefixes) > 0 || j.Continuous != nil || j.Compression != "" || len(j.Encryption.Recipients) > 0 {
 		errs = append(errs, errors.New("a replication job copies backups as stored: it has no kind, prefixes, continuous backup, compression or encryption"))

@@ -204,6 +204,10 @@ func (r *PipelineRunner) Prune(ctx context.Context, job Job) error {
 			chains.Others = job.continuousPeers
 			p.Chains = &chains
 		}
+		if rp := job.Replicate; rp != nil && rp.PointInTime > 0 {
+			chains := retention.PointInTime(rp.PointInTime)
+			p.Chains = &chains
+		}
 		if _, err := p.Prune(ctx, job.Cluster); err != nil {
 			errs = append(errs, err)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/etcdbackup/etcdbackup/backup"
 	"github.com/etcdbackup/etcdbackup/replicate"
+	"github.com/etcdbackup/etcdbackup/retention"
 	"github.com/etcdbackup/etcdbackup/storage"
 )
 
@@ -23,11 +24,16 @@ func (r *PipelineRunner) replicate(ctx context.Context, job Job) error {
 	if w := job.Replicate.Window; w > 0 {
 		sel = replicate.Selection{Since: r.now().Add(-w)}
 	}
+	sel.Name = job.Replicate.Name
 	if !job.OneShot() {
 		// Copy only what the job's retention keeps of the copies: never
 		// again what its last prune deleted.
 		policy := job.Retention
 		sel.Retention = &policy
+		if w := job.Replicate.PointInTime; w > 0 {
+			chains := retention.PointInTime(w)
+			sel.PointInTime = &chains
+		}
 	}
 	var errs []error
 	for _, name := range job.Destinations {
@@ -75,23 +81,28 @@ func (r *PipelineRunner) now() time.Time {
 	return time.Now()
 }
 
-// pruneName is the backup name a job's prune counts:
-// a replication job prunes the copies of every backup config (pruneScope).
+// pruneName is the backup name a job's prune counts: a replication job
+// prunes the copies of every backup config (pruneScope), or of its
+// Replicate.Name.
 func (j *Job) pruneName() string {
 	if j.Replicate != nil {
-		return ""
+		return j.Replicate.Name
 	}
 	return j.Name
 }
 
 // pruneScope returns the filter of a job's prune: a replication job counts
 // and prunes only the copies it can prove a copy made (replicate.IsCopy),
-// never what other jobs or runs wrote to its targets.
+// of its Replicate.Name when set (replicate.OfName), never what other jobs
+// or runs wrote to its targets.
 func (j *Job) pruneScope() func(*backup.Manifest) bool {
-	if j.Replicate != nil {
-		return replicate.IsCopy
+	if j.Replicate == nil {
+		return nil
 	}
-	return nil
+	if name := j.Replicate.Name; name != "" {
+		return func(m *backup.Manifest) bool { return replicate.IsCopy(m) && replicate.OfName(m, name) }
+	}
+	return replicate.IsCopy
 }
 
 // owns reports whether the backup m describes is the job's work: a backup
@@ -101,7 +112,7 @@ func (j *Job) owns(m *backup.Manifest) bool {
 	case m == nil:
 		return false
 	case j.Replicate != nil:
-		return replicate.IsCopy(m)
+		return j.pruneScope()(m)
 	}
 	return m.Name == j.Name
 }

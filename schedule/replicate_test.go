@@ -82,11 +82,12 @@ func TestReplicateJobValidate(t *testing.T) {
 		Replicate: &Replicate{From: "primary"}}
 	require.NoError(t, base.Validate())
 	for name, mutate := range map[string]func(j *Job){
-		"source is a target": func(j *Job) { j.Replicate = &Replicate{From: "vault"} },
-		"no source":          func(j *Job) { j.Replicate = &Replicate{} },
-		"negative window":    func(j *Job) { j.Replicate = &Replicate{From: "primary", Window: -time.Hour} },
-		"compression":        func(j *Job) { j.Compression = backup.Gzip },
-		"continuous":         func(j *Job) { j.Continuous = &Continuous{Window: time.Hour} },
+		"source is a target":           func(j *Job) { j.Replicate = &Replicate{From: "vault"} },
+		"no source":                    func(j *Job) { j.Replicate = &Replicate{} },
+		"negative window":              func(j *Job) { j.Replicate = &Replicate{From: "primary", Window: -time.Hour} },
+		"point-in-time under a minute": func(j *Job) { j.Replicate = &Replicate{From: "primary", PointInTime: time.Second} },
+		"compression":                  func(j *Job) { j.Compression = backup.Gzip },
+		"continuous":                   func(j *Job) { j.Continuous = &Continuous{Window: time.Hour} },
 	} {
 		j := base.clone()
 		mutate(&j)

@@ -180,7 +180,9 @@ type bench struct {
 	minio *minioServer
 	// stores are the remote stores' proxies in front of minio, by name.
 	stores map[string]*storeProxy
-	res    *results
+	// minioTo is the copy modes' second server; nil without copy modes.
+	minioTo *minioServer
+	res     *results
 	// identity is the age identity of the encrypted backups and their
 	// restores.
 	identity string
@@ -236,6 +238,13 @@ func runBench(args []string) error {
 	}
 	for _, p := range b.stores {
 		defer p.close()
+	}
+	if slices.ContainsFunc(cfg.modes, func(m mode) bool { return m.group == groupCopy }) {
+		b.minioTo, err = startMinIOAs(ctx, minioBinary(), filepath.Join(b.run, "minio-to"), filepath.Join(b.logs, "minio-to.log"), b.minio.access, b.minio.secret)
+		if err != nil {
+			return err
+		}
+		defer b.minioTo.stop(time.Minute)
 	}
 
 	cache := &fillCache{dir: filepath.Join(cfg.work, "etcd"), seed: cfg.seed, self: self, logs: b.logs}
@@ -296,7 +305,7 @@ func (b *bench) measureSize(ctx context.Context, cache *fillCache, size int64) e
 
 	for _, g := range groupModes(b.cfg.modes) {
 		var sources map[string]preparedBackup
-		if isRestoreGroup(g[0].group) {
+		if isRestoreGroup(g[0].group) || g[0].group == groupCopy {
 			if sources, err = b.prepareSources(ctx, etcd, g, label); err != nil {
 				return err
 			}
@@ -310,9 +319,10 @@ func (b *bench) measureSize(ctx context.Context, cache *fillCache, size int64) e
 			return err
 		}
 		i := len(b.res.Sizes) - 1
-		if isRestoreGroup(g[0].group) {
+		switch {
+		case isRestoreGroup(g[0].group):
 			b.res.Sizes[i].RestoreRuns = done
-		} else {
+		case isBackupGroup(g[0].group):
 			b.res.Sizes[i].Runs = done
 		}
 		if err := b.minio.emptyBucket(ctx); err != nil {
@@ -509,7 +519,7 @@ func (b *bench) prepareSources(ctx context.Context, etcd *etcdServer, group []mo
 			return nil, fmt.Errorf("mode %s reported no backup to restore", src.name)
 		}
 		out[src.name] = preparedBackup{ID: res.ID, Key: res.Key}
-		progress("%s prepared %s for the restore modes: %s, %s stored", size, src.name, res.Key, formatBytes(res.Stored))
+		progress("%s prepared %s for the modes that read it: %s, %s stored", size, src.name, res.Key, formatBytes(res.Stored))
 	}
 	syscall.Sync()
 	return out, nil
@@ -530,6 +540,7 @@ func (b *bench) env(etcd *etcdServer, name, profile string) modeEnv {
 		Profile:  profile,
 		Identity: b.identity,
 		CLI:      b.cfg.cli,
+		To:       b.minioTo.address(),
 	}
 }
 
@@ -544,7 +555,7 @@ func (b *bench) env(etcd *etcdServer, name, profile string) modeEnv {
 // is missing.
 func leanBinary(self string, modes []mode) (string, error) {
 	lean := self + "-lean"
-	if !slices.ContainsFunc(modes, func(m mode) bool { return isBackupGroup(m.group) || m.source != "" }) {
+	if !slices.ContainsFunc(modes, func(m mode) bool { return isBackupGroup(m.group) || m.group == groupCopy || m.source != "" }) {
 		return lean, nil
 	}
 	if _, err := os.Stat(lean); err != nil {
@@ -562,7 +573,7 @@ func (b *bench) child(ctx context.Context, m mode, env modeEnv) (modeResult, *sy
 	}
 	var out, errOut bytes.Buffer
 	bin := b.self
-	if isBackupGroup(m.group) {
+	if isBackupGroup(m.group) || m.group == groupCopy {
 		bin = b.lean
 	}
 	cmd := exec.CommandContext(ctx, bin, "mode", "-mode", m.name)
@@ -639,6 +650,11 @@ func (b *bench) runMode(ctx context.Context, etcd *etcdServer, m mode, size stri
 			}
 		}
 		if err := b.minio.emptyBucket(ctx); err != nil {
+			return sample{}, err
+		}
+	}
+	if m.group == groupCopy {
+		if err := b.checkCopy(ctx, m, res); err != nil {
 			return sample{}, err
 		}
 	}

@@ -36,13 +36,19 @@ type minioServer struct {
 // startMinIO starts a MinIO server on a fresh data directory and creates
 // benchBucket.
 func startMinIO(ctx context.Context, bin, dataDir, logPath string) (*minioServer, error) {
+	return startMinIOAs(ctx, bin, dataDir, logPath, "bench-"+randomHex(8), randomHex(20))
+}
+
+// startMinIOAs is startMinIO with the root credentials given: the copy
+// modes' second server has the first one's, as a CLI run in one
+// environment reads both with one set.
+func startMinIOAs(ctx context.Context, bin, dataDir, logPath, access, secret string) (*minioServer, error) {
 	if fi, err := os.Stat(bin); err != nil || fi.IsDir() {
 		return nil, fmt.Errorf("no minio binary at %s: run `make tools` (or set %s)", bin, minioBinEnv)
 	}
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, err
 	}
-	access, secret := "bench-"+randomHex(8), randomHex(20)
 	var lastErr error
 	for range 3 {
 		addr, err1 := freeAddr()
@@ -105,6 +111,27 @@ func (m *minioServer) waitReady(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// address returns host:port of the server; empty for none.
+func (m *minioServer) address() string {
+	if m == nil {
+		return ""
+	}
+	return m.addr
+}
+
+// checkCopy checks that a copy mode's object is on the second server with
+// the size the mode reported, then empties its bucket for the next run.
+func (b *bench) checkCopy(ctx context.Context, m mode, res modeResult) error {
+	sizes, err := b.minioTo.objectSizes(ctx)
+	if err != nil {
+		return err
+	}
+	if got, ok := sizes[res.Key]; !ok || got != res.Stored || res.Stored == 0 {
+		return fmt.Errorf("mode %s: object %s has %d bytes on the second server (found: %t), the mode reported %d", m.name, res.Key, got, ok, res.Stored)
+	}
+	return b.minioTo.emptyBucket(ctx)
 }
 
 // client returns a minio-go client with root credentials.

@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -63,11 +64,13 @@ type mode struct {
 const (
 	groupBackup  = "backup"
 	groupRestore = "restore"
+	// groupCopy copies a stored backup between two MinIO servers.
+	groupCopy = "copy"
 )
 
 // modes lists every mode, in the order of the report. The first mode of a
 // group is its baseline.
-var modes = append(append(backupModes, remoteBackupModes()...), restoreModes...)
+var modes = slices.Concat(backupModes, remoteBackupModes(), restoreModes, copyModes)
 
 // remoteStore is MinIO as a distant store looks to a client: over TLS, at
 // a round-trip time (see startStores).
@@ -176,6 +179,9 @@ type modeEnv struct {
 	// CAFile, when set, is the PEM file of the authority of S3's
 	// certificate: S3 speaks HTTPS.
 	CAFile string `json:",omitempty"`
+	// To is host:port of the second MinIO server the copy modes copy to,
+	// with the same credentials and bucket.
+	To string `json:",omitempty"`
 }
 
 // minioClient returns a minio-go client of env's S3 (as `mc` makes one),

@@ -96,7 +96,11 @@ func notesFuncs(r *results, mark bool) template.FuncMap {
 		"rssMax": fig("%.0f MiB", func(rw row) (float64, bool) {
 			return mib(rw.PeakRSSMax)
 		}),
-		"anon":    fig("%.0f MiB", func(rw row) (float64, bool) { return mib(rw.PeakAnon) }),
+		"anon": fig("%.0f MiB", func(rw row) (float64, bool) { return mib(rw.PeakAnon) }),
+		// mibps is a copy's throughput: the stored object over the wall.
+		"mibps": fig("%.0f MiB/s", func(rw row) (float64, bool) {
+			return float64(rw.Stored) / (1 << 20) / rw.Wall, rw.Wall > 0 && rw.Stored > 0
+		}),
 		"cpu":     fig("%.1f s", func(rw row) (float64, bool) { return rw.CPU, rw.Runs > 0 }),
 		"etcdCPU": fig("%.1f s", func(rw row) (float64, bool) { return rw.EtcdCPU, rw.Runs > 0 }),
 		"minioCPU": fig("%.1f s", func(rw row) (float64, bool) {

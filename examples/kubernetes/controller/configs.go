@@ -50,6 +50,8 @@ type configs struct {
 
 	// follows holds what each job's follower last reported.
 	follows follows
+	// replicas holds what each replication job's copies last reported.
+	replicas replicas
 
 	// drills runs the configs' restore drills.
 	drills *drills
@@ -134,7 +136,12 @@ func (c *configs) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 		c.events.Eventf(&bc, nil, corev1.EventTypeWarning, "Refused", "Schedule", "%s", err.Error())
 	}
 	bc.Status.ObservedGeneration = bc.Generation
-	bc.Status.Continuous = nil
+	bc.Status.Continuous, bc.Status.Replication = nil, nil
+	if js, ok := c.scheduler.Get(jobID(req.NamespacedName) + replicaSuffix); ok && err == nil {
+		bc.Status.Replication = c.replicas.status(js.Job.ID, js.Job.Destinations, js.Status)
+	} else if msg := c.replicas.refusal(jobID(req.NamespacedName) + replicaSuffix); msg != "" && err == nil {
+		bc.Status.Replication = &v1alpha1.ReplicationStatus{Message: msg}
+	}
 	if js, ok := c.scheduler.Get(jobID(req.NamespacedName)); ok && err == nil {
 		jobStatus(&bc.Status, js.Status, bc.Generation)
 		if js.Job.Continuous != nil {
@@ -181,6 +188,13 @@ func (c *configs) set(ctx context.Context, bc *v1alpha1.EtcdBackupConfig) error 
 	if err != nil {
 		return err
 	}
+	replica, replicating := replicaJob(job, &bc.Spec)
+	// A replicateTo destination that is unknown or read-only stops the
+	// copies, not the config's backups: the status says why.
+	refused := validReplicaTargets(c.registry, valid, bc.Spec.ReplicateTo)
+	if refused != nil {
+		replicating = false
+	}
 	// A cluster being torn down gets no new job: its backups are being
 	// deleted. The check and Set hold the clusters' lock, which the
 	// teardown takes before it removes the cluster's jobs.
@@ -188,6 +202,10 @@ func (c *configs) set(ctx context.Context, bc *v1alpha1.EtcdBackupConfig) error 
 		if err := c.scheduler.Set(job); err != nil {
 			return err
 		}
+		if err := c.setReplica(ctx, id, replica, replicating); err != nil {
+			return err
+		}
+		c.replicas.refuse(id+replicaSuffix, refused)
 		if c.metrics != nil {
 			c.metrics.Known(job.Cluster, job.Destinations...)
 		}
@@ -211,12 +229,31 @@ func (c *configs) remove(ctx context.Context, id string) error {
 	if err := c.scheduler.Remove(ctx, id); err != nil {
 		return err
 	}
+	if err := c.setReplica(ctx, id, schedule.Job{}, false); err != nil {
+		return err
+	}
 	delete(c.applied, id)
 	delete(c.drillEvery, id)
 	c.follows.forget(id)
 	if c.drills != nil {
 		c.drills.forget(id)
 	}
+	return nil
+}
+
+// setReplica sets the replication job of config job id, or removes it
+// when the config has none.
+func (c *configs) setReplica(ctx context.Context, id string, job schedule.Job, replicating bool) error {
+	if replicating {
+		return c.scheduler.Set(job)
+	}
+	if _, ok := c.scheduler.Get(id + replicaSuffix); !ok {
+		return nil
+	}
+	if err := c.scheduler.Remove(ctx, id+replicaSuffix); err != nil {
+		return err
+	}
+	c.replicas.forget(id + replicaSuffix)
 	return nil
 }
 
@@ -289,9 +326,12 @@ type runner struct {
 }
 
 func (r *runner) Backup(ctx context.Context, job schedule.Job, tick time.Time) error {
-	obj := realObject(ctx, r.configs.client, configObject(job.ID))
+	obj := realObject(ctx, r.configs.client, configObject(configID(job.ID)))
 	p := r.base
 	p.Observer = backup.Observers{r.metrics, &backupEvents{events: r.events, obj: obj}}
+	if job.Replicate != nil {
+		p.ReplicationObserver = r.configs.replicas.observer(job.ID)
+	}
 	err := p.Backup(ctx, job, tick)
 	select {
 	case r.configs.ran <- event.GenericEvent{Object: obj}:

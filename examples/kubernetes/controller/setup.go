@@ -25,6 +25,7 @@ import (
 	"github.com/etcdbackup/etcdbackup/backup"
 	"github.com/etcdbackup/etcdbackup/destination"
 	"github.com/etcdbackup/etcdbackup/examples/kubernetes/api/v1alpha1"
+	"github.com/etcdbackup/etcdbackup/replicate"
 	"github.com/etcdbackup/etcdbackup/restore"
 	"github.com/etcdbackup/etcdbackup/retention"
 	"github.com/etcdbackup/etcdbackup/schedule"
@@ -156,6 +157,7 @@ func Setup(mgr manager.Manager, o Options) (*Controllers, error) {
 
 	metrics := backup.NewMetrics()
 	followMetrics := backup.NewFollowerMetrics()
+	replicationMetrics := replicate.NewMetrics()
 	configs := &configs{client: c, events: rec, registry: registry, metrics: metrics, ran: make(chan event.GenericEvent, 64), loaded: loaded}
 	dests.configs = configs
 	clusters := &clusters{client: c, events: rec, registry: registry, pins: pins, configs: configs, loaded: loaded, now: now}
@@ -167,8 +169,10 @@ func Setup(mgr manager.Manager, o Options) (*Controllers, error) {
 			Store:          byName[retention.Store](registry),
 			Pins:           pins,
 			FollowObserver: followMetrics,
-			Now:            now,
-			Logger:         o.Logger,
+			// The replication lag and backups behind of each copy.
+			ReplicationMetrics: replicationMetrics,
+			Now:                now,
+			Logger:             o.Logger,
 		},
 		metrics: metrics, configs: configs, events: rec,
 	}
@@ -190,7 +194,7 @@ func Setup(mgr manager.Manager, o Options) (*Controllers, error) {
 	if reg == nil {
 		reg = ctrlmetrics.Registry
 	}
-	for _, col := range []prometheus.Collector{metrics, followMetrics, registry.Collector(), scheduler.Collector()} {
+	for _, col := range []prometheus.Collector{metrics, followMetrics, replicationMetrics, registry.Collector(), scheduler.Collector()} {
 		if err := reg.Register(col); err != nil {
 			registry.Close()
 			return nil, fmt.Errorf("register metrics: %w", err)
@@ -240,7 +244,10 @@ func indexFields(ctx context.Context, fi client.FieldIndexer, namespace string) 
 			return []string{o.(*v1alpha1.EtcdBackupConfig).Spec.Cluster}
 		}),
 		fi.IndexField(ctx, &v1alpha1.EtcdBackupConfig{}, indexDestination, func(o client.Object) []string {
-			return []string{o.(*v1alpha1.EtcdBackupConfig).Spec.Destination}
+			// The destinations of its copies too: a config is
+			// revalidated when one of them comes, goes or changes.
+			spec := o.(*v1alpha1.EtcdBackupConfig).Spec
+			return append([]string{spec.Destination}, spec.ReplicateTo...)
 		}),
 		fi.IndexField(ctx, &v1alpha1.BackupDestination{}, indexSecret, func(o client.Object) []string {
 			if ref := o.(*v1alpha1.BackupDestination).Spec.CredentialsSecretRef; ref != nil {

@@ -72,6 +72,15 @@ func TestNewFieldsValidation(t *testing.T) {
 		}), "spec.retention.maxAge"},
 		{"negative days", spec(func(s *v1alpha1.EtcdBackupConfigSpec) { s.Retention = &v1alpha1.Retention{Days: -1} }),
 			"spec.retention.days"},
+		{"replication to its own destination", spec(func(s *v1alpha1.EtcdBackupConfigSpec) { s.ReplicateTo = []string{"v", "d"} }),
+			"replicateTo names the config's own destination"},
+		{"replication of keys-json", spec(func(s *v1alpha1.EtcdBackupConfigSpec) {
+			s.Type, s.ReplicateTo = v1alpha1.TypeKeysJSON, []string{"v"}
+		}), "a keys-json config cannot replicate"},
+		{"replication without a schedule", spec(func(s *v1alpha1.EtcdBackupConfigSpec) { s.Schedule, s.ReplicateTo = "", []string{"v"} }),
+			"replication needs a schedule"},
+		{"a replication target twice", spec(func(s *v1alpha1.EtcdBackupConfigSpec) { s.ReplicateTo = []string{"v", "v"} }),
+			"Duplicate value"},
 		{"a time zone that is not a name", spec(func(s *v1alpha1.EtcdBackupConfigSpec) { s.TimeZone = "../etc" }),
 			"spec.timeZone"},
 		{"prefixes of a one-shot snapshot", &v1alpha1.EtcdBackupSpec{Cluster: "c", Logical: v1alpha1.Logical{Prefixes: []string{"/a/"}}},
@@ -115,6 +124,7 @@ func TestNewFieldsValidation(t *testing.T) {
 			s.Continuous = &v1alpha1.ContinuousBackup{Window: metav1.Duration{Duration: 72 * time.Hour}, FlushInterval: dur(500 * time.Millisecond)}
 			s.Retention = &v1alpha1.Retention{KeepLast: 3, Hours: 24, Days: 7, Weeks: 4, Months: 12, KeepWithin: dur(time.Hour), MaxAge: dur(400 * 24 * time.Hour)}
 			s.TimeZone = "Europe/Berlin"
+			s.ReplicateTo = []string{"vault", "archive"}
 		}),
 		spec(func(s *v1alpha1.EtcdBackupConfigSpec) {
 			s.Type, s.Prefixes, s.Keep = v1alpha1.TypeKeysJSON, []string{"/registry/namespaces/", "/registry/secrets/"}, 5

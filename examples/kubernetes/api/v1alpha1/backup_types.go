@@ -30,6 +30,9 @@ type Encoding struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.continuous) || (has(self.schedule) && size(self.schedule) > 0)",message="continuous backup needs a schedule: the schedule's full backups start its chains"
 // +kubebuilder:validation:XValidation:rule="!has(self.drill) || self.type != 'keys-json'",message="drills restore snapshots: a keys-json config has none"
 // +kubebuilder:validation:XValidation:rule="!has(self.retention) || !has(self.keep) || self.keep == 0",message="give keep or retention, not both (keep N is retention.keepLast N)"
+// +kubebuilder:validation:XValidation:rule="!has(self.replicateTo) || !(self.destination in self.replicateTo)",message="replicateTo names the config's own destination: copies go to other destinations"
+// +kubebuilder:validation:XValidation:rule="!has(self.replicateTo) || (has(self.type) ? self.type : 'snapshot') == 'snapshot'",message="replication copies snapshot backups: a keys-json config cannot replicate"
+// +kubebuilder:validation:XValidation:rule="!has(self.replicateTo) || (has(self.schedule) && size(self.schedule) > 0)",message="replication needs a schedule: the copies run on it"
 type EtcdBackupConfigSpec struct {
 	// Cluster names the EtcdCluster backed up.
 	// +kubebuilder:validation:MinLength=1
@@ -70,9 +73,25 @@ type EtcdBackupConfigSpec struct {
 	// (the library's restore drill): condition DrillSucceeded and an Event
 	// DrillPassed or DrillFailed say how it went. Snapshot backups only.
 	// +optional
-	Drill    *Drill `json:"drill,omitempty"`
-	Logical  `json:",inline"`
-	Encoding `json:",inline"`
+	Drill *Drill `json:"drill,omitempty"`
+	// ReplicateTo names BackupDestinations the config's backups are copied
+	// to, as stored: verified, resumable, chains whole, no decryption key
+	// needed (the library's replication job, schedule.Job.Replicate). The
+	// copies run on the config's schedule, or every minute for a
+	// continuous config (its segments commit every second). Each
+	// destination keeps the copies by the config's retention, and its
+	// continuous window for the segments; only copies are pruned there,
+	// never what another config wrote. An EtcdRestore naming one of them
+	// restores from the copies alone. Snapshot configs on a schedule only;
+	// not the config's own destination.
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=253
+	// +listType=set
+	// +optional
+	ReplicateTo []string `json:"replicateTo,omitempty"`
+	Logical     `json:",inline"`
+	Encoding    `json:",inline"`
 }
 
 // Drill configures a config's restore drills.
@@ -200,6 +219,51 @@ type EtcdBackupConfigStatus struct {
 	// the config has none.
 	// +optional
 	Continuous *ContinuousStatus `json:"continuous,omitempty"`
+	// Replication is the state of the copies to replicateTo. Nil when the
+	// config has none.
+	// +optional
+	Replication *ReplicationStatus `json:"replication,omitempty"`
+}
+
+// ReplicationStatus is the state of a config's copies to other
+// destinations.
+type ReplicationStatus struct {
+	// LastRun is when the last copy run started, and LastSuccess when the
+	// last one that left every destination in step ended.
+	// +optional
+	LastRun *metav1.Time `json:"lastRun,omitempty"`
+	// +optional
+	LastSuccess *metav1.Time `json:"lastSuccess,omitempty"`
+	// Message says why the last run failed; empty when it succeeded.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// Targets is the state of each destination after the last copy to it.
+	// +listType=map
+	// +listMapKey=destination
+	// +optional
+	Targets []ReplicationTarget `json:"targets,omitempty"`
+}
+
+// ReplicationTarget is the state of one destination of a config's copies
+// after the last copy to it.
+type ReplicationTarget struct {
+	// Destination names the BackupDestination.
+	Destination string `json:"destination"`
+	// BackupsBehind counts the selected backups it did not hold after the
+	// copy (failed, pending, or after a hole of the source's chain): zero
+	// when in step.
+	// +optional
+	BackupsBehind int32 `json:"backupsBehind,omitempty"`
+	// LagSeconds is the age of the oldest of them when the copy ended, in
+	// seconds; "0" when in step.
+	// +optional
+	LagSeconds string `json:"lagSeconds,omitempty"`
+	// Copied counts the backups the copy copied.
+	// +optional
+	Copied int32 `json:"copied,omitempty"`
+	// LastCopy is when the copy ended.
+	// +optional
+	LastCopy *metav1.Time `json:"lastCopy,omitempty"`
 }
 
 // DrillStatus is the outcome of a restore drill.
