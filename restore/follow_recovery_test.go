@@ -1,7 +1,11 @@
 package restore_test
 
 import (
+	"context"
+	"errors"
+	"io"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,6 +15,7 @@ import (
 	"github.com/etcdbackup/etcdbackup/internal/etcdtest"
 	"github.com/etcdbackup/etcdbackup/internal/miniotest"
 	"github.com/etcdbackup/etcdbackup/restore"
+	"github.com/etcdbackup/etcdbackup/retention"
 	"github.com/etcdbackup/etcdbackup/storage"
 )
 
@@ -114,5 +119,167 @@ func TestFollowerRecoversFarBehind(t *testing.T) {
 				srv.Stop()
 			}
 		})
+	}
+}
+
+// gatedTail stores through inner, holding the commits of the segments of
+// chain from revision from on until gate is closed.
+type gatedTail struct {
+	inner backup.Uploader
+	chain string
+	from  int64
+	gate  chan struct{}
+}
+
+func (u *gatedTail) Upload(ctx context.Context, m *backup.Manifest, r io.Reader) error {
+	return u.inner.Upload(ctx, m, r)
+}
+
+func (u *gatedTail) Commit(ctx context.Context, m *backup.Manifest) error {
+	if m.IsDelta() && m.Chain == u.chain && m.FirstRevision >= u.from {
+		select {
+		case <-u.gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return u.inner.Commit(ctx, m)
+}
+
+// TestFollowerRecoveryRestorePoints: while the old chain's tail is held
+// back, the restore points are the old chain up to its last segment and
+// the new full backup onward; a revision between is refused as a gap
+// (ErrNoChain), never restored from another state. Retention with a
+// point-in-time window, run meanwhile, keeps the old chain's full backup
+// and segments: once the tail is stored, its revisions restore exactly.
+func TestFollowerRecoveryRestorePoints(t *testing.T) {
+	b := memBucket(t)
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+
+	rec := &followEvents{}
+	stop := runFollower(t, recoveryFollower(t, etcd, b, rec))
+	require.Eventually(t, func() bool { return rec.count(backup.ChainStarted) == 1 }, 30*time.Second, 10*time.Millisecond)
+	oldChain, _ := rec.first(backup.ChainStarted)
+	a := workload(t, cli, "/a", 6)
+	waitCommitted(t, rec, a[len(a)-1])
+	require.NoError(t, stop())
+	oldEnd := rec.committed()
+
+	tail := workload(t, cli, "/b", 12)
+	putsPast(t, cli, "/bulk", tail[len(tail)-1]+1000)
+	tail = append(tail, workload(t, cli, "/c", 6)...)
+
+	rec = &followEvents{}
+	f := recoveryFollower(t, etcd, b, rec)
+	gate := &gatedTail{inner: f.Targets[0].Uploader, chain: oldChain.Chain, from: oldEnd + 1, gate: make(chan struct{})}
+	f.Targets[0].Uploader = gate
+	stop = runFollower(t, f)
+	defer func() { _ = stop() }()
+	after := workload(t, cli, "/d", 6)
+	waitCommitted(t, rec, after[len(after)-1])
+	full, ok := rec.first(backup.ChainStarted)
+	require.True(t, ok)
+	// The new chain restores from the full backup's upper revision on
+	// (writes ran while it was taken).
+	var fullRev int64
+	entries, err := backup.ListBackups(t.Context(), b, "prod-a")
+	require.NoError(t, err)
+	for _, e := range entries {
+		if e.ID == full.Chain {
+			fullRev = e.Manifest.Etcd.Revision.High
+		}
+	}
+	require.Positive(t, fullRev)
+	require.Zero(t, rec.count(backup.RecoveryDone), "the tail is held back")
+
+	_, err = restore.FindPoint(t.Context(), []restore.Source{{Name: "mem", Catalog: b}}, restore.Point{Cluster: "prod-a", Revision: tail[3]})
+	require.ErrorIs(t, err, restore.ErrNoChain, "a revision of the tail not yet stored")
+	for _, rev := range []int64{oldEnd, fullRev, after[len(after)-1]} {
+		restored, res, srv := restorePoint(t, b, restore.Point{Cluster: "prod-a", Revision: rev})
+		require.Equal(t, rev, res.Revision)
+		requireSameAt(t, cli, restored, rev)
+		srv.Stop()
+	}
+
+	p := &retention.Pruner{Store: b, Destination: "d", Policy: retention.KeepLast(1), Chains: &retention.ChainPolicy{Window: time.Minute}}
+	_, err = p.Prune(t.Context(), "prod-a")
+	require.NoError(t, err)
+
+	close(gate.gate)
+	require.Eventually(t, func() bool { return rec.count(backup.RecoveryDone) == 1 }, 30*time.Second, 10*time.Millisecond)
+	done, _ := rec.first(backup.RecoveryDone)
+	require.NoError(t, done.Err)
+	for _, rev := range []int64{oldEnd + 1, tail[3], tail[len(tail)-1]} {
+		restored, res, srv := restorePoint(t, b, restore.Point{Cluster: "prod-a", Revision: rev})
+		require.Equal(t, rev, res.Revision)
+		requireSameAt(t, cli, restored, rev)
+		srv.Stop()
+	}
+}
+
+// flakyUploader fails every call while down is set.
+type flakyUploader struct {
+	inner backup.Uploader
+	down  atomic.Bool
+}
+
+func (u *flakyUploader) Upload(ctx context.Context, m *backup.Manifest, r io.Reader) error {
+	if u.down.Load() {
+		return errors.New("destination down")
+	}
+	return u.inner.Upload(ctx, m, r)
+}
+
+func (u *flakyUploader) Commit(ctx context.Context, m *backup.Manifest) error {
+	if u.down.Load() {
+		return errors.New("destination down")
+	}
+	return u.inner.Commit(ctx, m)
+}
+
+// TestFollowerRecoversAfterDestinationOutage: the destination is down
+// while etcd takes more than RecoveryRevisions revisions; once it answers,
+// the running follower takes a full backup first (RecoveryStarted, then
+// ChainStarted before RecoveryDone), catches its chain's tail up in the
+// background, and every revision of the outage restores exactly.
+func TestFollowerRecoversAfterDestinationOutage(t *testing.T) {
+	b := memBucket(t)
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+
+	rec := &followEvents{}
+	f := recoveryFollower(t, etcd, b, rec)
+	flaky := &flakyUploader{inner: f.Targets[0].Uploader}
+	f.Targets[0].Uploader = flaky
+	stop := runFollower(t, f)
+	require.Eventually(t, func() bool { return rec.count(backup.ChainStarted) == 1 }, 30*time.Second, 10*time.Millisecond)
+	a := workload(t, cli, "/a", 6)
+	waitCommitted(t, rec, a[len(a)-1])
+
+	flaky.down.Store(true)
+	outage := workload(t, cli, "/b", 12)
+	require.Eventually(t, func() bool { return rec.count(backup.SegmentFailed) > 0 }, 30*time.Second, 10*time.Millisecond)
+	putsPast(t, cli, "/bulk", outage[len(outage)-1]+1000)
+	outage = append(outage, workload(t, cli, "/c", 6)...)
+	flaky.down.Store(false)
+
+	require.Eventually(t, func() bool { return rec.count(backup.RecoveryDone) == 1 }, 30*time.Second, 10*time.Millisecond)
+	after := workload(t, cli, "/d", 6)
+	waitCommitted(t, rec, after[len(after)-1])
+	require.NoError(t, stop())
+	kinds := rec.kinds()
+	require.Equal(t, 1, rec.count(backup.RecoveryStarted), "%v", kinds)
+	require.Equal(t, 2, rec.count(backup.ChainStarted), "%v", kinds)
+	require.Less(t, slices.Index(kinds, backup.RecoveryStarted), slices.Index(kinds, backup.RecoveryDone))
+	require.Less(t, slices.Index(slices.Clip(kinds[slices.Index(kinds, backup.RecoveryStarted):]), backup.ChainStarted),
+		slices.Index(slices.Clip(kinds[slices.Index(kinds, backup.RecoveryStarted):]), backup.RecoveryDone), "%v", kinds)
+	done, _ := rec.first(backup.RecoveryDone)
+	require.NoError(t, done.Err)
+	for _, rev := range []int64{outage[0], outage[5], outage[len(outage)-1], after[len(after)-1]} {
+		restored, res, srv := restorePoint(t, b, restore.Point{Cluster: "prod-a", Revision: rev})
+		require.Equal(t, rev, res.Revision)
+		requireSameAt(t, cli, restored, rev)
+		srv.Stop()
 	}
 }
