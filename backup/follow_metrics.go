@@ -131,6 +131,7 @@ func (m *FollowerMetrics) ObserveFollow(e FollowEvent) {
 		m.gaps.WithLabelValues(c).Inc()
 	case RecoveryStarted:
 		m.lagRevisions.WithLabelValues(c).Set(float64(max(e.HeadRevision-e.Committed, 0)))
+		m.lagSeconds.WithLabelValues(c).Set(e.Lag.Seconds())
 		m.recovery.WithLabelValues(c).Set(float64(max(e.HeadRevision-e.Committed, 0)))
 	case RecoverySegmentCommitted:
 		m.recovery.WithLabelValues(c).Set(float64(max(e.HeadRevision-e.Committed, 0)))

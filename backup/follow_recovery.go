@@ -17,9 +17,10 @@ const DefaultRecoveryRevisions = 50_000
 // The events of a recovery (see Follower, Recovery).
 const (
 	// RecoveryStarted: the follower is HeadRevision-Committed revisions
-	// behind etcd's head on Chain (resuming at Revision): it takes a full
-	// backup at once, which starts a new chain (ChainStarted), and catches
-	// the old chain's tail up in the background.
+	// behind etcd's head on Chain (resuming at Revision), since Lag (see
+	// FollowEvent.Lag): it takes a full backup at once, which starts a new
+	// chain (ChainStarted), and catches the old chain's tail up in the
+	// background.
 	RecoveryStarted FollowEventKind = "RecoveryStarted"
 	// RecoverySegmentCommitted: a segment of the old chain's tail (Chain)
 	// is stored on a first target, up to Committed; HeadRevision is the
@@ -61,7 +62,7 @@ func (st *followState) recover(ctx context.Context) (started bool, err error) {
 	f := st.f
 	from, chain, head := st.next, st.chain, st.head
 	f.event(FollowEvent{Kind: RecoveryStarted, Chain: chain, Revision: from, HeadRevision: head, Committed: st.committed,
-		ChainLength: st.chainLength})
+		ChainLength: st.chainLength, Lag: st.uncommittedFor()})
 	f.logger().Warn("follower far behind etcd's head: taking a full backup first, the chain's tail is caught up in the background",
 		"cluster", f.Cluster, "chain", chain, "revision", from, "head_revision", head)
 	c, err := f.takeFull(ctx)
