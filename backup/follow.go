@@ -1046,7 +1046,6 @@ func (st *followState) checkHeader(h *etcdserverpb.ResponseHeader) error {
 func (st *followState) watch(ctx context.Context) error {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	wctx = st.watchStream(wctx)
 	// Only while the watch runs: a store after it ended (of what a
 	// prewatch held) has no watch to stop, and must not be cut short.
 	st.stopWatch = cancel
@@ -1093,6 +1092,11 @@ func (st *followState) watch(ctx context.Context) error {
 			}
 			if err := st.receive(ctx, wr); err != nil {
 				if errors.Is(err, errRewatch) {
+					// The segment was cut inside wr and its store had to
+					// wait: what wr held past the cut was dropped, so the
+					// responses held meanwhile would follow a gap. The
+					// next watch reads them again, from st.next.
+					st.held, st.heldBytes = nil, 0
 					return nil
 				}
 				return err
