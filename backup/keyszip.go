@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 )
 
@@ -22,17 +23,13 @@ import (
 //     the end line with the count and sha256) whose i-th key line is the
 //     i-th file.
 //
-// Writing streams: each value goes out as it is read, never held. What is
-// held until the end is the index (a key's metadata, about its key's length
-// in base64 plus 80 bytes) and archive/zip's central directory (about the
-// file name plus 100 bytes a key): memory grows with the number of keys,
-// not with the size of the values, about 550 bytes a key on export and as
-// much on import (200,000 keys: about 105 and 125 MiB more heap than
-// keys-json). For a large keyspace in a tight memory budget, keys-json
-// stays flat; a zip writer keeping only each file's offset, size and CRC
-// (and rebuilding names from the index) would bring the zip near it. Reading needs an io.ReaderAt (the
-// archive's directory is at its end): restore spools a downloaded archive
-// to a temporary file, bounded by Importer.MaxBytes, and reads it there.
+// Writing streams: each value goes out as it is read, never held, and the
+// index and the central directory, which a zip holds at its end, are
+// spooled to temporary files until then (see KeysZipWriter): memory does
+// not grow with the number of keys or the size of the values. Reading
+// needs an io.ReaderAt (the archive's directory is at its end): restore
+// spools a downloaded archive to a temporary file, bounded by
+// Importer.MaxBytes, and reads it there.
 
 // KeysZipIndex is the name of the index inside a keys zip.
 const KeysZipIndex = "keys.jsonl"
@@ -80,84 +77,34 @@ const maxEntryName = 120
 // separator, dot segment or control character, and is unique by its
 // position; the exact key is in the index.
 func KeysZipEntryName(i int64, key []byte) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s%09d-", KeysZipKeysDir, i)
+	return string(appendEntryName(nil, i, key))
+}
+
+// appendEntryName appends KeysZipEntryName(i, key) to b.
+func appendEntryName(b []byte, i int64, key []byte) []byte {
+	limit := len(b) + len(KeysZipKeysDir) + 10 + maxEntryName - 3
+	b = append(b, KeysZipKeysDir...)
+	n := len(b)
+	b = strconv.AppendInt(b, i, 10)
+	if pad := 9 - (len(b) - n); pad > 0 { // %09d
+		b = append(b, "000000000"[:pad]...)
+		copy(b[n+pad:], b[n:len(b)-pad])
+		copy(b[n:n+pad], "000000000")
+	}
+	b = append(b, '-')
 	const hex = "0123456789ABCDEF"
 	for _, c := range key {
-		if b.Len() > len(KeysZipKeysDir)+10+maxEntryName-3 {
+		if len(b) > limit {
 			break
 		}
 		switch {
 		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '_', c == '-':
-			b.WriteByte(c)
+			b = append(b, c)
 		default:
-			b.WriteByte('%')
-			b.WriteByte(hex[c>>4])
-			b.WriteByte(hex[c&15])
+			b = append(b, '%', hex[c>>4], hex[c&15])
 		}
 	}
-	return b.String()
-}
-
-// KeysZipWriter writes a keys zip. Keys must come in ascending byte order.
-type KeysZipWriter struct {
-	zw    *zip.Writer
-	index bytes.Buffer
-	kw    *KeysJSONWriter
-	h     KeysJSONHeader
-}
-
-// NewKeysZipWriter starts a keys zip of the keys h describes on w.
-func NewKeysZipWriter(w io.Writer, h KeysJSONHeader) (*KeysZipWriter, error) {
-	z := &KeysZipWriter{zw: zip.NewWriter(w), h: h}
-	kw, err := NewKeysJSONWriter(&z.index, h)
-	if err != nil {
-		return nil, err
-	}
-	z.kw = kw
-	return z, nil
-}
-
-// Write writes the file of one key and records it in the index.
-func (z *KeysZipWriter) Write(kv KeyValue) error {
-	i := z.kw.Keys()
-	meta := kv
-	meta.Value = nil
-	if err := z.kw.Write(meta); err != nil {
-		return err
-	}
-	// Stored, not deflated: the pipeline compresses the whole stream.
-	f, err := z.zw.CreateHeader(&zip.FileHeader{Name: KeysZipEntryName(i, kv.Key), Method: zip.Store, Modified: z.h.Created})
-	if err != nil {
-		return fmt.Errorf("keys zip: %w", err)
-	}
-	if _, err := f.Write(kv.Value); err != nil {
-		return fmt.Errorf("keys zip: %w", err)
-	}
-	return nil
-}
-
-// Keys returns the number of keys written.
-func (z *KeysZipWriter) Keys() int64 { return z.kw.Keys() }
-
-// Close writes the index and the archive's directory. It does not close
-// the underlying writer.
-func (z *KeysZipWriter) Close() error {
-	if err := z.kw.Close(); err != nil {
-		return err
-	}
-	f, err := z.zw.CreateHeader(&zip.FileHeader{Name: KeysZipIndex, Method: zip.Deflate, Modified: z.h.Created})
-	if err != nil {
-		return fmt.Errorf("keys zip: %w", err)
-	}
-	if _, err := z.index.WriteTo(f); err != nil {
-		return fmt.Errorf("keys zip: %w", err)
-	}
-	z.index = bytes.Buffer{}
-	if err := z.zw.Close(); err != nil {
-		return fmt.Errorf("keys zip: %w", err)
-	}
-	return nil
+	return b
 }
 
 // KeyWriter writes the keys of a logical backup: a KeysJSONWriter or a

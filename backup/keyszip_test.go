@@ -4,11 +4,16 @@ import (
 	"archive/zip"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/etcdbackup/etcdbackup/backup"
@@ -86,4 +91,71 @@ func FuzzKeysZipReader(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestKeysZipEntryName(t *testing.T) {
+	for _, c := range []struct {
+		i    int64
+		key  string
+		want string
+	}{
+		{0, "/a", "keys/000000000-%2Fa"},
+		{42, "/registry/pods/ns-a/web_1", "keys/000000042-%2Fregistry%2Fpods%2Fns-a%2Fweb_1"},
+		{123456789, "\x00.", "keys/123456789-%00%2E"},
+		{1234567890, "x", "keys/1234567890-x"},
+		{7, strings.Repeat("ab", 100), "keys/000000007-" + strings.Repeat("ab", 59)},
+		{7, strings.Repeat("/", 100), "keys/000000007-" + strings.Repeat("%2F", 40)},
+	} {
+		assert.Equal(t, c.want, backup.KeysZipEntryName(c.i, []byte(c.key)), "key %d %q", c.i, c.key)
+	}
+}
+
+// An archive of more than 65,534 files has zip64's end records; archive/zip,
+// KeysZipReader and Python's zipfile read it whole.
+func TestKeysZipManyKeys(t *testing.T) {
+	const n = 66_000
+	var kvs []backup.KeyValue
+	for i := range n {
+		kvs = append(kvs, backup.KeyValue{Key: fmt.Appendf(nil, "/k/%06d", i), Value: fmt.Appendf(nil, "v%d", i), CreateRevision: 2, ModRevision: 2 + int64(i%90), Version: 1})
+	}
+	archive := keysZip(t, kvs...)
+	zr, err := zip.NewReader(bytes.NewReader(archive), int64(len(archive)))
+	require.NoError(t, err)
+	require.Len(t, zr.File, n+1)
+	for _, i := range []int{0, n / 2, n - 1} {
+		rc, err := zr.File[i].Open()
+		require.NoError(t, err)
+		v, err := io.ReadAll(rc)
+		require.NoError(t, err)
+		require.Equal(t, kvs[i].Value, v)
+	}
+
+	r, err := backup.NewKeysZipReader(bytes.NewReader(archive), int64(len(archive)), 0)
+	require.NoError(t, err)
+	defer r.Close()
+	for i := 0; ; i++ {
+		kv, err := r.Next()
+		if err == io.EOF {
+			require.Equal(t, n, i)
+			break
+		}
+		if err != nil || !bytes.Equal(kv.Key, kvs[i].Key) || !bytes.Equal(kv.Value, kvs[i].Value) || kv.ModRevision != kvs[i].ModRevision {
+			t.Fatalf("key %d: read %+v, %v; want %+v", i, kv, err, kvs[i])
+		}
+	}
+	require.True(t, r.Complete())
+
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Log("no python3: the archive is not read with zipfile")
+		return
+	}
+	path := filepath.Join(t.TempDir(), "keys.zip")
+	require.NoError(t, os.WriteFile(path, archive, 0o600))
+	out, err := exec.Command(python, "-c", `import sys, zipfile
+z = zipfile.ZipFile(sys.argv[1])
+names = z.namelist()
+print(len(names), z.read(names[-2]).decode(), len(z.read("keys.jsonl").splitlines()))`, path).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Equal(t, fmt.Sprintf("%d v%d %d\n", n+1, n-1, n+2), string(out))
 }
