@@ -3,6 +3,7 @@ package backup_test
 import (
 	"archive/zip"
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -158,4 +159,38 @@ names = z.namelist()
 print(len(names), z.read(names[-2]).decode(), len(z.read("keys.jsonl").splitlines()))`, path).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	require.Equal(t, fmt.Sprintf("%d v%d %d\n", n+1, n-1, n+2), string(out))
+}
+
+// Archives whose directory and local headers disagree, or that point out
+// of their files, fail with ErrKeysZip by the time every key is read.
+func TestKeysZipInconsistentHeaders(t *testing.T) {
+	valid := keysZip(t, backup.KeyValue{Key: []byte("/a"), Value: []byte("1"), CreateRevision: 2, ModRevision: 2, Version: 1},
+		backup.KeyValue{Key: []byte("/b"), Value: []byte("2"), CreateRevision: 3, ModRevision: 3, Version: 1})
+	first := []byte(backup.KeysZipEntryName(0, []byte("/a")))
+	local := bytes.Index(valid, first)
+	central := bytes.LastIndex(valid, first)
+	require.Greater(t, central, local)
+	mutate := func(f func(b []byte)) []byte {
+		b := bytes.Clone(valid)
+		f(b)
+		return b
+	}
+	for what, archive := range map[string][]byte{
+		"local name":      mutate(func(b []byte) { copy(b[local:], "../../evil/000") }),
+		"offset past end": mutate(func(b []byte) { binary.LittleEndian.PutUint32(b[central-4:], uint32(len(b))) }),
+		"offset into directory": mutate(func(b []byte) {
+			binary.LittleEndian.PutUint32(b[central-4:], uint32(central-46))
+		}),
+		"encrypted": mutate(func(b []byte) { b[central-46+8] |= 1 }),
+		"crc":       mutate(func(b []byte) { b[central-46+16] ^= 1 }),
+		"size":      mutate(func(b []byte) { b[central-46+24]++ }),
+	} {
+		t.Run(what, func(t *testing.T) {
+			r, err := backup.NewKeysZipReader(bytes.NewReader(archive), int64(len(archive)), 0)
+			for err == nil {
+				_, err = r.Next()
+			}
+			require.ErrorIs(t, err, backup.ErrKeysZip)
+		})
+	}
 }

@@ -22,8 +22,9 @@ import (
 // (os.TempDir, $TMPDIR), removed as soon as they are created where the
 // system allows it, and copied into the archive by Close. Memory stays
 // flat whatever the number of keys (buffers of about 1 MiB, most of it
-// the index's compressor); the disk holds about 130 bytes a key plus the
-// file names until Close or Discard.
+// the index's compressor); the disk holds, per key, its directory record
+// (46 bytes and the file name) and its deflated index line, until Close
+// or Discard.
 type KeysZipWriter struct {
 	out     *bufio.Writer
 	off     int64 // bytes written to out
