@@ -140,8 +140,9 @@ func (z *KeysZipReader) Next() (KeyValue, error) {
 			return KeyValue{}, z.value.fail(err)
 		}
 	}
-	// Read to the end, so that the size and CRC are checked.
-	if _, err := z.value.Read(z.scratch[:1]); err != io.EOF {
+	// Read to the end, so that the size and CRC are checked: Read fails
+	// past the size the directory says.
+	if _, err := io.Copy(io.Discard, z.value); err != nil {
 		return KeyValue{}, z.value.fail(err)
 	}
 	z.i++
@@ -338,7 +339,7 @@ func (f *zipFileReader) Read(b []byte) (int, error) {
 // fail returns err, an error reading the file, as one that matches
 // ErrKeysZip.
 func (f *zipFileReader) fail(err error) error {
-	if errors.Is(err, ErrKeysZip) {
+	if err == nil || errors.Is(err, ErrKeysZip) {
 		return err
 	}
 	if err == io.EOF {
