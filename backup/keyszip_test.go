@@ -194,3 +194,21 @@ func TestKeysZipInconsistentHeaders(t *testing.T) {
 		})
 	}
 }
+
+// brokenWriter fails every write.
+type brokenWriter struct{}
+
+func (brokenWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
+
+// A writer whose output fails while Close flushes what it buffered
+// reports it: the object is not complete.
+func TestKeyWritersCloseReportsAFailedFlush(t *testing.T) {
+	h := backup.KeysJSONHeader{Format: backup.KeysJSONFormat, Version: backup.KeysJSONVersion, Revision: 100, Prefixes: []string{"/"},
+		Created: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	for _, kind := range []string{backup.ManifestKindKeysJSON, backup.ManifestKindKeys} {
+		w, err := backup.NewKeyWriter(brokenWriter{}, kind, h)
+		require.NoError(t, err)
+		require.NoError(t, w.Write(backup.KeyValue{Key: []byte("/a"), Value: []byte("1"), CreateRevision: 2, ModRevision: 2, Version: 1}), kind)
+		require.ErrorContains(t, w.Close(), "disk full", kind)
+	}
+}
