@@ -80,10 +80,12 @@ func (z *KeysZipReader) checkDirectory(maxDecoded int64) (*zipRecord, error) {
 		if err := z.rec.check(last); err != nil {
 			return nil, err
 		}
-		total += z.rec.size
-		if maxDecoded > 0 && total > uint64(maxDecoded) {
+		// Compared before adding, so that a zip64 size near 2^64 cannot
+		// wrap the total back under the bound.
+		if maxDecoded > 0 && z.rec.size > uint64(maxDecoded)-total {
 			return nil, &KeysZipError{Reason: fmt.Sprintf("decodes to more than %d bytes", maxDecoded)}
 		}
+		total += z.rec.size
 	}
 	idx := z.rec
 	idx.name = bytes.Clone(z.rec.name)
@@ -373,6 +375,9 @@ type zipEnd struct {
 // entries, or more than maxDecoded allows, or a directory out of the
 // archive.
 func readZipEnd(r io.ReaderAt, size, maxDecoded int64) (zipEnd, error) {
+	if size < 0 {
+		return zipEnd{}, &KeysZipError{Reason: fmt.Sprintf("a size of %d bytes", size)}
+	}
 	tail := make([]byte, min(size, zipEndLen+65535+zip64LocatorLen))
 	if _, err := r.ReadAt(tail, size-int64(len(tail))); err != nil && err != io.EOF {
 		return zipEnd{}, &KeysZipError{Reason: fmt.Sprintf("read the end of the archive: %v", err)}
