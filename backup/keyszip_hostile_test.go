@@ -180,3 +180,97 @@ func TestKeysZipNegativeSize(t *testing.T) {
 	_, err := backup.NewKeysZipReader(bytes.NewReader(nil), -1, 0)
 	require.ErrorIs(t, err, backup.ErrKeysZip)
 }
+
+// hostileKeysZips are archives built to mislead a reader, each of which
+// must fail with ErrKeysZip (or, for ok, read the keys the index names).
+func hostileKeysZips(t testing.TB) map[string][]byte {
+	u64 := func(v uint64) *uint64 { return &v }
+	change := func(f func(files []rawFile) []rawFile) []byte { return rawZip(f(twoKeys(t)), -1, false) }
+	cases := map[string][]byte{
+		"zip64 value size 2^64-1": change(func(f []rawFile) []rawFile { f[0].size = ^uint64(0); return f }),
+		"zip64 value size 2^63":   change(func(f []rawFile) []rawFile { f[0].size, f[0].csize = 1<<63, 1<<63; return f }),
+		"zip64 csize 2^64-1":      change(func(f []rawFile) []rawFile { f[1].csize = ^uint64(0); return f }),
+		"zip64 index csize 2^63":  change(func(f []rawFile) []rawFile { f[2].csize = 1 << 63; return f }),
+		"zip64 offset 2^63":       change(func(f []rawFile) []rawFile { f[1].offset = u64(1 << 63); return f }),
+		"zip64 offset 2^64-1":     change(func(f []rawFile) []rawFile { f[1].offset = u64(^uint64(0)); return f }),
+		"overlapping entries":     change(func(f []rawFile) []rawFile { f[1].offset = u64(0); return f }),
+		"index over a value":      change(func(f []rawFile) []rawFile { f[2].offset = u64(0); return f }),
+		"same name twice":         change(func(f []rawFile) []rawFile { f[1].name, f[1].localName = f[0].name, f[0].name; return f }),
+		"two indexes":             change(func(f []rawFile) []rawFile { f[1].name, f[1].localName = f[2].name, f[2].name; return f }),
+		"index first":             change(func(f []rawFile) []rawFile { return []rawFile{f[2], f[0], f[1]} }),
+		"local name differs":      change(func(f []rawFile) []rawFile { f[0].localName = "keys/000000000-%2Fb"; return f }),
+		"stored size lies":        change(func(f []rawFile) []rawFile { f[0].csize = 0; return f }),
+		"deflated csize short":    change(func(f []rawFile) []rawFile { f[2].csize = 3; return f }),
+		"index size short":        change(func(f []rawFile) []rawFile { f[2].size = 10; return f }),
+		"encrypted":               change(func(f []rawFile) []rawFile { f[0].flags = 1; return f }),
+		"method 99":               change(func(f []rawFile) []rawFile { f[0].method = 99; return f }),
+		"more files than keys": change(func(f []rawFile) []rawFile {
+			extra := f[1]
+			extra.name = backup.KeysZipEntryName(2, []byte("/c"))
+			return []rawFile{f[0], f[1], extra, f[2]}
+		}),
+		"fewer files than keys": change(func(f []rawFile) []rawFile { return []rawFile{f[0], f[2]} }),
+		"only the index":        change(func(f []rawFile) []rawFile { return f[2:] }),
+		"end counts fewer":      rawZip(twoKeys(t), 2, false),
+		"end counts more":       rawZip(twoKeys(t), 4, false),
+		"end counts none":       rawZip(twoKeys(t), 0, false),
+		"zip64 end counts 2^63": rawZip(twoKeys(t), 1<<62, true),
+		"zip64 end counts 2^64-1": func() []byte {
+			b := rawZip(twoKeys(t), -1, true)
+			end64 := len(b) - 22 - 20 - 56
+			binary.LittleEndian.PutUint64(b[end64+24:], ^uint64(0))
+			binary.LittleEndian.PutUint64(b[end64+32:], ^uint64(0))
+			return b
+		}(),
+		"zip64 extra too long": func() []byte {
+			b := change(func(f []rawFile) []rawFile { f[0].size = 1 << 32; return f })
+			i := bytes.LastIndex(b, []byte("keys/000000000-%2Fa"))
+			binary.LittleEndian.PutUint16(b[i+len("keys/000000000-%2Fa")+2:], 200)
+			return b
+		}(),
+		"directory at its own end": func() []byte {
+			b := rawZip(twoKeys(t), -1, false)
+			binary.LittleEndian.PutUint32(b[len(b)-6:], uint32(len(b)-22))
+			return b
+		}(),
+		"directory at the start": func() []byte {
+			b := rawZip(twoKeys(t), -1, false)
+			binary.LittleEndian.PutUint32(b[len(b)-6:], 0)
+			return b
+		}(),
+		"zip64 locator at itself": func() []byte {
+			b := rawZip(twoKeys(t), -1, true)
+			binary.LittleEndian.PutUint64(b[len(b)-22-20+8:], uint64(len(b)-22-20))
+			return b
+		}(),
+		"zip64 locator past the end": func() []byte {
+			b := rawZip(twoKeys(t), -1, true)
+			binary.LittleEndian.PutUint64(b[len(b)-22-20+8:], uint64(len(b)-10))
+			return b
+		}(),
+	}
+	return cases
+}
+
+// Hostile archives fail with ErrKeysZip: no panic, no loop, no key
+// beyond those of the index.
+func TestKeysZipHostileArchives(t *testing.T) {
+	for what, archive := range hostileKeysZips(t) {
+		t.Run(what, func(t *testing.T) {
+			require.ErrorIs(t, readKeysZip(archive, 1<<20), backup.ErrKeysZip)
+			require.ErrorIs(t, readKeysZip(archive, 0), backup.ErrKeysZip)
+		})
+	}
+}
+
+// A data descriptor flag, with the sizes in the directory only, changes
+// nothing: the directory's sizes and CRC are the ones checked.
+func TestKeysZipDataDescriptor(t *testing.T) {
+	files := twoKeys(t)
+	for i := range files {
+		files[i].flags = 8
+	}
+	require.NoError(t, readKeysZip(rawZip(files, -1, false), 1<<20))
+	files[0].crc++
+	require.ErrorIs(t, readKeysZip(rawZip(files, -1, false), 1<<20), backup.ErrKeysZip)
+}

@@ -74,6 +74,9 @@ func FuzzKeysZipReader(f *testing.F) {
 	f.Add(valid)
 	f.Add(valid[:len(valid)/2])
 	f.Add(valid[:len(valid)-1])
+	for _, b := range hostileKeysZips(f) { // zip64 fields, overlaps, counts, names
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := backup.NewKeysZipReader(bytes.NewReader(b), int64(len(b)), 1<<20)
 		if err != nil {
