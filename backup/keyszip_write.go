@@ -10,6 +10,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"time"
 )
 
@@ -90,7 +91,7 @@ func (z *KeysZipWriter) Write(kv KeyValue) error {
 	}
 	z.buf = e.appendCentral(z.buf[:0], z.modTime, z.modDate)
 	if _, err := z.dir.Write(z.buf); err != nil {
-		return z.fail(fmt.Errorf("keys zip: spool: %w", err))
+		return z.fail(err)
 	}
 	return nil
 }
@@ -196,7 +197,7 @@ type spool struct {
 func newSpool() (*spool, error) {
 	f, err := os.CreateTemp("", "etcdbackup-keyszip-*")
 	if err != nil {
-		return nil, fmt.Errorf("keys zip: spool: %w", err)
+		return nil, fmt.Errorf("keys zip: temporary file (os.TempDir, $TMPDIR): %w", err)
 	}
 	// Where the system allows it (not Windows), the file lives on without
 	// a name until closed, so that nothing is left behind a crash.
@@ -204,17 +205,22 @@ func newSpool() (*spool, error) {
 	return &spool{f: f, w: bufio.NewWriterSize(f, 32<<10), removed: removed}, nil
 }
 
+// Write writes p to the file; an error names the temporary folder, so
+// that a full $TMPDIR reads as such whichever spool and path it reaches
+// the caller through (the index's comes through its compressor).
 func (s *spool) Write(p []byte) (int, error) {
 	n, err := s.w.Write(p)
 	s.n += int64(n)
-	return n, err
+	return n, s.wrap(err)
 }
 
-func (s *spool) flush() error {
-	if err := s.w.Flush(); err != nil {
-		return fmt.Errorf("keys zip: spool: %w", err)
+func (s *spool) flush() error { return s.wrap(s.w.Flush()) }
+
+func (s *spool) wrap(err error) error {
+	if err == nil {
+		return nil
 	}
-	return nil
+	return fmt.Errorf("keys zip: temporary file in %s (os.TempDir, $TMPDIR): %w", filepath.Dir(s.f.Name()), err)
 }
 
 func (s *spool) release() {
