@@ -215,3 +215,24 @@ func TestKeyWritersCloseReportsAFailedFlush(t *testing.T) {
 		require.ErrorContains(t, w.Close(), "disk full", kind)
 	}
 }
+
+// A value the reader would refuse fails the export: an archive that
+// holds it is never reported complete. A value at the bound reads back.
+func TestKeysZipWriterRefusesAValueTheReaderRefuses(t *testing.T) {
+	h := backup.KeysJSONHeader{Format: backup.KeysJSONFormat, Version: backup.KeysJSONVersion, Revision: 100, Prefixes: []string{"/"},
+		Created: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	value := make([]byte, backup.MaxKeysJSONLine+1)
+	w, err := backup.NewKeysZipWriter(io.Discard, h)
+	require.NoError(t, err)
+	defer w.Discard()
+	require.ErrorContains(t, w.Write(backup.KeyValue{Key: []byte("/big"), Value: value, CreateRevision: 2, ModRevision: 2, Version: 1}), "more than")
+	require.Error(t, w.Close())
+
+	archive := keysZip(t, backup.KeyValue{Key: []byte("/big"), Value: value[:backup.MaxKeysJSONLine], CreateRevision: 2, ModRevision: 2, Version: 1})
+	r, err := backup.NewKeysZipReader(bytes.NewReader(archive), int64(len(archive)), 0)
+	require.NoError(t, err)
+	defer r.Close()
+	kv, err := r.Next()
+	require.NoError(t, err)
+	require.Len(t, kv.Value, backup.MaxKeysJSONLine)
+}

@@ -64,19 +64,23 @@ func NewKeysZipWriter(w io.Writer, h KeysJSONHeader) (*KeysZipWriter, error) {
 	return z, nil
 }
 
-// Write writes the file of one key and records it in the index.
+// Write writes the file of one key and records it in the index. A value
+// of more than MaxKeysJSONLine bytes fails it, as KeysZipReader would
+// refuse the archive.
 func (z *KeysZipWriter) Write(kv KeyValue) error {
 	if z.err != nil {
 		return z.err
+	}
+	if len(kv.Value) > MaxKeysJSONLine {
+		// KeysZipReader refuses it: an archive holding it could never
+		// be imported.
+		return z.fail(fmt.Errorf("keys zip: key %q: a value of %d bytes, more than %d", kv.Key, len(kv.Value), MaxKeysJSONLine))
 	}
 	i := z.kw.Keys()
 	meta := kv
 	meta.Value = nil
 	if err := z.kw.Write(meta); err != nil {
 		return z.fail(err)
-	}
-	if uint64(len(kv.Value)) >= math.MaxUint32 {
-		return z.fail(fmt.Errorf("keys zip: a value of %d bytes", len(kv.Value)))
 	}
 	z.name = appendEntryName(z.name[:0], i, kv.Key)
 	// Stored, not deflated: the pipeline compresses the whole stream.
