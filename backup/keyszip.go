@@ -51,6 +51,7 @@ type KeysZipError struct {
 	// archive as a whole.
 	Entry  string
 	Reason string
+	err    error // the index's KeysJSONError, if that is the cause
 }
 
 // Error describes the problem.
@@ -61,8 +62,14 @@ func (e *KeysZipError) Error() string {
 	return fmt.Sprintf("%s: %q: %s", ErrKeysZip, e.Entry, e.Reason)
 }
 
-// Unwrap returns ErrKeysZip and ErrKeysJSON.
-func (e *KeysZipError) Unwrap() []error { return []error{ErrKeysZip, ErrKeysJSON} }
+// Unwrap returns ErrKeysZip and ErrKeysJSON, and for a broken line of the
+// index its KeysJSONError.
+func (e *KeysZipError) Unwrap() []error {
+	if e.err != nil {
+		return []error{ErrKeysZip, ErrKeysJSON, e.err}
+	}
+	return []error{ErrKeysZip, ErrKeysJSON}
+}
 
 // maxEntryName is how much of an escaped key a file name keeps.
 const maxEntryName = 120

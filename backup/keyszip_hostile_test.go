@@ -3,8 +3,10 @@ package backup_test
 import (
 	"archive/zip"
 	"bytes"
+	"compress/flate"
 	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"io"
 	"testing"
 
@@ -273,4 +275,21 @@ func TestKeysZipDataDescriptor(t *testing.T) {
 	require.NoError(t, readKeysZip(rawZip(files, -1, false), 1<<20))
 	files[0].crc++
 	require.ErrorIs(t, readKeysZip(rawZip(files, -1, false), 1<<20), backup.ErrKeysZip)
+}
+
+// A broken index line fails with ErrKeysZip too, its KeysJSONError kept.
+func TestKeysZipBrokenIndexLineIsErrKeysZip(t *testing.T) {
+	var buf bytes.Buffer
+	fw, err := flate.NewWriter(&buf, flate.DefaultCompression)
+	require.NoError(t, err)
+	index := []byte("{\"format\":\"not-keys-json\"}\n")
+	_, err = fw.Write(index)
+	require.NoError(t, err)
+	require.NoError(t, fw.Close())
+	files := twoKeys(t)
+	files[2].data, files[2].csize, files[2].size, files[2].crc = buf.Bytes(), uint64(buf.Len()), uint64(len(index)), crc32.ChecksumIEEE(index)
+	err = readKeysZip(rawZip(files, -1, false), 1<<20)
+	require.ErrorIs(t, err, backup.ErrKeysZip)
+	var line *backup.KeysJSONError
+	require.ErrorAs(t, err, &line)
 }

@@ -153,12 +153,13 @@ func (z *KeysZipReader) Next() (KeyValue, error) {
 
 // indexError returns err, an error reading the index, as one that matches
 // ErrKeysZip: a read of the archive (a corrupt entry, a wrong checksum)
-// fails with the zip's own errors.
+// fails with the zip's own errors, a broken keys-json line with a
+// KeysZipError that wraps its KeysJSONError.
 func indexError(err error) error {
-	if errors.Is(err, ErrKeysJSON) {
+	if errors.Is(err, ErrKeysZip) {
 		return err
 	}
-	return &KeysZipError{Entry: KeysZipIndex, Reason: err.Error()}
+	return &KeysZipError{Entry: KeysZipIndex, Reason: err.Error(), err: err}
 }
 
 // Close releases the decompressors.
