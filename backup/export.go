@@ -210,6 +210,9 @@ func (e *KeysExporter) write(ctx context.Context, w io.Writer, h KeysJSONHeader,
 	if err != nil {
 		return 0, err
 	}
+	if z, ok := kw.(*KeysZipWriter); ok {
+		defer z.Discard() // its temporary files, whether or not it was closed
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var writeErr error

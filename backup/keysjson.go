@@ -235,9 +235,10 @@ func (kw *KeysJSONWriter) Close() error {
 	if kw.err == nil {
 		kw.err = kw.w.Flush()
 	}
-	if kw.err == nil {
-		kw.err = errWriterClosed
+	if kw.err != nil {
+		return kw.err
 	}
+	kw.err = errWriterClosed
 	return nil
 }
 

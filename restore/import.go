@@ -185,7 +185,7 @@ func (im *Importer) Import(ctx context.Context, r io.Reader) (*ImportResult, err
 
 // ImportFile is Import of the object in the file at path: keys-json or a
 // keys zip (see backup.KeysZipWriter), told apart by its first bytes. A
-// keys zip is read in place (archive/zip reads its directory at its end);
+// keys zip is read in place (its directory is at its end);
 // Import spools a stream to a file first, bounded by MaxBytes, and a keys
 // zip decoding to more than MaxBytes is refused too. Either is checked
 // whole, every value read and its CRC checked, before anything is written:

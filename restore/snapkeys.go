@@ -69,6 +69,9 @@ func (r *Restorer) snapshotKeys(ctx context.Context, b Backup, prefixes []string
 	if err != nil {
 		return nil, 0, err
 	}
+	if z, ok := kw.(*backup.KeysZipWriter); ok {
+		defer z.Discard() // its temporary files, whether or not it was closed
+	}
 	if err := writeStoreKeys(ctx, kv, h, kw); err != nil {
 		return nil, kw.Keys(), err
 	}

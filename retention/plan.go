@@ -84,9 +84,10 @@ type PlanOptions struct {
 	Scope func(*backup.Manifest) bool
 
 	// Kind is the kind of backup the policy counts: backup.KindBackup
-	// (snapshots; the zero value means it) or backup.KindKeysJSON (logical
-	// backups). Kinds are never counted together: the other kinds are kept
-	// by the plan, out of its scope.
+	// (snapshots; the zero value means it), backup.KindKeysJSON or
+	// backup.KindKeys (logical backups). Kinds are never counted together,
+	// not even the two logical ones: the other kinds are kept by the plan,
+	// out of its scope.
 	Kind backup.Kind
 
 	// ClockSkew is how far a manifest's creation time may run ahead of now,

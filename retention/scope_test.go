@@ -73,3 +73,28 @@ func TestPlanScopes(t *testing.T) {
 	_, err = retention.MakePlan("c", entries, retention.KeepLast(1), now, retention.PlanOptions{Name: "Bad"})
 	require.ErrorIs(t, err, backup.ErrInvalidName)
 }
+
+// A keys zip job's retention and a keys-json one's of the same name and
+// cluster never count, nor delete, each other's backups or the snapshots.
+func TestPlanCountsLogicalKindsApart(t *testing.T) {
+	snaps := named(history(now.Add(-1*time.Hour), now.Add(-4*time.Hour)), "job", backup.KindBackup)
+	jsons := named(history(now.Add(-2*time.Hour), now.Add(-5*time.Hour)), "job", backup.KindKeysJSON)
+	zips := named(history(now.Add(-3*time.Hour), now.Add(-6*time.Hour), now.Add(-7*time.Hour)), "job", backup.KindKeys)
+	for i := range jsons {
+		jsons[i].ID += "-json"
+	}
+	for i := range zips {
+		zips[i].ID += "-zip"
+	}
+	entries := append(append(append([]backup.Entry{}, snaps...), jsons...), zips...)
+	for _, kind := range []backup.Kind{backup.KindKeys, backup.KindKeysJSON, backup.KindBackup} {
+		p, err := retention.MakePlan("c", entries, retention.KeepLast(1), now, retention.PlanOptions{Name: "job", Kind: kind})
+		require.NoError(t, err)
+		deleted := map[backup.Kind]int{}
+		for _, d := range p.Deletes() {
+			deleted[d.Entry.Kind]++
+		}
+		want := map[backup.Kind]int{backup.KindKeys: 2, backup.KindKeysJSON: 1, backup.KindBackup: 1}[kind]
+		require.Equal(t, map[backup.Kind]int{kind: want}, deleted, "a %s policy", kind)
+	}
+}

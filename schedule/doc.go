@@ -36,8 +36,9 @@
 // destinations through three functions, so a host plugs in its registry.
 //
 // A job takes etcd snapshots by default; a job of Kind backup.KindKeysJSON
-// takes logical backups of the keys under its Prefixes instead, and its
-// retention counts them apart from the snapshots.
+// (or backup.KindKeys, the same keys as a zip) takes logical backups of
+// the keys under its Prefixes instead, and its retention counts them apart
+// from the snapshots and from the other logical kind.
 //
 // A job with Replicate set is a replication job: each run copies the
 // cluster's backups created within Replicate.Window from the destination

@@ -57,10 +57,12 @@ type Job struct {
 
 	// Kind is the kind of backup the job takes: empty or
 	// backup.KindBackup for an etcd snapshot, backup.KindKeysJSON for a
-	// logical backup of the keys under Prefixes (see backup.KeysExporter).
+	// logical backup of the keys under Prefixes (see backup.KeysExporter),
+	// backup.KindKeys for the same as a keys zip (see
+	// backup.KeysZipWriter).
 	Kind backup.Kind
-	// Prefixes are the key prefixes a keys-json job exports; none means
-	// every key. Only for Kind backup.KindKeysJSON.
+	// Prefixes are the key prefixes a logical job exports; none means
+	// every key. Only for the logical kinds (backup.Kind.Logical).
 	Prefixes []string
 
 	// Continuous, when set on a scheduled snapshot job, also backs the
@@ -210,14 +212,14 @@ func (j *Job) validateKind() []error {
 	switch j.backupKind() {
 	case backup.KindBackup:
 		if len(j.Prefixes) > 0 {
-			errs = append(errs, errors.New("prefixes are for keys-json jobs only"))
+			errs = append(errs, errors.New("prefixes are for keys-json and keys jobs only"))
 		}
-	case backup.KindKeysJSON:
+	case backup.KindKeysJSON, backup.KindKeys:
 		if j.Continuous != nil {
-			errs = append(errs, errors.New("a keys-json job cannot be continuous"))
+			errs = append(errs, fmt.Errorf("a %s job cannot be continuous", j.Kind))
 		}
 	default:
-		errs = append(errs, fmt.Errorf("kind %q is not %q or %q", j.Kind, backup.KindBackup, backup.KindKeysJSON))
+		errs = append(errs, fmt.Errorf("kind %q is not %q, %q or %q", j.Kind, backup.KindBackup, backup.KindKeysJSON, backup.KindKeys))
 	}
 	if c := j.Continuous; c != nil {
 		if j.OneShot() {

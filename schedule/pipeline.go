@@ -40,10 +40,10 @@ type PipelineRunner struct {
 	// Required.
 	Store func(ctx context.Context, destination string) (retention.Store, error)
 
-	// Client returns a client of a cluster's etcd, for keys-json jobs and
-	// continuous backups; the runner closes it when the run ends. Nil
-	// means the Snapshotter's own Client method (backup.EtcdSnapshotter
-	// has one).
+	// Client returns a client of a cluster's etcd, for logical (keys-json
+	// and keys) jobs and continuous backups; the runner closes it when the
+	// run ends. Nil means the Snapshotter's own Client method
+	// (backup.EtcdSnapshotter has one).
 	Client func(ctx context.Context, cluster string) (*clientv3.Client, error)
 
 	// Spool, Observer, ProgressInterval and StallTimeout configure each
@@ -97,8 +97,8 @@ func (r *PipelineRunner) Validate() error {
 }
 
 // Backup takes one backup of the job's cluster to all its destinations:
-// an etcd snapshot, or for a keys-json job the keys under its prefixes at
-// one revision. A scheduled job's backup ID ends with the time of the
+// an etcd snapshot, or for a keys-json or keys job the keys under its
+// prefixes at one revision. A scheduled job's backup ID ends with the time of the
 // backup; a one-shot job's is "<cluster>-<name>". It fails if any
 // destination failed (the others keep their backup).
 func (r *PipelineRunner) Backup(ctx context.Context, job Job, _ time.Time) error {
@@ -117,14 +117,17 @@ func (r *PipelineRunner) Backup(ctx context.Context, job Job, _ time.Time) error
 		return fmt.Errorf("snapshotter of cluster %s: %w", job.Cluster, err)
 	}
 	req := backup.Request{Cluster: job.Cluster, Name: job.Name, Scheduled: !job.OneShot(), Targets: targets, Job: job.ID}
-	if job.backupKind() == backup.KindKeysJSON {
+	if kind := job.backupKind(); kind.Logical() {
 		cli, err := r.client(ctx, job.Cluster, snap)
 		if err != nil {
 			return err
 		}
 		defer cli.Close()
-		snap = &backup.KeysExporter{Client: cli, Prefixes: job.Prefixes, Now: r.Now}
 		req.Kind = backup.ManifestKindKeysJSON
+		if kind == backup.KindKeys {
+			req.Kind = backup.ManifestKindKeys
+		}
+		snap = &backup.KeysExporter{Client: cli, Prefixes: job.Prefixes, Kind: req.Kind, Now: r.Now}
 	}
 	_, err = r.pipeline(snap, job).Run(ctx, req)
 	return err

@@ -92,8 +92,9 @@ type backupConfig struct {
 	Keep        int        `yaml:"keep"`
 	// Recipients are age public keys to encrypt the backups to.
 	Recipients []string `yaml:"recipients"`
-	// Type is snapshot (the default) or keys-json: a logical backup of
-	// the keys under Prefixes, kept by its own count.
+	// Type is snapshot (the default), keys-json (a logical backup of the
+	// keys under Prefixes, kept by its own count) or keys (the same as a
+	// zip with one file per key).
 	Type     string   `yaml:"type"`
 	Prefixes []string `yaml:"prefixes"`
 	// PointInTimeWindow, a duration such as 72h, also backs the cluster
@@ -175,8 +176,11 @@ func (bc backupConfig) job(valid destination.BackupConfig) schedule.Job {
 	if valid.Keep > 0 {
 		j.Retention = retention.KeepLast(valid.Keep)
 	}
-	if bc.Type == "keys-json" {
+	switch bc.Type {
+	case "keys-json":
 		j.Kind, j.Prefixes = backup.KindKeysJSON, bc.Prefixes
+	case "keys":
+		j.Kind, j.Prefixes = backup.KindKeys, bc.Prefixes
 	}
 	if w, err := time.ParseDuration(bc.PointInTimeWindow); err == nil {
 		j.Continuous = &schedule.Continuous{Window: w}
@@ -190,9 +194,9 @@ func (bc backupConfig) job(valid destination.BackupConfig) schedule.Job {
 // checkKind reports a type or a point-in-time window the job cannot have.
 func (bc backupConfig) checkKind() error {
 	switch bc.Type {
-	case "", "snapshot", "keys-json":
+	case "", "snapshot", "keys-json", "keys":
 	default:
-		return fmt.Errorf("backup config %s: type %q is not snapshot or keys-json", bc.id(), bc.Type)
+		return fmt.Errorf("backup config %s: type %q is not snapshot, keys-json or keys", bc.id(), bc.Type)
 	}
 	if bc.PointInTimeWindow == "" {
 		if bc.CompactInterval != "" {

@@ -233,9 +233,14 @@ backupConfigs:
   - {name: ns, cluster: prod, endpoints: [10.0.0.2:2379], schedule: '@daily', type: keys-json, prefixes: [/registry/namespaces/]}
   - {name: pitr, cluster: prod, endpoints: [10.0.0.2:2379], schedule: '@daily', pointInTimeWindow: 72h, compactInterval: 1h}
   - {name: bad, cluster: prod, endpoints: [10.0.0.2:2379], schedule: '@hourly', type: tarball, pointInTimeWindow: soon}
+  - {name: zip, cluster: prod, endpoints: [10.0.0.2:2379], schedule: '@daily', type: keys, prefixes: [/registry/secrets/]}
 `))
 	require.NoError(t, err)
-	ns, pitr, bad := kinds.BackupConfigs[0], kinds.BackupConfigs[1], kinds.BackupConfigs[2]
+	ns, pitr, bad, zip := kinds.BackupConfigs[0], kinds.BackupConfigs[1], kinds.BackupConfigs[2], kinds.BackupConfigs[3]
+	job = zip.job(destination.BackupConfig{Name: "zip", Cluster: "prod", Destination: "main", Schedule: "@daily"})
+	require.Equal(t, backup.KindKeys, job.Kind)
+	require.Equal(t, []string{"/registry/secrets/"}, job.Prefixes)
+	require.NoError(t, errors.Join(zip.checkKind(), job.Validate()))
 	job = ns.job(destination.BackupConfig{Name: "ns", Cluster: "prod", Destination: "main", Schedule: "@daily"})
 	require.Equal(t, backup.KindKeysJSON, job.Kind)
 	require.Equal(t, []string{"/registry/namespaces/"}, job.Prefixes)

@@ -79,7 +79,7 @@ func rate(n int64, d time.Duration) float64 {
 }
 
 // logicalModes are the rows of the logical backups' table, in order.
-var logicalModes = []string{exportAgainstMode, "export-keys", "export-keys-mem", "cli-export", "import-keys", "cli-import"}
+var logicalModes = []string{exportAgainstMode, "export-keys", "export-keys-mem", "export-keys-zip-mem", "cli-export", "import-keys", "import-keys-zip", "cli-import"}
 
 // renderLogical writes the logical backups' figures of every size: the
 // snapshot backup (c) they are read against, the exports and the

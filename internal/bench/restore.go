@@ -37,6 +37,7 @@ var restoreModes = append([]mode{
 	{name: "restore-zstd-age", short: "(h) restore zstd+age", label: "(h) etcdbackup `Restorer.Restore` of a zstd + age backup", group: "restore", source: "stream-zstd-age", run: runRestore},
 	{name: "download", short: "download only", label: "(ref) download of (f)'s object to a file only", group: "restore", reference: true, source: "stream", run: runDownload},
 	{name: "import-keys", short: "keys-json import", label: "(ref) etcdbackup `Importer` with its defaults, in the bench binary, of the export-keys-mem object into an empty etcd (a process of its own), under a 32 MiB memory limit", group: "restore", reference: true, source: "export-keys-mem", run: runImportKeys},
+	{name: "import-keys-zip", short: "keys zip import", label: "(ref) the same `Importer` of the export-keys-zip-mem object (a keys zip) into an empty etcd, under the same memory limit", group: "restore", reference: true, source: "export-keys-zip-mem", run: runImportKeys},
 	{name: "cli-import", short: "CLI import", label: "(ref) `etcdbackup import` as shipped (`make release`), a process of its own, at its defaults, of the export-keys-mem object into an empty etcd (a process of its own); wall time includes the process' start", group: "restore", reference: true, source: "export-keys-mem", run: runCLIImport},
 }, remoteRestoreModes()...)
 
@@ -216,7 +217,7 @@ func runImportKeys(ctx context.Context, env modeEnv) (modeResult, error) {
 		return modeResult{}, err
 	}
 	start := time.Now()
-	path := filepath.Join(dir, "keys.jsonl")
+	path := filepath.Join(dir, "keys") // keys-json or a keys zip
 	fetched, err := (&restore.Restorer{}).Fetch(ctx, b, path)
 	if err != nil {
 		return modeResult{}, err
