@@ -34,12 +34,18 @@ func newWorkDir(dir string) (*workDir, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create compaction directory: %w", err)
 	}
-	f, err := os.OpenFile(filepath.Join(path, lockName), os.O_CREATE|os.O_RDWR, 0o600)
+	// The lock file is made and locked under another name, then renamed:
+	// a sweeper that finds lockName finds it locked, never a lock file
+	// made but not yet locked.
+	f, err := os.OpenFile(filepath.Join(path, lockName+".new"), os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
 	if err == nil {
 		var ok bool
 		ok, err = tryLock(f)
 		if err == nil && !ok {
 			err = errors.New("locked by another process")
+		}
+		if err == nil {
+			err = os.Rename(filepath.Join(path, lockName+".new"), filepath.Join(path, lockName))
 		}
 		if err != nil {
 			f.Close()
