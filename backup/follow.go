@@ -118,11 +118,6 @@ const (
 // runs at a time: a follower far behind again while one runs catches up
 // on its chain.
 //
-// A known limit: while the tail cannot store (its destination slow or
-// refusing), the new chain may commit nothing either, as its watch was
-// seen to receive nothing in that state; the head stays protected at the
-// recovery's full backup, and the chain resumes once the tail stores.
-//
 // Run one follower per cluster (a host holds a lock, as the scheduler
 // does for backups): two followers of one cluster would store overlapping
 // segments. Restore tolerates overlaps, since it applies each revision
