@@ -1042,6 +1042,11 @@ func (st *followState) watch(ctx context.Context) error {
 			}
 			if err := st.receive(ctx, wr); err != nil {
 				if errors.Is(err, errRewatch) {
+					// The segment was cut inside wr and its store had to
+					// wait: what wr held past the cut was dropped, so the
+					// responses held meanwhile would follow a gap. The
+					// next watch reads them again, from st.next.
+					st.held, st.heldBytes = nil, 0
 					return nil
 				}
 				return err
