@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -48,18 +49,38 @@ var errSecretNamespace = errors.New("credentials secret outside the controller's
 var errAmbientCredentials = errors.New("an endpoint other than the cloud's own needs credentialsSecretRef: the controller's own credentials are not sent to it")
 
 // foreignEndpoint reports whether loc names an endpoint other than its
-// cloud's own public one: an endpoint is the cloud's own when loc names
-// the same store without it (an Amazon S3 commercial region's, as
-// s3.eu-west-1.amazonaws.com, storage.googleapis.com,
-// blob.core.windows.net, on HTTPS).
+// cloud's own public one, on HTTPS: an Amazon S3 endpoint
+// (s3.amazonaws.com, s3.REGION.amazonaws.com, s3.dualstack.REGION...,
+// s3-REGION...), storage.googleapis.com, or Azure's blob.core.windows.net
+// (with the URL's account or without). The check is by name, not by
+// Location.Overlaps, which answers "may overlap" when it cannot tell.
 func foreignEndpoint(loc destination.Location) bool {
 	if loc.Endpoint == "" {
 		return false
 	}
-	own := loc
-	own.Endpoint, own.Insecure = "", false
-	return !loc.Overlaps(own)
+	if loc.Insecure {
+		return true
+	}
+	host := strings.ToLower(loc.Endpoint)
+	if rest, ok := strings.CutPrefix(host, "https://"); ok {
+		host = rest
+	} else if strings.Contains(host, "://") {
+		return true
+	}
+	host = strings.TrimSuffix(strings.TrimSuffix(host, ":443"), ".")
+	switch loc.Scheme {
+	case destination.SchemeS3:
+		return !awsS3Host.MatchString(host)
+	case destination.SchemeGCS:
+		return host != "storage.googleapis.com"
+	case destination.SchemeAzure:
+		return host != "blob.core.windows.net" && (loc.Account == "" || host != strings.ToLower(loc.Account)+".blob.core.windows.net")
+	}
+	return true
 }
+
+// awsS3Host matches Amazon S3's own endpoints.
+var awsS3Host = regexp.MustCompile(`^s3([.-]dualstack)?([.-][a-z0-9-]+)?\.amazonaws\.com$`)
 
 // secretResolver reads a destination's keys from the Secret
 // "namespace/name" through the Secrets cache, in its namespace only.

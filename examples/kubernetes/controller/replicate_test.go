@@ -34,7 +34,7 @@ func TestConfigReplicatesToASecondDestination(t *testing.T) {
 	endpoint := data.Clients[0].Addr().String()
 	want := fillEtcd(t, "http://"+endpoint, 50)
 	restoreDir := t.TempDir()
-	startManager(t, cfg, manager.Options{}, controller.Options{RestoreDir: restoreDir})
+	startManager(t, cfg, manager.Options{}, controller.Options{RestoreDir: restoreDir, Registerer: prometheus.NewRegistry()})
 	ctx := t.Context()
 
 	bc := config("replicated", "prod", "primary", "@every 1s", 3)
