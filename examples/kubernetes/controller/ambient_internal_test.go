@@ -38,4 +38,17 @@ func TestAmbientCredentialsEndpoints(t *testing.T) {
 			t.Errorf("%s: refused %t (%v), want %t", url, got, err, refused)
 		}
 	}
+	// The account is the first label of the service's host
+	// (https://ACCOUNT.blob.core.windows.net): one that ends the host
+	// early names another server, with or without an endpoint.
+	for _, url := range []string{
+		"azblob://backups?account=evil.example%2F",
+		"azblob://backups?account=evil.example%23&endpoint=blob.core.windows.net",
+		"azblob://backups?account=me%40evil.example%3F",
+	} {
+		o := &v1alpha1.BackupDestination{ObjectMeta: metav1.ObjectMeta{Name: "d"}, Spec: v1alpha1.BackupDestinationSpec{URL: url}}
+		if _, err := d.spec(t.Context(), o); err == nil {
+			t.Errorf("%s: accepted without a credentials Secret", url)
+		}
+	}
 }
