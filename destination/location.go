@@ -48,9 +48,10 @@ type Location struct {
 	// Region is the S3 bucket's region; empty lets the client ask the
 	// store.
 	Region string
-	// Account is the Azure storage account; empty means the one of the
-	// credentials (their access key) or of the environment
-	// (AZURE_STORAGE_ACCOUNT, AZURE_STORAGE_CONNECTION_STRING).
+	// Account is the Azure storage account, letters and digits (at most
+	// 24); empty means the one of the credentials (their access key) or
+	// of the environment (AZURE_STORAGE_ACCOUNT,
+	// AZURE_STORAGE_CONNECTION_STRING).
 	Account string
 	// Insecure talks plain HTTP to the endpoint (a local MinIO, Azurite).
 	Insecure bool
@@ -444,6 +445,15 @@ func (l Location) Validate() error {
 	case SchemeAzure:
 		if err := checkBucketName(l.Bucket, 3, 63, "abcdefghijklmnopqrstuvwxyz0123456789-"); err != nil {
 			add("container: %v", err)
+		}
+		// The account is the first label of the service's host
+		// (https://ACCOUNT.DOMAIN): a dot, a slash, '#', '?' or '@' in it
+		// would send the requests, and the credentials with them, to
+		// another host.
+		if l.Account != "" {
+			if err := checkBucketName(l.Account, 1, 24, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"); err != nil {
+				add("account: %v (Azure storage account names are letters and digits, at most 24)", err)
+			}
 		}
 		if l.Endpoint != "" {
 			if _, _, err := parseEndpoint(l.Endpoint); err != nil {

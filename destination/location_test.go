@@ -92,6 +92,16 @@ func TestParseURLRefuses(t *testing.T) {
 		{"mem uppercase", "mem://Scratch", "name"},
 		{"too long", "s3://bk1/" + strings.Repeat("a", destination.MaxURLLen), "longer than"},
 		{"control character", "s3://bk1/\x01", "not a URL"},
+		// The account is the first label of the service's host
+		// (https://ACCOUNT.DOMAIN): a URL's delimiter in it would send the
+		// requests, and their credentials, to another host.
+		{"account with slash", "azblob://ct1?account=evil.example%2F", "account"},
+		{"account with fragment", "azblob://ct1?account=evil.example%23", "account"},
+		{"account with query", "azblob://ct1?account=evil.example%3F", "account"},
+		{"account with user info", "azblob://ct1?account=me%40evil.example%2F", "account"},
+		{"account with dot", "azblob://ct1?account=evil.example", "account"},
+		{"account with port", "azblob://ct1?account=evil%3A443", "account"},
+		{"account too long", "azblob://ct1?account=" + strings.Repeat("a", 25), "account"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

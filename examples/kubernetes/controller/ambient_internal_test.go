@@ -31,11 +31,42 @@ func TestAmbientCredentialsEndpoints(t *testing.T) {
 		"s3://backups?endpoint=s3.eu-west-1.amazonaws.com.evil.example":  true,
 		"gs://backups?endpoint=gcs.example.com":                          true,
 		"azblob://backups?account=acct&endpoint=blob.evil.example":       true,
+		// The other partitions' and FIPS endpoints are Amazon's own too,
+		// and Azure's government and China clouds and private link
+		// domains Microsoft's.
+		"s3://backups?endpoint=s3-fips.us-east-1.amazonaws.com":                    false,
+		"s3://backups?endpoint=s3-fips.dualstack.us-gov-west-1.amazonaws.com":      false,
+		"s3://backups?endpoint=s3.cn-north-1.amazonaws.com.cn":                     false,
+		"s3://backups?endpoint=s3.dualstack.cn-northwest-1.amazonaws.com.cn":       false,
+		"s3://backups?endpoint=S3.US-GOV-WEST-1.AMAZONAWS.COM.":                    false,
+		"s3://backups?endpoint=s3.cn-north-1.amazonaws.com.cn.evil.example":        true,
+		"s3://backups?endpoint=s3-fips.us-east-1.amazonaws.com.evil":               true,
+		"s3://backups?endpoint=s3.amazonaws.com:8443":                              true,
+		"s3://backups?endpoint=[::1]:443":                                          true,
+		"azblob://backups?account=acct&endpoint=blob.core.usgovcloudapi.net":       false,
+		"azblob://backups?account=acct&endpoint=blob.core.chinacloudapi.cn":        false,
+		"azblob://backups?account=acct&endpoint=privatelink.blob.core.windows.net": false,
+		"azblob://backups?account=acct&endpoint=blob.core.windows.net.evil":        true,
+		"azblob://backups?account=acct&endpoint=evilblob.core.windows.net":         true,
+		"azblob://backups?account=acct&endpoint=blob.core.windows.net:8443":        true,
 	} {
 		o := &v1alpha1.BackupDestination{ObjectMeta: metav1.ObjectMeta{Name: "d"}, Spec: v1alpha1.BackupDestinationSpec{URL: url}}
 		_, err := d.spec(t.Context(), o)
 		if got := errors.Is(err, errAmbientCredentials); got != refused {
 			t.Errorf("%s: refused %t (%v), want %t", url, got, err, refused)
+		}
+	}
+	// The account is the first label of the service's host
+	// (https://ACCOUNT.blob.core.windows.net): one that ends the host
+	// early names another server, with or without an endpoint.
+	for _, url := range []string{
+		"azblob://backups?account=evil.example%2F",
+		"azblob://backups?account=evil.example%23&endpoint=blob.core.windows.net",
+		"azblob://backups?account=me%40evil.example%3F",
+	} {
+		o := &v1alpha1.BackupDestination{ObjectMeta: metav1.ObjectMeta{Name: "d"}, Spec: v1alpha1.BackupDestinationSpec{URL: url}}
+		if _, err := d.spec(t.Context(), o); err == nil {
+			t.Errorf("%s: accepted without a credentials Secret", url)
 		}
 	}
 }

@@ -51,9 +51,12 @@ var errAmbientCredentials = errors.New("an endpoint other than the cloud's own n
 // foreignEndpoint reports whether loc names an endpoint other than its
 // cloud's own public one, on HTTPS: an Amazon S3 endpoint
 // (s3.amazonaws.com, s3.REGION.amazonaws.com, s3.dualstack.REGION...,
-// s3-REGION...), storage.googleapis.com, or Azure's blob.core.windows.net
-// (with the URL's account or without). The check is by name, not by
-// Location.Overlaps, which answers "may overlap" when it cannot tell.
+// s3-REGION..., s3-fips..., and the same under amazonaws.com.cn),
+// storage.googleapis.com, or an Azure blob domain (blob.core.windows.net,
+// the government and China clouds', or one under them, as privatelink.):
+// the client's host is ACCOUNT.DOMAIN, Microsoft's whatever the account.
+// The check is by name, not by Location.Overlaps, which answers "may
+// overlap" when it cannot tell.
 func foreignEndpoint(loc destination.Location) bool {
 	if loc.Endpoint == "" {
 		return false
@@ -74,13 +77,22 @@ func foreignEndpoint(loc destination.Location) bool {
 	case destination.SchemeGCS:
 		return host != "storage.googleapis.com"
 	case destination.SchemeAzure:
-		return host != "blob.core.windows.net" && (loc.Account == "" || host != strings.ToLower(loc.Account)+".blob.core.windows.net")
+		for _, domain := range azureBlobDomains {
+			if host == domain || strings.HasSuffix(host, "."+domain) {
+				return false
+			}
+		}
 	}
 	return true
 }
 
-// awsS3Host matches Amazon S3's own endpoints.
-var awsS3Host = regexp.MustCompile(`^s3([.-]dualstack)?([.-][a-z0-9-]+)?\.amazonaws\.com$`)
+// awsS3Host matches Amazon S3's own endpoints, in the commercial and
+// GovCloud regions (amazonaws.com) and in China (amazonaws.com.cn).
+var awsS3Host = regexp.MustCompile(`^s3(-fips)?([.-]dualstack)?([.-][a-z0-9-]+)?\.amazonaws\.com(\.cn)?$`)
+
+// azureBlobDomains are the blob storage domains of Azure's public,
+// government and China clouds.
+var azureBlobDomains = []string{"blob.core.windows.net", "blob.core.usgovcloudapi.net", "blob.core.chinacloudapi.cn"}
 
 // secretResolver reads a destination's keys from the Secret
 // "namespace/name" through the Secrets cache, in its namespace only.
