@@ -173,21 +173,30 @@ fuzz:
 # bench: measure backups of a Kubernetes-like etcd (256 MiB, 1 GiB, 2 GiB)
 # to MinIO: the two-step approach of cron-job tools against etcdbackup's
 # streaming, zstd, age and spool modes, the CLI as shipped (built as make
-# release builds it, into a temporary directory), and restores of a backup
-# against download-then-`etcdutl snapshot restore`; the same jobs (the
-# CLI at its defaults and with --memory=0, restores) against MinIO as a
-# remote store, over TLS at no added, 50 ms and 100 ms RTT, each against
+# release builds it, into a temporary directory), logical exports and
+# imports, and restores of a backup against download-then-`etcdutl
+# snapshot restore`; on the 1 GiB etcd only (-remote-sizes), the same jobs
+# (the CLI at its defaults and with --memory=0, restores) against MinIO as
+# a remote store, over TLS at no added, 50 ms and 100 ms RTT, each against
 # two-step through the same store (internal/bench/store.go); copies of a
 # backup between two MinIO servers (`etcdbackup copy` against a minio-go
-# Get→Put, what `mc cp` does); then continuous
-# backup (pitr) and a point restore after many writes (pitr-restore).
+# Get→Put, what `mc cp` does); then continuous backup (pitr) and a point
+# restore after many writes (pitr-restore).
 # Every step saves its figures in bench-out/results.json and renders the
 # whole of BENCHMARKS.md with BENCHMARKS.png from it: nothing in the report
 # is typed in. Filled etcds are cached in bench-out/etcd (git-ignored).
-# About one and a half to two hours on 2 cores before the remote-store modes,
-# which add their own rounds (more when the machine is
-# busy: rounds are added until 5 are quiet, up to -max-runs). BENCH_FLAGS, PITR_FLAGS and
-# PITR_RESTORE_FLAGS pass flags, e.g. BENCH_FLAGS='-sizes 256MiB,1GiB'.
+# Time on a quiet 2-core machine, at 5 rounds a group (restores 10,
+# references 3): fills about 2 min once; 256 MiB about 10 min; 1 GiB about
+# 45 min (20 of them the remote stores); 2 GiB about 40 min; pitr about
+# 4 min; pitr-restore about 10 min: about 1 h 50 min in all. Rounds are
+# added, up to -max-runs 8, while a compared mode has fewer than 5 quiet
+# ones, which on a busy machine can add up to an hour.
+# Interrupted, `make bench` again on the same clean commit with the same
+# flags continues: the groups done are kept, the others run whole, and the
+# report says when each ran (BENCH_RESUME= starts over).
+# BENCH_FLAGS, PITR_FLAGS and PITR_RESTORE_FLAGS pass flags, e.g.
+# BENCH_FLAGS='-sizes 256MiB,1GiB'.
+BENCH_RESUME ?= -resume
 .PHONY: bench
 bench: $(TOOLS)/minio
 	go build -o bench-out/etcdbackup-bench ./internal/bench
@@ -195,9 +204,9 @@ bench: $(TOOLS)/minio
 	@cli=$$(mktemp -d) && trap 'rm -rf "$$cli"' EXIT && \
 	echo "$(RELEASE_BUILD) -o $$cli/etcdbackup ./examples/etcdbackup" && \
 	$(RELEASE_BUILD) -o "$$cli/etcdbackup" ./examples/etcdbackup && \
-	bench-out/etcdbackup-bench -cli "$$cli/etcdbackup" $(BENCH_FLAGS)
-	bench-out/etcdbackup-bench pitr $(PITR_FLAGS)
-	bench-out/etcdbackup-bench pitr-restore $(PITR_RESTORE_FLAGS)
+	bench-out/etcdbackup-bench -cli "$$cli/etcdbackup" $(BENCH_RESUME) $(BENCH_FLAGS)
+	bench-out/etcdbackup-bench pitr $(BENCH_RESUME) $(PITR_FLAGS)
+	bench-out/etcdbackup-bench pitr-restore $(BENCH_RESUME) $(PITR_RESTORE_FLAGS)
 
 # bench-pitr: continuous backup at 1,000 writes/s of 1 KiB for 60 s after
 # the follower's own full backup of the 1 GiB etcd: commit lag p50/p99,
