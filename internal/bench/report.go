@@ -58,7 +58,7 @@ func renderReport(r *results, chart string) (string, error) {
 	lo, hi, others := loadRange(r)
 	w("| load | one-minute load average %.2f to %.2f at the start of the runs; other processes used a median %.2f cores during a run (the machine is shared) |\n", lo, hi, others)
 	w("| commit | %s |\n", commitText(r.Commit))
-	w("| date | %s, %s in all |\n\n", r.Started.Format("2006-01-02"), r.Finished.Sub(r.Started).Round(time.Second))
+	w("| date | %s |\n\n", dateText(r))
 	w("%s", renderGroups(r))
 
 	for _, sz := range r.Sizes {

@@ -24,6 +24,8 @@ type results struct {
 	Flags  []string `json:",omitempty"`
 	// Groups are the groups of modes run to their end (see groupRun).
 	Groups []groupRun `json:",omitempty"`
+	// Resumed are the times the run was continued (-resume).
+	Resumed []time.Time `json:",omitempty"`
 	// RefRuns bounds the rounds reference modes ran in (-ref-runs).
 	RefRuns int `json:",omitempty"`
 	Sizes   []sizeInfo

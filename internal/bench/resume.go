@@ -132,7 +132,7 @@ func (b *bench) startResults(cfg *config) {
 		r, why := resumable(path, commit, clean, flags)
 		if r != nil {
 			n := r.dropUnfinished()
-			r.Finished = time.Time{}
+			r.Finished, r.Resumed = time.Time{}, append(r.Resumed, time.Now().UTC())
 			b.res = r
 			progress("resuming the run of commit %.12s started %s: %d groups done, %d samples of unfinished groups dropped", commit, r.Started.Format(time.RFC3339), len(r.Groups), n)
 			return
@@ -198,4 +198,18 @@ func (b *bench) groupsOn(size int64) [][]mode {
 	return slices.DeleteFunc(groupModes(b.cfg.modes), func(g []mode) bool {
 		return g[0].store != "" && !slices.Contains(b.cfg.remoteSizes, size)
 	})
+}
+
+// dateText writes when the run started and took, and when it was
+// resumed: the time from start to end then includes the pauses.
+func dateText(r *results) string {
+	if len(r.Resumed) == 0 {
+		return fmt.Sprintf("%s, %s in all", r.Started.Format("2006-01-02"), r.Finished.Sub(r.Started).Round(time.Second))
+	}
+	var at []string
+	for _, t := range r.Resumed {
+		at = append(at, t.Format("2006-01-02 15:04"))
+	}
+	return fmt.Sprintf("started %s, resumed %s, finished %s (when each group ran is below)",
+		r.Started.Format("2006-01-02 15:04"), strings.Join(at, ", "), r.Finished.Format("2006-01-02 15:04 MST"))
 }

@@ -83,6 +83,14 @@ func TestRenderGroups(t *testing.T) {
 			t.Errorf("groups table lacks %q:\n%s", w, got)
 		}
 	}
+	r.Started, r.Finished = at, at.Add(3*time.Hour)
+	if got := dateText(r); got != "2026-11-27, 3h0m0s in all" {
+		t.Errorf("date %q", got)
+	}
+	r.Resumed = []time.Time{at.Add(2 * time.Hour)}
+	if got := dateText(r); !strings.Contains(got, "resumed 2026-11-27 08:00") || strings.Contains(got, "in all") {
+		t.Errorf("date of a resumed run %q", got)
+	}
 	if renderGroups(&results{}) != "" {
 		t.Error("a table without groups")
 	}

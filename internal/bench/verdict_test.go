@@ -149,4 +149,11 @@ func TestNeedsQuietRounds(t *testing.T) {
 	if b.needsQuietRounds("s", g) {
 		t.Error("5 quiet rounds are not enough")
 	}
+	// A group no verdict rests on gets no added rounds.
+	remote := []mode{{name: "base-r", group: "backup-tls"}, {name: "m-r", group: "backup-tls"}}
+	b.res.Modes = append(b.res.Modes, modeInfo{Name: "base-r", Group: "backup-tls"}, modeInfo{Name: "m-r", Group: "backup-tls"})
+	b.res.Samples = append(b.res.Samples, sample{Size: "s", Mode: "base-r", Run: 1, Seq: 1, Wall: 1, OtherCores: 1}, sample{Size: "s", Mode: "m-r", Run: 1, Seq: 2, Wall: 1, OtherCores: 1})
+	if b.needsQuietRounds("s", remote) {
+		t.Error("rounds are added to a group no verdict rests on")
+	}
 }
