@@ -185,12 +185,17 @@ fuzz:
 # Every step saves its figures in bench-out/results.json and renders the
 # whole of BENCHMARKS.md with BENCHMARKS.png from it: nothing in the report
 # is typed in. Filled etcds are cached in bench-out/etcd (git-ignored).
-# Time on a quiet 2-core machine, at 5 rounds a group (restores 10,
-# references 3): fills about 2 min once; 256 MiB about 10 min; 1 GiB about
-# 45 min (20 of them the remote stores); 2 GiB about 40 min; pitr about
-# 4 min; pitr-restore about 10 min: about 1 h 50 min in all. Rounds are
-# added, up to -max-runs 8, while a compared mode has fewer than 5 quiet
-# ones, which on a busy machine can add up to an hour.
+# Time on a quiet 2-core machine (estimated from the code, the last
+# full run's wall times and small runs), with the defaults: loopback
+# groups 5 rounds (restores 10), references (ref) 3, remote stores on
+# 1 GiB only: builds 2 min; fills 2 min (once, then cached); 256 MiB
+# 10 min; 1 GiB 45 min (backups 12, restores 12, remote stores 20, copy
+# 1); 2 GiB 45 min (backups 21, restores 21, copy 2); pitr 4 min;
+# pitr-restore 10-15 min: about 2 hours in all. While a compared mode of a
+# judged group (loopback backups and restores) has fewer than 5 quiet
+# rounds, rounds are added up to -max-runs 7 (restores 14), which on a
+# busy machine adds up to about 15 minutes; a mode still short of 5 quiet
+# rounds gets "unclear".
 # Interrupted, `make bench` again on the same clean commit with the same
 # flags continues: the groups done are kept, the others run whole, and the
 # report says when each ran (BENCH_RESUME= starts over).

@@ -125,7 +125,7 @@ func parseConfig(args []string) (*config, error) {
 	sizes := fs.String("sizes", "256MiB,1GiB,2GiB", "etcd database sizes to measure, comma-separated")
 	runs := fs.Int("runs", 5, "rounds of each mode per size up to 1 GiB; the report shows medians")
 	runsLarge := fs.Int("runs-large", 5, "rounds of each mode per size above 1 GiB")
-	maxRuns := fs.Int("max-runs", 8, "rounds at most, when a compared mode has fewer than 5 quiet rounds after -runs (-runs-large)")
+	maxRuns := fs.Int("max-runs", 7, "rounds at most, when a compared mode has fewer than 5 quiet rounds after -runs (-runs-large)")
 	restoreRuns := fs.Int("restore-runs", 2, "the local restore group runs this many times as many rounds as the backup groups")
 	refRuns := fs.Int("ref-runs", 3, "reference modes (ref) run in this many rounds of their group at most")
 	remoteSizes := fs.String("remote-sizes", "1GiB", "sizes the remote-store groups (TLS, added RTT) run on, comma-separated, among -sizes")

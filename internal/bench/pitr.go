@@ -53,7 +53,7 @@ func runPITR(args []string) error {
 		return err
 	}
 	command := pitrCommand("pitr", withoutFlag(args, "resume"))
-	if *resume && sectionCurrent(filepath.Join(*work, "results.json"), command, func(r *results) *pitrReport { return r.Continuous }) {
+	if *resume && stepDone(filepath.Join(*work, "results.json"), command, func(r *results) (time.Time, string, string) { return r.Continuous.step() }) {
 		progress("pitr: done in the saved results of this commit")
 		return nil
 	}

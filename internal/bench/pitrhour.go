@@ -40,7 +40,7 @@ func runPITRRestore(args []string) error {
 		return err
 	}
 	command := pitrCommand("pitr-restore", withoutFlag(args, "resume"))
-	if *resume && sectionCurrent(filepath.Join(*work, "results.json"), command, func(r *results) *pitrReport { return r.PointRestore }) {
+	if *resume && stepDone(filepath.Join(*work, "results.json"), command, func(r *results) (time.Time, string, string) { return r.PointRestore.step() }) {
 		progress("pitr-restore: done in the saved results of this commit")
 		return nil
 	}

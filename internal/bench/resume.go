@@ -83,17 +83,29 @@ func (r *results) dropUnfinished() int {
 	return n - len(r.Samples)
 }
 
-// sectionCurrent reports whether the results at path hold a section
-// (Continuous or PointRestore, chosen by get) of the same run, commit and
-// command, so that a resumed `make bench` need not measure it again.
-func sectionCurrent(path, command string, get func(*results) *pitrReport) bool {
+// stepDone reports whether the results at path hold the section of a
+// subcommand's step (found by get: when it started, its command and
+// commit; zero when absent) of the same run, commit and command, so that a
+// resumed `make bench` need not measure it again. A subcommand that adds a
+// section of its own to the report takes -resume and asks this first.
+func stepDone(path, command string, get func(*results) (started time.Time, cmd, commit string)) bool {
 	commit, clean := sourceCommit()
 	r, err := loadResults(path)
-	if err != nil || !clean || commit == "" || r.Commit != commit {
-		return false
+	return err == nil && clean && stepIn(r, commit, command, get)
+}
+
+// stepIn is stepDone on loaded results, at commit of a clean checkout.
+func stepIn(r *results, commit, command string, get func(*results) (time.Time, string, string)) bool {
+	started, cmd, c := get(r)
+	return commit != "" && r.Commit == commit && !started.IsZero() && c == commit && cmd == command && !started.Before(r.Started)
+}
+
+// step returns what stepDone needs of p, zero for nil.
+func (p *pitrReport) step() (time.Time, string, string) {
+	if p == nil {
+		return time.Time{}, "", ""
 	}
-	p := get(r)
-	return p != nil && p.Commit == commit && p.Command == command && !p.Started.Before(r.Started)
+	return p.Started, p.Command, p.Commit
 }
 
 // withoutFlag returns args without the boolean flag name (-name, --name,

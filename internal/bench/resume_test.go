@@ -105,3 +105,34 @@ func TestWithoutFlag(t *testing.T) {
 		t.Errorf("bench flags %q", b)
 	}
 }
+
+// TestStepIn skips a subcommand's step only when the saved results hold
+// it from the same run, commit and command.
+func TestStepIn(t *testing.T) {
+	at := time.Date(2026, 11, 27, 6, 0, 0, 0, time.UTC)
+	r := &results{Commit: "abc", Started: at, Continuous: &pitrReport{Started: at.Add(time.Hour), Command: "make bench", Commit: "abc"}}
+	get := func(r *results) (time.Time, string, string) { return r.Continuous.step() }
+	if !stepIn(r, "abc", "make bench", get) {
+		t.Error("the same run's step is measured again")
+	}
+	for name, tc := range map[string]struct {
+		commit, command string
+		mod             func(*results)
+	}{
+		"another commit":  {"def", "make bench", nil},
+		"another command": {"abc", "make bench PITR_FLAGS='-full 0'", nil},
+		"absent":          {"abc", "make bench", func(r *results) { r.Continuous = nil }},
+		"an earlier run":  {"abc", "make bench", func(r *results) { r.Continuous.Started = at.Add(-time.Hour) }},
+		"a dirty step":    {"abc", "make bench", func(r *results) { r.Continuous.Commit = "" }},
+	} {
+		c := *r
+		p := *r.Continuous
+		c.Continuous = &p
+		if tc.mod != nil {
+			tc.mod(&c)
+		}
+		if stepIn(&c, tc.commit, tc.command, get) {
+			t.Errorf("%s: skipped", name)
+		}
+	}
+}
