@@ -31,6 +31,17 @@
 // bench's etcd server, generator or report (see leanBinary). The etcd is filled with Kubernetes-like data
 // (see gen.go) to each size; filled data directories are kept under
 // bench-out/etcd and reused by later runs.
+//
+// A new mode that runs as rounds on each etcd size joins modes (modes.go)
+// with a group: its rows are rendered with its group's table, and a group
+// of its own needs its table in renderReport. A new step with a section
+// of its own (as pitr) is a subcommand here that fills a field of results
+// through saveSection, recording its Started, Command and Commit
+// (cleanCommit), takes -resume and returns early when stepDone says the
+// saved results hold it; renderReport renders the field, saying "not
+// measured by this run" when it is nil; the Makefile's bench target runs
+// it with $(BENCH_RESUME); notes_test.go's fixture holds a section of it;
+// notes.md quotes its figures only through notesFuncs.
 package main
 
 import (
