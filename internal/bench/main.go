@@ -391,10 +391,7 @@ func (b *bench) runRounds(ctx context.Context, etcd *etcdServer, g []mode, label
 		if run > rounds && !b.needsQuietRounds(label, g) {
 			break
 		}
-		for i, m := range roundOrder(g, run) {
-			if m.reference && run > b.cfg.refRuns {
-				continue
-			}
+		for i, m := range roundModes(g, run, b.cfg.refRuns) {
 			s, err := b.runMode(ctx, etcd, m, label, run, sources[m.source])
 			if err != nil {
 				return 0, err
@@ -431,6 +428,17 @@ func (b *bench) needsQuietRounds(size string, g []mode) bool {
 		}
 	}
 	return false
+}
+
+// roundModes returns the modes of round run of group g in their order
+// (roundOrder), without the references after round refRuns. The
+// references come last, so the others keep their places.
+func roundModes(g []mode, run, refRuns int) []mode {
+	out := roundOrder(g, run)
+	if run > refRuns {
+		out = slices.DeleteFunc(out, func(m mode) bool { return m.reference })
+	}
+	return out
 }
 
 // roundOrder returns the order of round run of group g: every mode

@@ -157,3 +157,26 @@ func TestNeedsQuietRounds(t *testing.T) {
 		t.Error("rounds are added to a group no verdict rests on")
 	}
 }
+
+// TestRoundModes drops the references after -ref-runs rounds and keeps
+// the other modes' places, so that pairs stay adjacent.
+func TestRoundModes(t *testing.T) {
+	g := []mode{{name: "ref1", reference: true}, {name: "base"}, {name: "m1"}, {name: "m2"}, {name: "ref2", reference: true}}
+	names := func(ms []mode) []string {
+		var out []string
+		for _, m := range ms {
+			out = append(out, m.name)
+		}
+		return out
+	}
+	if got := roundModes(g, 3, 3); !slices.Equal(names(got), names(roundOrder(g, 3))) {
+		t.Errorf("round 3 of 3: %v, want every mode %v", names(got), names(roundOrder(g, 3)))
+	}
+	got, all := roundModes(g, 4, 3), roundOrder(g, 4)
+	if slices.ContainsFunc(got, func(m mode) bool { return m.reference }) {
+		t.Errorf("round 4 of 3 runs references: %v", names(got))
+	}
+	if !slices.Equal(names(got), names(all[:len(got)])) {
+		t.Errorf("round 4: %v is not the start of %v", names(got), names(all))
+	}
+}
