@@ -173,21 +173,35 @@ fuzz:
 # bench: measure backups of a Kubernetes-like etcd (256 MiB, 1 GiB, 2 GiB)
 # to MinIO: the two-step approach of cron-job tools against etcdbackup's
 # streaming, zstd, age and spool modes, the CLI as shipped (built as make
-# release builds it, into a temporary directory), and restores of a backup
-# against download-then-`etcdutl snapshot restore`; the same jobs (the
-# CLI at its defaults and with --memory=0, restores) against MinIO as a
-# remote store, over TLS at no added, 50 ms and 100 ms RTT, each against
+# release builds it, into a temporary directory), logical exports and
+# imports, and restores of a backup against download-then-`etcdutl
+# snapshot restore`; on the 1 GiB etcd only (-remote-sizes), the same jobs
+# (the CLI at its defaults and with --memory=0, restores) against MinIO as
+# a remote store, over TLS at no added, 50 ms and 100 ms RTT, each against
 # two-step through the same store (internal/bench/store.go); copies of a
 # backup between two MinIO servers (`etcdbackup copy` against a minio-go
-# Get→Put, what `mc cp` does); then continuous
-# backup (pitr) and a point restore after many writes (pitr-restore).
+# Get→Put, what `mc cp` does); then continuous backup (pitr) and a point
+# restore after many writes (pitr-restore).
 # Every step saves its figures in bench-out/results.json and renders the
 # whole of BENCHMARKS.md with BENCHMARKS.png from it: nothing in the report
 # is typed in. Filled etcds are cached in bench-out/etcd (git-ignored).
-# About one and a half to two hours on 2 cores before the remote-store modes,
-# which add their own rounds (more when the machine is
-# busy: rounds are added until 5 are quiet, up to -max-runs). BENCH_FLAGS, PITR_FLAGS and
-# PITR_RESTORE_FLAGS pass flags, e.g. BENCH_FLAGS='-sizes 256MiB,1GiB'.
+# Time on a quiet 2-core machine (estimated from the code, the last
+# full run's wall times and small runs), with the defaults: loopback
+# groups 5 rounds (restores 10), references (ref) 3, remote stores on
+# 1 GiB only: builds 2 min; fills 2 min (once, then cached); 256 MiB
+# 10 min; 1 GiB 45 min (backups 12, restores 12, remote stores 20, copy
+# 1); 2 GiB 45 min (backups 21, restores 21, copy 2); pitr 4 min;
+# pitr-restore 10-15 min: about 2 hours in all. While a compared mode of a
+# judged group (loopback backups and restores) has fewer than 5 quiet
+# rounds, rounds are added up to -max-runs 7 (restores 14), which on a
+# busy machine adds up to about 15 minutes; a mode still short of 5 quiet
+# rounds gets "unclear".
+# Interrupted, `make bench` again on the same clean commit with the same
+# flags continues: the groups done are kept, the others run whole, and the
+# report says when each ran (BENCH_RESUME= starts over).
+# BENCH_FLAGS, PITR_FLAGS and PITR_RESTORE_FLAGS pass flags, e.g.
+# BENCH_FLAGS='-sizes 256MiB,1GiB'.
+BENCH_RESUME ?= -resume
 .PHONY: bench
 bench: $(TOOLS)/minio
 	go build -o bench-out/etcdbackup-bench ./internal/bench
@@ -195,9 +209,9 @@ bench: $(TOOLS)/minio
 	@cli=$$(mktemp -d) && trap 'rm -rf "$$cli"' EXIT && \
 	echo "$(RELEASE_BUILD) -o $$cli/etcdbackup ./examples/etcdbackup" && \
 	$(RELEASE_BUILD) -o "$$cli/etcdbackup" ./examples/etcdbackup && \
-	bench-out/etcdbackup-bench -cli "$$cli/etcdbackup" $(BENCH_FLAGS)
-	bench-out/etcdbackup-bench pitr $(PITR_FLAGS)
-	bench-out/etcdbackup-bench pitr-restore $(PITR_RESTORE_FLAGS)
+	bench-out/etcdbackup-bench -cli "$$cli/etcdbackup" $(BENCH_RESUME) $(BENCH_FLAGS)
+	bench-out/etcdbackup-bench pitr $(BENCH_RESUME) $(PITR_FLAGS)
+	bench-out/etcdbackup-bench pitr-restore $(BENCH_RESUME) $(PITR_RESTORE_FLAGS)
 
 # bench-pitr: continuous backup at 1,000 writes/s of 1 KiB for 60 s after
 # the follower's own full backup of the 1 GiB etcd: commit lag p50/p99,

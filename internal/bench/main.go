@@ -31,6 +31,17 @@
 // bench's etcd server, generator or report (see leanBinary). The etcd is filled with Kubernetes-like data
 // (see gen.go) to each size; filled data directories are kept under
 // bench-out/etcd and reused by later runs.
+//
+// A new mode that runs as rounds on each etcd size joins modes (modes.go)
+// with a group: its rows are rendered with its group's table, and a group
+// of its own needs its table in renderReport. A new step with a section
+// of its own (as pitr) is a subcommand here that fills a field of results
+// through saveSection, recording its Started, Command and Commit
+// (cleanCommit), takes -resume and returns early when stepDone says the
+// saved results hold it; renderReport renders the field, saying "not
+// measured by this run" when it is nil; the Makefile's bench target runs
+// it with $(BENCH_RESUME); notes_test.go's fixture holds a section of it;
+// notes.md quotes its figures only through notesFuncs.
 package main
 
 import (
@@ -100,6 +111,11 @@ type config struct {
 	// restoreRuns multiplies the runs of restore modes, which are short
 	// and vary more from run to run with the disk.
 	restoreRuns int
+	// refRuns bounds the rounds reference modes run in: they carry no
+	// wall-time verdict, and the logical ones are the longest runs.
+	refRuns int
+	// remoteSizes are the sizes the remote-store groups run on.
+	remoteSizes []int64
 	modes       []mode
 	work        string
 	out         string
@@ -110,6 +126,9 @@ type config struct {
 	// cli is the etcdbackup command of the CLI modes.
 	cli  string
 	args []string
+	// resume continues the saved results of the same commit and flags
+	// (resumable): only the groups they do not record run.
+	resume bool
 }
 
 func parseConfig(args []string) (*config, error) {
@@ -117,8 +136,10 @@ func parseConfig(args []string) (*config, error) {
 	sizes := fs.String("sizes", "256MiB,1GiB,2GiB", "etcd database sizes to measure, comma-separated")
 	runs := fs.Int("runs", 5, "rounds of each mode per size up to 1 GiB; the report shows medians")
 	runsLarge := fs.Int("runs-large", 5, "rounds of each mode per size above 1 GiB")
-	maxRuns := fs.Int("max-runs", 8, "rounds at most, when a compared mode has fewer than 5 quiet rounds after -runs (-runs-large)")
-	restoreRuns := fs.Int("restore-runs", 2, "restore modes run this many times as often as backup modes")
+	maxRuns := fs.Int("max-runs", 7, "rounds at most, when a compared mode has fewer than 5 quiet rounds after -runs (-runs-large)")
+	restoreRuns := fs.Int("restore-runs", 2, "the local restore group runs this many times as many rounds as the backup groups")
+	refRuns := fs.Int("ref-runs", 3, "reference modes (ref) run in this many rounds of their group at most")
+	remoteSizes := fs.String("remote-sizes", "1GiB", "sizes the remote-store groups (TLS, added RTT) run on, comma-separated, among -sizes")
 	modeList := fs.String("modes", "", "modes to run, comma-separated (default: all)")
 	work := fs.String("work", "bench-out", "directory for the fill cache, logs, temporary files and results")
 	out := fs.String("out", "BENCHMARKS.md", "report to write")
@@ -127,10 +148,11 @@ func parseConfig(args []string) (*config, error) {
 	trace := fs.Bool("trace", false, "make every mode log its steps to standard error")
 	profile := fs.String("profile", "", "directory for a CPU profile of every mode run (pprof)")
 	cli := fs.String("cli", "", "the etcdbackup command the CLI modes run, built as make release builds it (make bench builds it into a temporary directory)")
+	resume := fs.Bool("resume", false, "continue the saved results of an unfinished run of the same clean commit and flags: run only the groups they lack")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
-	c := &config{runs: *runs, runsLarge: *runsLarge, maxRuns: *maxRuns, restoreRuns: *restoreRuns, work: *work, out: *out, chart: *chart, seed: *seed, trace: *trace, profile: *profile, cli: *cli, args: args}
+	c := &config{runs: *runs, runsLarge: *runsLarge, maxRuns: *maxRuns, restoreRuns: *restoreRuns, refRuns: *refRuns, work: *work, out: *out, chart: *chart, seed: *seed, trace: *trace, profile: *profile, cli: *cli, args: args, resume: *resume}
 	for s := range strings.SplitSeq(*sizes, ",") {
 		n, err := parseSize(strings.TrimSpace(s))
 		if err != nil {
@@ -139,6 +161,16 @@ func parseConfig(args []string) (*config, error) {
 		c.sizes = append(c.sizes, n)
 	}
 	slices.Sort(c.sizes)
+	for s := range strings.SplitSeq(*remoteSizes, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		n, err := parseSize(s)
+		if err != nil {
+			return nil, fmt.Errorf("-remote-sizes: %w", err)
+		}
+		c.remoteSizes = append(c.remoteSizes, n)
+	}
 	if *modeList == "" {
 		c.modes = modes
 	} else {
@@ -150,8 +182,11 @@ func parseConfig(args []string) (*config, error) {
 			c.modes = append(c.modes, m)
 		}
 	}
-	if c.runs < 1 || c.runsLarge < 1 || c.restoreRuns < 1 {
-		return nil, errors.New("-runs, -runs-large and -restore-runs must be at least 1")
+	if !slices.ContainsFunc(c.sizes, func(n int64) bool { return slices.Contains(c.remoteSizes, n) }) && slices.ContainsFunc(c.modes, func(m mode) bool { return m.store != "" }) {
+		progress("the remote-store groups run on none of -sizes: -remote-sizes is %s", *remoteSizes)
+	}
+	if c.runs < 1 || c.runsLarge < 1 || c.restoreRuns < 1 || c.refRuns < 1 {
+		return nil, errors.New("-runs, -runs-large, -restore-runs and -ref-runs must be at least 1")
 	}
 	if slices.ContainsFunc(c.modes, func(m mode) bool { return strings.HasPrefix(m.name, "cli-") }) {
 		if c.cli == "" {
@@ -219,13 +254,7 @@ func runBench(args []string) error {
 	}
 	defer os.RemoveAll(b.run)
 
-	b.res = newResults()
-	if flags := benchFlags(args); len(flags) > 0 {
-		b.res.Command = "make bench BENCH_FLAGS='" + strings.Join(flags, " ") + "'"
-	}
-	for _, m := range cfg.modes {
-		b.res.Modes = append(b.res.Modes, modeInfo{Name: m.name, Label: m.label, Short: m.short, Group: m.group, Reference: m.reference, Source: m.source})
-	}
+	b.startResults(cfg)
 
 	progress("machine: %d CPUs, %s of memory, %s; load average %.2f", b.res.Machine.CPUs, formatBytes(b.res.Machine.MemoryBytes), b.res.Machine.GoVersion, loadAverage())
 	b.minio, err = startMinIO(ctx, minioBinary(), filepath.Join(b.run, "minio"), filepath.Join(b.logs, "minio.log"))
@@ -249,6 +278,10 @@ func runBench(args []string) error {
 
 	cache := &fillCache{dir: filepath.Join(cfg.work, "etcd"), seed: cfg.seed, self: self, logs: b.logs}
 	for _, size := range cfg.sizes {
+		if b.sizeDone(size) {
+			progress("%s: every group done in the saved results", formatBytes(size))
+			continue
+		}
 		if err := b.measureSize(ctx, cache, size); err != nil {
 			return err
 		}
@@ -293,6 +326,11 @@ func (b *bench) measureSize(ctx context.Context, cache *fillCache, size int64) e
 		runs = b.cfg.runsLarge
 	}
 	info := sizeInfo{Label: label, Target: size, DBSize: st.DbSize, DBSizeInUse: st.DbSizeInUse, Keys: meta.Keys, KVBytes: meta.KVBytes, FillSeconds: meta.Seconds, Cached: cached, Runs: runs, RestoreRuns: runs * b.cfg.restoreRuns}
+	i := b.sizeIndex(label)
+	if i >= 0 {
+		// A resumed run keeps the rounds of the groups done.
+		info.Runs, info.RestoreRuns = b.res.Sizes[i].Runs, b.res.Sizes[i].RestoreRuns
+	}
 	// An untimed read first brings the database into the page cache, so
 	// the first mode measured does not pay for the disk alone.
 	raw, err := warmUp(ctx, etcd)
@@ -300,10 +338,19 @@ func (b *bench) measureSize(ctx context.Context, cache *fillCache, size int64) e
 		return err
 	}
 	info.Raw = raw
-	b.res.Sizes = append(b.res.Sizes, info)
+	if i < 0 {
+		b.res.Sizes, i = append(b.res.Sizes, info), len(b.res.Sizes)
+	} else {
+		b.res.Sizes[i] = info
+	}
 	progress("etcd %s: database %s (%s in use), %d keys, snapshot %s; load average %.2f", label, formatBytes(st.DbSize), formatBytes(st.DbSizeInUse), meta.Keys, formatBytes(raw), loadAverage())
 
-	for _, g := range groupModes(b.cfg.modes) {
+	for _, g := range b.groupsOn(size) {
+		if b.res.groupDone(label, g[0].group) {
+			progress("%s %s: done in the saved results", label, g[0].group)
+			continue
+		}
+		started := time.Now().UTC()
 		var sources map[string]preparedBackup
 		if isRestoreGroup(g[0].group) || g[0].group == groupCopy {
 			if sources, err = b.prepareSources(ctx, etcd, g, label); err != nil {
@@ -311,21 +358,24 @@ func (b *bench) measureSize(ctx context.Context, cache *fillCache, size int64) e
 			}
 		}
 		rounds, most := runs, max(runs, b.cfg.maxRuns)
-		if isRestoreGroup(g[0].group) {
-			rounds, most = info.RestoreRuns, max(info.RestoreRuns, b.cfg.maxRuns*b.cfg.restoreRuns)
+		if g[0].group == groupRestore {
+			rounds, most = runs*b.cfg.restoreRuns, max(runs*b.cfg.restoreRuns, b.cfg.maxRuns*b.cfg.restoreRuns)
 		}
 		done, err := b.runRounds(ctx, etcd, g, label, rounds, most, sources)
 		if err != nil {
 			return err
 		}
-		i := len(b.res.Sizes) - 1
-		switch {
-		case isRestoreGroup(g[0].group):
+		switch g[0].group {
+		case groupRestore:
 			b.res.Sizes[i].RestoreRuns = done
-		case isBackupGroup(g[0].group):
+		case groupBackup:
 			b.res.Sizes[i].Runs = done
 		}
 		if err := b.minio.emptyBucket(ctx); err != nil {
+			return err
+		}
+		b.res.Groups = append(b.res.Groups, groupRun{Size: label, Group: g[0].group, Commit: b.res.Commit, Started: started, Finished: time.Now().UTC(), Rounds: done})
+		if err := b.res.save(filepath.Join(b.cfg.work, "results.json")); err != nil {
 			return err
 		}
 	}
@@ -341,7 +391,7 @@ func (b *bench) runRounds(ctx context.Context, etcd *etcdServer, g []mode, label
 		if run > rounds && !b.needsQuietRounds(label, g) {
 			break
 		}
-		for i, m := range roundOrder(g, run) {
+		for i, m := range roundModes(g, run, b.cfg.refRuns) {
 			s, err := b.runMode(ctx, etcd, m, label, run, sources[m.source])
 			if err != nil {
 				return 0, err
@@ -358,8 +408,13 @@ func (b *bench) runRounds(ctx context.Context, etcd *etcdServer, g []mode, label
 }
 
 // needsQuietRounds reports whether a mode of g that is compared with its
-// baseline has fewer than minQuietRounds quiet rounds on size.
+// baseline has fewer than minQuietRounds quiet rounds on size, in the
+// groups the Targets judge (the loopback backups and restores).
 func (b *bench) needsQuietRounds(size string, g []mode) bool {
+	if g[0].group != groupBackup && g[0].group != groupRestore {
+		// No wall-time verdict rests on the other groups.
+		return false
+	}
 	var base string
 	for _, m := range g {
 		if !m.reference {
@@ -373,6 +428,17 @@ func (b *bench) needsQuietRounds(size string, g []mode) bool {
 		}
 	}
 	return false
+}
+
+// roundModes returns the modes of round run of group g in their order
+// (roundOrder), without the references after round refRuns. The
+// references come last, so the others keep their places.
+func roundModes(g []mode, run, refRuns int) []mode {
+	out := roundOrder(g, run)
+	if run > refRuns {
+		out = slices.DeleteFunc(out, func(m mode) bool { return m.reference })
+	}
+	return out
 }
 
 // roundOrder returns the order of round run of group g: every mode
@@ -467,7 +533,7 @@ func saveSection(path, out, chart string, set func(*results)) error {
 }
 
 // benchFlags returns args without -cli and its value, which make bench
-// sets itself.
+// sets itself, and without -resume.
 func benchFlags(args []string) []string {
 	var out []string
 	for i := 0; i < len(args); i++ {
@@ -475,6 +541,7 @@ func benchFlags(args []string) []string {
 		case a == "-cli" || a == "--cli":
 			i++
 		case strings.HasPrefix(a, "-cli=") || strings.HasPrefix(a, "--cli="):
+		case strings.TrimLeft(a, "-") == "resume" || strings.HasPrefix(strings.TrimLeft(a, "-"), "resume="):
 		default:
 			out = append(out, a)
 		}
@@ -615,12 +682,17 @@ func (b *bench) runMode(ctx context.Context, etcd *etcdServer, m mode, size stri
 	}
 
 	s := sample{Size: size, Mode: m.name, Run: run, Load1: loadAverage()}
-	etcd0, minio0, busy0 := etcd.cpuSeconds(), b.minio.cpuSeconds(), busySeconds()
+	minioCPU := b.minio.cpuSeconds
+	if m.group == groupCopy {
+		// A copy's second server is part of its work, not others' load.
+		minioCPU = func() float64 { return b.minio.cpuSeconds() + b.minioTo.cpuSeconds() }
+	}
+	etcd0, minio0, busy0 := etcd.cpuSeconds(), minioCPU(), busySeconds()
 	self0, _ := procCPUSeconds(os.Getpid())
 	start := time.Now()
 	res, ru, err := b.child(ctx, m, env)
 	elapsed := time.Since(start).Seconds()
-	etcd1, minio1, busy1 := etcd.cpuSeconds(), b.minio.cpuSeconds(), busySeconds()
+	etcd1, minio1, busy1 := etcd.cpuSeconds(), minioCPU(), busySeconds()
 	self1, _ := procCPUSeconds(os.Getpid())
 	if err != nil {
 		return sample{}, fmt.Errorf("%s on %s, run %d: %w", m.name, size, run, err)

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"cmp"
 	_ "embed"
 	"fmt"
 	"strings"
@@ -159,7 +160,9 @@ func notesFuncs(r *results, mark bool) template.FuncMap {
 			})
 		},
 		"compactedTarget": func() string { return out(fmt.Sprintf("%.1fx", compactedRestoreTarget)) },
-		"continuousFull":  func() string { return pitrFig(r.Continuous, out, func(p *pitrReport) string { return p.Full }) },
+		"continuousFull": func() string {
+			return pitrFig(r.Continuous, out, func(p *pitrReport) string { return cmp.Or(p.Full, "empty") })
+		},
 	}
 }
 

@@ -214,6 +214,9 @@ func TestReportFromFixture(t *testing.T) {
 			t.Errorf("report lacks %q", w)
 		}
 	}
+	if n := strings.Count(got, "| (k) `etcdbackup copy"); n != len(r.Sizes) {
+		t.Errorf("the copy rows are in %d tables, want one table a size (%d)", n, len(r.Sizes))
+	}
 	for _, bad := range []string{"pitr.md", notAvailable} {
 		if strings.Contains(got, bad) {
 			t.Errorf("report holds %q", bad)

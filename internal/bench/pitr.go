@@ -48,8 +48,14 @@ func runPITR(args []string) error {
 	work := fs.String("work", "bench-out", "directory for the fill cache, scratch files, logs and results")
 	out := fs.String("out", "BENCHMARKS.md", "report to render again with these figures")
 	chart := fs.String("chart", "BENCHMARKS.png", "chart to render again")
+	resume := fs.Bool("resume", false, "do nothing when the saved results hold this step of the same run, commit and flags")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	command := pitrCommand("pitr", withoutFlag(args, "resume"))
+	if *resume && stepDone(filepath.Join(*work, "results.json"), command, func(r *results) (time.Time, string, string) { return r.Continuous.step() }) {
+		progress("pitr: done in the saved results of this commit")
+		return nil
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -58,7 +64,7 @@ func runPITR(args []string) error {
 		return err
 	}
 	defer os.RemoveAll(run)
-	rep := pitrReport{Started: time.Now().UTC(), Command: pitrCommand("pitr", args), Asked: *rate, Value: *valueSize}
+	rep := pitrReport{Started: time.Now().UTC(), Command: command, Commit: cleanCommit(), Asked: *rate, Value: *valueSize}
 	if err := filledCopy(ctx, *work, *fullSize, self, logs, filepath.Join(run, "etcd"), &rep); err != nil {
 		return err
 	}
@@ -221,6 +227,8 @@ func pitrFull(ctx context.Context, env modeEnv) error {
 // returned channel, which is closed when its stdout ends.
 func startPITRFollower(self string, env modeEnv, logPath string) (*exec.Cmd, <-chan pitrLine, error) {
 	cmd := exec.Command(self, "pitr-follow")
+	// The follower dies with the bench, as etcd and MinIO do.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, nil, err
@@ -329,6 +337,8 @@ func commitLags(done []written, segs []pitrLine) ([]time.Duration, error) {
 type pitrReport struct {
 	Started time.Time
 	Command string
+	// Commit is the commit measured ("" when the checkout was not clean).
+	Commit string `json:",omitempty"`
 	// Full and Keys describe the filled etcd the chain's full backup was
 	// taken of ("" for an empty etcd).
 	Full string `json:",omitempty"`

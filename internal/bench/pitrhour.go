@@ -35,8 +35,14 @@ func runPITRRestore(args []string) error {
 	work := fs.String("work", "bench-out", "directory for the fill cache, scratch files, logs and results")
 	out := fs.String("out", "BENCHMARKS.md", "report to render again with these figures")
 	chart := fs.String("chart", "BENCHMARKS.png", "chart to render again")
+	resume := fs.Bool("resume", false, "do nothing when the saved results hold this step of the same run, commit and flags")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	command := pitrCommand("pitr-restore", withoutFlag(args, "resume"))
+	if *resume && stepDone(filepath.Join(*work, "results.json"), command, func(r *results) (time.Time, string, string) { return r.PointRestore.step() }) {
+		progress("pitr-restore: done in the saved results of this commit")
+		return nil
 	}
 	if *fullSize == "0" {
 		return errors.New("-full: pitr-restore needs a filled etcd")
@@ -49,7 +55,7 @@ func runPITRRestore(args []string) error {
 	}
 	defer os.RemoveAll(run)
 
-	rep := pitrReport{Started: time.Now().UTC(), Command: pitrCommand("pitr-restore", args), Writes: *writes, Value: *valueSize}
+	rep := pitrReport{Started: time.Now().UTC(), Command: command, Commit: cleanCommit(), Writes: *writes, Value: *valueSize}
 	if err := filledCopy(ctx, *work, *fullSize, self, logs, filepath.Join(run, "etcd"), &rep); err != nil {
 		return err
 	}

@@ -57,7 +57,9 @@ func renderReport(r *results, chart string) (string, error) {
 	w("| etcdbackup | %s |\n", r.Machine.Library)
 	lo, hi, others := loadRange(r)
 	w("| load | one-minute load average %.2f to %.2f at the start of the runs; other processes used a median %.2f cores during a run (the machine is shared) |\n", lo, hi, others)
-	w("| date | %s, %s in all |\n\n", r.Started.Format("2006-01-02"), r.Finished.Sub(r.Started).Round(time.Second))
+	w("| commit | %s |\n", commitText(r.Commit))
+	w("| date | %s |\n\n", dateText(r))
+	w("%s", renderGroups(r))
 
 	for _, sz := range r.Sizes {
 		w("## etcd of %s\n\n", sz.Label)
@@ -100,7 +102,7 @@ func renderReport(r *results, chart string) (string, error) {
 	w("- **CPU**: user + system seconds of the backup process, and of etcd and MinIO during the run. On %d cores the three share the CPU, so CPU seconds explain wall times.\n", r.Machine.CPUs)
 	w("- **others**: CPU used by other processes during the run, in cores: noise from the shared machine.\n")
 	w("- **restore wall**: from the first request to MinIO to the data directory in place, timed inside the process. **vs (f)**: median wall time divided by that of download-then-`etcdutl snapshot restore`.\n")
-	w("- **copy**: (j) and (k) copy the object (d) stored, untimed, once per etcd size, to a second MinIO server with the same credentials; wall from the first request to the last byte stored (for (k): the manifest committed, and the process' start); **MiB/s** is the stored object's size over the median wall; **vs (j)** divides by the minio-go baseline's wall. `mc` is not on the bench machine, so (j) is what `mc cp` does between two aliases, in the lean binary. The second server's CPU counts among the others.\n")
+	w("- **copy**: (j) and (k) copy the object (d) stored, untimed, once per etcd size, to a second MinIO server with the same credentials; wall from the first request to the last byte stored (for (k): the manifest committed, and the process' start); **MiB/s** is the stored object's size over the median wall; **vs (j)** divides by the minio-go baseline's wall. `mc` is not on the bench machine, so (j) is what `mc cp` does between two aliases, in the lean binary. MinIO's CPU is both servers'.\n")
 	w("- **peak anon RSS**: the highest anonymous resident memory (`RssAnon`) of the restore process, sampled every %v. Its `VmHWM` counts file pages as well, and etcd's restore maps the database it builds with `MAP_POPULATE`, so the `VmHWM` of any restore, `etcdutl`'s included, holds the whole database: page cache the kernel can drop, not memory the restore holds. The restore targets judge the anonymous peak.\n\n", anonSampleEvery)
 	w("Two-step (a) is what `etcdctl snapshot save` then `mc cp` do, in one process: `snapshot.SaveWithVersion` (write a `.part` file, fsync, rename), then minio-go `FPutObject` of the file in %d MiB parts, four in parallel. The etcdbackup modes use `backup.Pipeline` with `backup.NewEtcdSnapshotter` and `backup.BucketUploader` over `storage/s3` with its defaults (8 MiB parts, 4 in flight); (d) encrypts to one generated X25519 age recipient; (e) spools to a temporary file on the same disk.\n\n", twoStepPartSize>>20)
 	w("The restore modes restore backups taken once per etcd size, untimed, by (b) (for (f), (g) and the download reference) and by (d) (for (h)), each into a new data directory of one member on the same disk. (f) downloads the object with minio-go `FGetObject`, what `mc cp` does, then runs `etcdutl snapshot restore` (`snapshot.NewV3(...).Restore`, which checks the sha256 trailer first). (g) and (h) find the backup by ID with `restore.Find` (listing the cluster's folder and reading its manifest), then call `Restorer.Restore`: download, decrypt and decompress as the bytes arrive, check the manifest's sha256 and etcd's trailer, write a staging file, restore it with the same etcd function.\n\n")
@@ -131,7 +133,7 @@ func renderRemoteTables(r *results, rows []row) string {
 	seen := map[string]bool{}
 	for _, m := range r.Modes {
 		g := m.Group
-		if g == groupBackup || g == groupRestore || seen[g] {
+		if g == groupBackup || g == groupRestore || !(isBackupGroup(g) || isRestoreGroup(g)) || seen[g] {
 			continue
 		}
 		seen[g] = true
@@ -188,7 +190,7 @@ func renderRestoreTable(rows []row) string {
 // the stored object's size over the median wall time.
 func renderCopyTable(rows []row) string {
 	var b strings.Builder
-	b.WriteString("| mode | wall s | vs (j) | MiB/s | peak RSS MiB | object | CPU s: copy / MinIO (source) | others (cores) |\n")
+	b.WriteString("| mode | wall s | vs (j) | MiB/s | peak RSS MiB | object | CPU s: copy / MinIO (both servers) | others (cores) |\n")
 	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, rw := range rows {
 		wall := fmt.Sprintf("%.2f (%.2f–%.2f)", rw.Wall, rw.WallMin, rw.WallMax)
@@ -229,6 +231,8 @@ func renderTable(rows []row) string {
 			if rw.Runs == 1 {
 				wall = fmt.Sprintf("%.2f", rw.Wall)
 			}
+		}
+		if rw.SnapshotOpen > 0 { // modes that open no snapshot stream, or cannot tell
 			open = fmt.Sprintf("%.2f", rw.SnapshotOpen)
 		}
 		if rw.Ratio > 0 {
@@ -484,7 +488,11 @@ func runCounts(r *results) string {
 		}
 		parts = append(parts, fmt.Sprintf("%s on the %s etcd", times, s.Label))
 	}
-	return strings.Join(parts, ", ")
+	out := strings.Join(parts, ", ")
+	if r.RefRuns > 0 {
+		out += fmt.Sprintf(" (reference modes, marked (ref), in at most %d rounds; the rounds of every group are under Machine)", r.RefRuns)
+	}
+	return out
 }
 
 // hasGroup reports whether r measured a mode of group.

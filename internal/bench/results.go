@@ -18,8 +18,18 @@ type results struct {
 	Started  time.Time
 	Finished time.Time
 	Command  string
-	Sizes    []sizeInfo
-	Samples  []sample
+	// Commit is the commit of the checkout measured (sourceCommit), Flags
+	// the bench's flags; a run resumed with -resume must match both.
+	Commit string   `json:",omitempty"`
+	Flags  []string `json:",omitempty"`
+	// Groups are the groups of modes run to their end (see groupRun).
+	Groups []groupRun `json:",omitempty"`
+	// Resumed are the times the run was continued (-resume).
+	Resumed []time.Time `json:",omitempty"`
+	// RefRuns bounds the rounds reference modes ran in (-ref-runs).
+	RefRuns int `json:",omitempty"`
+	Sizes   []sizeInfo
+	Samples []sample
 	// Modes are the modes measured, in report order.
 	Modes []modeInfo
 	// Continuous is what the "pitr" subcommand measured, PointRestore

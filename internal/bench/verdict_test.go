@@ -149,4 +149,34 @@ func TestNeedsQuietRounds(t *testing.T) {
 	if b.needsQuietRounds("s", g) {
 		t.Error("5 quiet rounds are not enough")
 	}
+	// A group no verdict rests on gets no added rounds.
+	remote := []mode{{name: "base-r", group: "backup-tls"}, {name: "m-r", group: "backup-tls"}}
+	b.res.Modes = append(b.res.Modes, modeInfo{Name: "base-r", Group: "backup-tls"}, modeInfo{Name: "m-r", Group: "backup-tls"})
+	b.res.Samples = append(b.res.Samples, sample{Size: "s", Mode: "base-r", Run: 1, Seq: 1, Wall: 1, OtherCores: 1}, sample{Size: "s", Mode: "m-r", Run: 1, Seq: 2, Wall: 1, OtherCores: 1})
+	if b.needsQuietRounds("s", remote) {
+		t.Error("rounds are added to a group no verdict rests on")
+	}
+}
+
+// TestRoundModes drops the references after -ref-runs rounds and keeps
+// the other modes' places, so that pairs stay adjacent.
+func TestRoundModes(t *testing.T) {
+	g := []mode{{name: "ref1", reference: true}, {name: "base"}, {name: "m1"}, {name: "m2"}, {name: "ref2", reference: true}}
+	names := func(ms []mode) []string {
+		var out []string
+		for _, m := range ms {
+			out = append(out, m.name)
+		}
+		return out
+	}
+	if got := roundModes(g, 3, 3); !slices.Equal(names(got), names(roundOrder(g, 3))) {
+		t.Errorf("round 3 of 3: %v, want every mode %v", names(got), names(roundOrder(g, 3)))
+	}
+	got, all := roundModes(g, 4, 3), roundOrder(g, 4)
+	if slices.ContainsFunc(got, func(m mode) bool { return m.reference }) {
+		t.Errorf("round 4 of 3 runs references: %v", names(got))
+	}
+	if !slices.Equal(names(got), names(all[:len(got)])) {
+		t.Errorf("round 4: %v is not the start of %v", names(got), names(all))
+	}
 }

@@ -1,0 +1,227 @@
+//go:build !benchlean
+
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// groupRun records one group of modes run to its end on one etcd size:
+// the commit it measured, when, and in how many rounds. A run resumed
+// with -resume runs only the groups its results do not record, so every
+// group's rounds come from one sitting, and the report says when each
+// group ran.
+type groupRun struct {
+	Size, Group       string
+	Commit            string
+	Started, Finished time.Time
+	Rounds            int
+}
+
+// sourceCommit returns the commit of the checkout the bench runs in and
+// whether its tracked and untracked files, the report and chart aside,
+// are those of the commit. It returns "" when git cannot tell.
+func sourceCommit() (commit string, clean bool) {
+	out, err := exec.Command("git", "rev-parse", "HEAD").Output()
+	if err != nil {
+		return "", false
+	}
+	commit = strings.TrimSpace(string(out))
+	st, err := exec.Command("git", "status", "--porcelain", "--", ".",
+		":(exclude)BENCHMARKS.md", ":(exclude)BENCHMARKS.png").Output()
+	if err != nil {
+		return commit, false
+	}
+	return commit, len(strings.TrimSpace(string(st))) == 0
+}
+
+// resumable returns the saved results at path when a run with flags can
+// continue them: the same commit, a clean checkout (sourceCommit), the
+// same flags, and not every step done (the backup and restore groups, the
+// continuous backup and the point restore). Otherwise it returns nil and
+// why not.
+func resumable(path, commit string, clean bool, flags []string) (*results, string) {
+	r, err := loadResults(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil, "no saved results"
+	case err != nil:
+		return nil, err.Error()
+	case commit == "" || !clean:
+		return nil, "the checkout is not a clean commit"
+	case r.Commit != commit:
+		return nil, fmt.Sprintf("the saved results are of commit %.12s", r.Commit)
+	case !slices.Equal(r.Flags, flags):
+		return nil, fmt.Sprintf("the saved results were run with flags %q", r.Flags)
+	case !r.Finished.IsZero() && r.Continuous != nil && r.PointRestore != nil:
+		return nil, "the saved run is complete"
+	}
+	return r, ""
+}
+
+// groupDone reports whether r records group run to its end on size.
+func (r *results) groupDone(size, group string) bool {
+	return slices.ContainsFunc(r.Groups, func(g groupRun) bool { return g.Size == size && g.Group == group })
+}
+
+// dropUnfinished removes the samples of the groups r does not record as
+// done: a group interrupted mid-way runs again whole.
+func (r *results) dropUnfinished() int {
+	group := map[string]string{}
+	for _, m := range r.Modes {
+		group[m.Name] = m.Group
+	}
+	n := len(r.Samples)
+	r.Samples = slices.DeleteFunc(r.Samples, func(s sample) bool { return !r.groupDone(s.Size, group[s.Mode]) })
+	return n - len(r.Samples)
+}
+
+// stepDone reports whether the results at path hold the section of a
+// subcommand's step (found by get: when it started, its command and
+// commit; zero when absent) of the same run, commit and command, so that a
+// resumed `make bench` need not measure it again. A subcommand that adds a
+// section of its own to the report takes -resume and asks this first.
+func stepDone(path, command string, get func(*results) (started time.Time, cmd, commit string)) bool {
+	commit, clean := sourceCommit()
+	r, err := loadResults(path)
+	return err == nil && clean && stepIn(r, commit, command, get)
+}
+
+// stepIn is stepDone on loaded results, at commit of a clean checkout.
+func stepIn(r *results, commit, command string, get func(*results) (time.Time, string, string)) bool {
+	started, cmd, c := get(r)
+	return commit != "" && r.Commit == commit && !started.IsZero() && c == commit && cmd == command && !started.Before(r.Started)
+}
+
+// step returns what stepDone needs of p, zero for nil.
+func (p *pitrReport) step() (time.Time, string, string) {
+	if p == nil {
+		return time.Time{}, "", ""
+	}
+	return p.Started, p.Command, p.Commit
+}
+
+// withoutFlag returns args without the boolean flag name (-name, --name,
+// -name=...).
+func withoutFlag(args []string, name string) []string {
+	return slices.DeleteFunc(slices.Clone(args), func(a string) bool {
+		a = strings.TrimLeft(a, "-")
+		return a == name || strings.HasPrefix(a, name+"=")
+	})
+}
+
+// renderGroups writes when each group ran, at which commit and in how
+// many rounds.
+func renderGroups(r *results) string {
+	if len(r.Groups) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("When each group of modes ran (a run resumed with `-resume` runs only the groups not yet done, each whole):\n\n| etcd | group | commit | ran | rounds |\n|---|---|---|---|--:|\n")
+	for _, g := range r.Groups {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s to %s | %d |\n", g.Size, g.Group, shortCommit(g.Commit),
+			g.Started.Format("2006-01-02 15:04"), g.Finished.Format("15:04 MST"), g.Rounds)
+	}
+	b.WriteString("\n")
+	return b.String()
+}
+
+// startResults sets b.res: the saved results when cfg.resume and they
+// can be continued (resumable), with the samples of unfinished groups
+// dropped, else new ones.
+func (b *bench) startResults(cfg *config) {
+	commit, clean := sourceCommit()
+	flags := benchFlags(cfg.args)
+	path := filepath.Join(cfg.work, "results.json")
+	if cfg.resume {
+		r, why := resumable(path, commit, clean, flags)
+		if r != nil {
+			n := r.dropUnfinished()
+			r.Finished, r.Resumed = time.Time{}, append(r.Resumed, time.Now().UTC())
+			b.res = r
+			progress("resuming the run of commit %.12s started %s: %d groups done, %d samples of unfinished groups dropped", commit, r.Started.Format(time.RFC3339), len(r.Groups), n)
+			return
+		}
+		progress("starting a new run (%s)", why)
+	}
+	b.res = newResults()
+	b.res.Flags, b.res.RefRuns = flags, cfg.refRuns
+	if clean {
+		b.res.Commit = commit
+	}
+	if len(flags) > 0 {
+		b.res.Command = "make bench BENCH_FLAGS='" + strings.Join(flags, " ") + "'"
+	}
+	for _, m := range cfg.modes {
+		b.res.Modes = append(b.res.Modes, modeInfo{Name: m.name, Label: m.label, Short: m.short, Group: m.group, Reference: m.reference, Source: m.source})
+	}
+}
+
+// sizeIndex returns the index of the size labelled label in b.res.Sizes,
+// -1 when it has none.
+func (b *bench) sizeIndex(label string) int {
+	return slices.IndexFunc(b.res.Sizes, func(s sizeInfo) bool { return s.Label == label })
+}
+
+// sizeDone reports whether every group of b's modes is done on size.
+func (b *bench) sizeDone(size int64) bool {
+	for _, g := range b.groupsOn(size) {
+		if !b.res.groupDone(formatBytes(size), g[0].group) {
+			return false
+		}
+	}
+	return true
+}
+
+// cleanCommit returns the commit of a clean checkout, "" otherwise.
+func cleanCommit() string {
+	if commit, clean := sourceCommit(); clean {
+		return commit
+	}
+	return ""
+}
+
+// commitText names a commit in the report.
+func commitText(commit string) string {
+	if commit == "" {
+		return "not recorded: the checkout had changes not committed"
+	}
+	return commit
+}
+
+// shortCommit abbreviates a commit for a table, "(changes)" for none.
+func shortCommit(commit string) string {
+	if commit == "" {
+		return "(changes)"
+	}
+	return commit[:min(12, len(commit))]
+}
+
+// groupsOn returns the groups of b's modes that run on size: the
+// remote-store groups only on cfg.remoteSizes.
+func (b *bench) groupsOn(size int64) [][]mode {
+	return slices.DeleteFunc(groupModes(b.cfg.modes), func(g []mode) bool {
+		return g[0].store != "" && !slices.Contains(b.cfg.remoteSizes, size)
+	})
+}
+
+// dateText writes when the run started and took, and when it was
+// resumed: the time from start to end then includes the pauses.
+func dateText(r *results) string {
+	if len(r.Resumed) == 0 {
+		return fmt.Sprintf("%s, %s in all", r.Started.Format("2006-01-02"), r.Finished.Sub(r.Started).Round(time.Second))
+	}
+	var at []string
+	for _, t := range r.Resumed {
+		at = append(at, t.Format("2006-01-02 15:04"))
+	}
+	return fmt.Sprintf("started %s, resumed %s, finished %s (when each group ran is below)",
+		r.Started.Format("2006-01-02 15:04"), strings.Join(at, ", "), r.Finished.Format("2006-01-02 15:04 MST"))
+}

@@ -1,0 +1,138 @@
+//go:build !benchlean
+
+package main
+
+import (
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestResumable continues only an unfinished run of the same clean commit
+// and flags, and keeps only the samples of the groups it finished.
+func TestResumable(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "results.json")
+	flags := []string{"-sizes", "1GiB"}
+	r := &results{Commit: "abc", Flags: flags, Started: time.Now().UTC(),
+		Modes:   []modeInfo{{Name: "a", Group: "backup"}, {Name: "f", Group: "restore"}},
+		Groups:  []groupRun{{Size: "1 GiB", Group: "backup", Commit: "abc", Rounds: 5}},
+		Samples: []sample{{Size: "1 GiB", Mode: "a", Run: 1}, {Size: "1 GiB", Mode: "f", Run: 1}, {Size: "2 GiB", Mode: "a", Run: 1}}}
+	if err := r.save(path); err != nil {
+		t.Fatal(err)
+	}
+	if got, why := resumable(path, "abc", true, flags); got == nil {
+		t.Fatalf("an unfinished run of the same commit is not resumed: %s", why)
+	} else if n := got.dropUnfinished(); n != 2 || len(got.Samples) != 1 || got.Samples[0].Mode != "a" || got.Samples[0].Size != "1 GiB" {
+		t.Errorf("dropped %d, kept %+v; want only the finished group's sample", n, got.Samples)
+	}
+	for name, tc := range map[string]struct {
+		commit string
+		clean  bool
+		flags  []string
+	}{
+		"another commit": {"def", true, flags},
+		"changes":        {"abc", false, flags},
+		"no git":         {"", false, flags},
+		"other flags":    {"abc", true, []string{"-sizes", "2GiB"}},
+	} {
+		if got, _ := resumable(path, tc.commit, tc.clean, tc.flags); got != nil {
+			t.Errorf("%s: resumed", name)
+		}
+	}
+	r.Finished, r.Continuous, r.PointRestore = time.Now(), &pitrReport{}, &pitrReport{}
+	if err := r.save(path); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := resumable(path, "abc", true, flags); got != nil {
+		t.Error("a complete run is resumed")
+	}
+	if got, _ := resumable(filepath.Join(t.TempDir(), "none.json"), "abc", true, flags); got != nil {
+		t.Error("resumed without results")
+	}
+}
+
+// TestGroupsOn runs the remote-store groups on -remote-sizes only.
+func TestGroupsOn(t *testing.T) {
+	b := &bench{cfg: &config{modes: modes, remoteSizes: []int64{1 << 30}}}
+	remote := func(gs [][]mode) int {
+		return len(slices.DeleteFunc(slices.Clone(gs), func(g []mode) bool { return g[0].store == "" }))
+	}
+	if n := remote(b.groupsOn(256 << 20)); n != 0 {
+		t.Errorf("%d remote-store groups on 256 MiB, want none", n)
+	}
+	if n := remote(b.groupsOn(1 << 30)); n != 2*len(remoteStores) {
+		t.Errorf("%d remote-store groups on 1 GiB, want %d", n, 2*len(remoteStores))
+	}
+	if n := len(b.groupsOn(256<<20)) + 2*len(remoteStores); n != len(groupModes(modes)) {
+		t.Errorf("groups on 256 MiB and the remote ones: %d, want every group (%d)", n, len(groupModes(modes)))
+	}
+}
+
+// TestRenderGroups says when each group ran and at which commit.
+func TestRenderGroups(t *testing.T) {
+	at := time.Date(2026, 11, 27, 6, 0, 0, 0, time.UTC)
+	r := &results{Groups: []groupRun{
+		{Size: "1 GiB", Group: "backup", Commit: "0123456789abcdef", Started: at, Finished: at.Add(20 * time.Minute), Rounds: 6},
+		{Size: "1 GiB", Group: "restore", Started: at, Finished: at, Rounds: 10},
+	}}
+	got := renderGroups(r)
+	for _, w := range []string{"| 1 GiB | backup | 0123456789ab | 2026-11-27 06:00 to 06:20 UTC | 6 |", "| 1 GiB | restore | (changes) |"} {
+		if !strings.Contains(got, w) {
+			t.Errorf("groups table lacks %q:\n%s", w, got)
+		}
+	}
+	r.Started, r.Finished = at, at.Add(3*time.Hour)
+	if got := dateText(r); got != "2026-11-27, 3h0m0s in all" {
+		t.Errorf("date %q", got)
+	}
+	r.Resumed = []time.Time{at.Add(2 * time.Hour)}
+	if got := dateText(r); !strings.Contains(got, "resumed 2026-11-27 08:00") || strings.Contains(got, "in all") {
+		t.Errorf("date of a resumed run %q", got)
+	}
+	if renderGroups(&results{}) != "" {
+		t.Error("a table without groups")
+	}
+}
+
+func TestWithoutFlag(t *testing.T) {
+	got := withoutFlag([]string{"-resume", "-full", "0", "--resume=true", "-resumes"}, "resume")
+	if !slices.Equal(got, []string{"-full", "0", "-resumes"}) {
+		t.Errorf("got %q", got)
+	}
+	if b := benchFlags([]string{"-cli", "x", "-resume", "-runs", "1"}); !slices.Equal(b, []string{"-runs", "1"}) {
+		t.Errorf("bench flags %q", b)
+	}
+}
+
+// TestStepIn skips a subcommand's step only when the saved results hold
+// it from the same run, commit and command.
+func TestStepIn(t *testing.T) {
+	at := time.Date(2026, 11, 27, 6, 0, 0, 0, time.UTC)
+	r := &results{Commit: "abc", Started: at, Continuous: &pitrReport{Started: at.Add(time.Hour), Command: "make bench", Commit: "abc"}}
+	get := func(r *results) (time.Time, string, string) { return r.Continuous.step() }
+	if !stepIn(r, "abc", "make bench", get) {
+		t.Error("the same run's step is measured again")
+	}
+	for name, tc := range map[string]struct {
+		commit, command string
+		mod             func(*results)
+	}{
+		"another commit":  {"def", "make bench", nil},
+		"another command": {"abc", "make bench PITR_FLAGS='-full 0'", nil},
+		"absent":          {"abc", "make bench", func(r *results) { r.Continuous = nil }},
+		"an earlier run":  {"abc", "make bench", func(r *results) { r.Continuous.Started = at.Add(-time.Hour) }},
+		"a dirty step":    {"abc", "make bench", func(r *results) { r.Continuous.Commit = "" }},
+	} {
+		c := *r
+		p := *r.Continuous
+		c.Continuous = &p
+		if tc.mod != nil {
+			tc.mod(&c)
+		}
+		if stepIn(&c, tc.commit, tc.command, get) {
+			t.Errorf("%s: skipped", name)
+		}
+	}
+}
