@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -54,6 +55,20 @@ func (f *followEvents) count(kind backup.FollowEventKind) int {
 		}
 	}
 	return n
+}
+
+// String lists the events so far, for a failure's message.
+func (f *followEvents) String() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var b strings.Builder
+	for _, e := range f.events {
+		fmt.Fprintf(&b, "\n%s %s rev %d committed %d head %d chain %s", e.Time.Format("15:04:05.000"), e.Kind, e.Revision, e.Committed, e.HeadRevision, e.Chain)
+		if e.Err != nil {
+			fmt.Fprintf(&b, ": %v", e.Err)
+		}
+	}
+	return b.String()
 }
 
 // startFollower runs a follower of cli into b until the returned stop is
