@@ -101,11 +101,20 @@ func startFollower(t *testing.T, cli *clientv3.Client, endpoints []string, b sto
 	}
 }
 
-// waitCommitted waits until the follower committed rev.
+// waitCommitted waits until the follower committed rev, for as long as it
+// commits something every 30 s: a follower catching up with many
+// segments on a busy machine may take longer in all, and one that stopped
+// committing fails the test in 30 s.
 func waitCommitted(t *testing.T, rec *followEvents, rev int64) {
 	t.Helper()
-	require.Eventually(t, func() bool { return rec.committed() >= rev }, 30*time.Second, 20*time.Millisecond,
-		"follower did not commit revision %d", rev)
+	seen, deadline := rec.committed(), time.Now().Add(30*time.Second)
+	for c := seen; c < rev; c = rec.committed() {
+		if c > seen {
+			seen, deadline = c, time.Now().Add(30*time.Second)
+		}
+		require.True(t, time.Now().Before(deadline), "follower did not commit revision %d: it committed %d, and nothing more for 30 s:%s", rev, c, rec)
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // workload writes puts, overwrites, deletes, multi-key transactions and
