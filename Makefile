@@ -153,8 +153,10 @@ rules:
 # (internal/stress/stress.sh). Run it before submitting a change to
 # concurrent code. STRESS_PACKAGES picks package:rounds pairs,
 # STRESS_ROUNDS overrides every package's rounds, STRESS_HOGS the busy
-# loops, STRESS_RUN and STRESS_SKIP a -run and a -skip pattern; schedule's
-# 20 rounds take about 8 minutes on two cores (README), e.g.
+# loops, STRESS_RUN and STRESS_SKIP a -run and a -skip pattern. The
+# default rounds take about two and a half hours on two cores (schedule's
+# 20 rounds 8 minutes on an otherwise idle machine, 23 on a loaded one;
+# backup's 5 about 45 minutes; the figures per package are in README), e.g.
 #   make stress STRESS_PACKAGES=./schedule:20 STRESS_RUN=TestFires
 STRESS_PACKAGES ?= ./schedule:20 ./backup:5 ./destination:5 ./restore:5 ./examples/kubernetes/controller:3
 .PHONY: stress

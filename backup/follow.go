@@ -1169,8 +1169,11 @@ func (st *followState) flush(ctx context.Context) (retried bool, err error) {
 			b.reopen()
 			return false, err
 		}
-		seg.base.LastPut, seg.base.WatchStarted = b.lastPut, st.segmentWatchStarted
-		st.pending = &pendingSegment{encodedSegment: seg, sum: b.sum, raw: len(raw), firstReceived: st.firstReceived, lastPut: b.lastPut}
+		// The chain's last put, from an earlier segment when this one
+		// holds deletes only: a follower resuming after it checks it.
+		lastPut := cmp.Or(b.lastPut, st.lastPut)
+		seg.base.LastPut, seg.base.WatchStarted = lastPut, st.segmentWatchStarted
+		st.pending = &pendingSegment{encodedSegment: seg, sum: b.sum, raw: len(raw), firstReceived: st.firstReceived, lastPut: lastPut}
 		b.release() // encoded: raw is no longer read
 		st.builder = newSegmentBuilder()
 		st.targets.enqueue(st.pending)

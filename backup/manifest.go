@@ -104,11 +104,14 @@ type Manifest struct {
 	// Chain is, for a delta segment, the ID of the full backup its chain
 	// started from.
 	Chain string `json:"chain,omitempty"`
-	// LastPut is, for a delta segment, the last put it holds: a follower
-	// resuming the chain asks etcd for that key at that revision, and a
-	// different answer means etcd's history is no longer the chain's (a
-	// cluster restored to an earlier revision that wrote past the chain's
-	// end). Nil for a segment of deletes only, and in older manifests.
+	// LastPut is, for a delta segment, the last put of its chain up to
+	// the segment's end (for a segment of deletes only, an earlier
+	// segment's): a follower resuming the chain asks etcd for that key at
+	// that revision, and a different answer means etcd's history is no
+	// longer the chain's (a cluster restored to an earlier revision that
+	// wrote past the chain's end). Nil when the chain has had no put yet,
+	// and in older manifests (which also leave it nil for a segment of
+	// deletes only).
 	LastPut *PutMark `json:"lastPut,omitempty"`
 	// WatchStarted is, for a delta segment, when the watch that received
 	// its first revision started (the follower started, or watched again

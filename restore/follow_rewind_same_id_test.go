@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdbackup/etcdbackup/backup"
 	"github.com/etcdbackup/etcdbackup/internal/etcdtest"
@@ -19,6 +20,18 @@ import (
 // etcd no longer holds the chain's last put and starts a new chain, so a
 // restore after that point gives exactly the new history.
 func TestFollowerDetectsRewindWithSameClusterID(t *testing.T) {
+	rewindWithSameClusterID(t, false)
+}
+
+// The same when the chain's last segment holds deletes only (a range
+// delete after the last put, in a segment of its own): before, such a
+// segment's manifest named no last put, the follower had nothing to ask
+// etcd and resumed the chain with the other history.
+func TestFollowerDetectsRewindAfterASegmentOfDeletes(t *testing.T) {
+	rewindWithSameClusterID(t, true)
+}
+
+func rewindWithSameClusterID(t *testing.T, deletesLast bool) {
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
 	b := memBucket(t)
@@ -28,6 +41,13 @@ func TestFollowerDetectsRewindWithSameClusterID(t *testing.T) {
 	old := workload(t, cli, "/old", 30)
 	oldLast := old[len(old)-1]
 	waitCommitted(t, rec, oldLast)
+	if deletesLast {
+		resp, err := cli.Delete(t.Context(), "/old/", clientv3.WithPrefix())
+		require.NoError(t, err)
+		require.NotZero(t, resp.Deleted)
+		oldLast = resp.Header.Revision
+		waitCommitted(t, rec, oldLast)
+	}
 	h, err := cli.Get(t.Context(), "x")
 	require.NoError(t, err)
 	oldID := h.Header.ClusterId
@@ -52,7 +72,7 @@ func TestFollowerDetectsRewindWithSameClusterID(t *testing.T) {
 	rec2 := &followEvents{}
 	stop = startFollower(t, rewound, srv.Endpoints(), b, "prod-a", rec2)
 	require.Eventually(t, func() bool { return rec2.count(backup.ChainRewound) == 1 && rec2.count(backup.ChainStarted) == 1 },
-		30*time.Second, 10*time.Millisecond, "the rewind was not detected")
+		30*time.Second, 10*time.Millisecond, "the rewind was not detected: %s", rec2)
 	resp, err := rewound.Put(t.Context(), "/new/after", "x")
 	require.NoError(t, err)
 	waitCommitted(t, rec2, resp.Header.Revision)

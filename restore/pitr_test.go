@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -56,6 +57,20 @@ func (f *followEvents) count(kind backup.FollowEventKind) int {
 	return n
 }
 
+// String lists the events so far, for a failure's message.
+func (f *followEvents) String() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var b strings.Builder
+	for _, e := range f.events {
+		fmt.Fprintf(&b, "\n%s %s rev %d committed %d head %d chain %s", e.Time.Format("15:04:05.000"), e.Kind, e.Revision, e.Committed, e.HeadRevision, e.Chain)
+		if e.Err != nil {
+			fmt.Fprintf(&b, ": %v", e.Err)
+		}
+	}
+	return b.String()
+}
+
 // startFollower runs a follower of cli into b until the returned stop is
 // called; stop returns Run's error.
 func startFollower(t *testing.T, cli *clientv3.Client, endpoints []string, b storage.Bucket, cluster string, rec backup.FollowObserver, recipients ...string) (stop func() error) {
@@ -86,11 +101,20 @@ func startFollower(t *testing.T, cli *clientv3.Client, endpoints []string, b sto
 	}
 }
 
-// waitCommitted waits until the follower committed rev.
+// waitCommitted waits until the follower committed rev, for as long as it
+// commits something every 30 s: a follower catching up with many
+// segments on a busy machine may take longer in all, and one that stopped
+// committing fails the test in 30 s.
 func waitCommitted(t *testing.T, rec *followEvents, rev int64) {
 	t.Helper()
-	require.Eventually(t, func() bool { return rec.committed() >= rev }, 30*time.Second, 20*time.Millisecond,
-		"follower did not commit revision %d", rev)
+	seen, deadline := rec.committed(), time.Now().Add(30*time.Second)
+	for c := seen; c < rev; c = rec.committed() {
+		if c > seen {
+			seen, deadline = c, time.Now().Add(30*time.Second)
+		}
+		require.True(t, time.Now().Before(deadline), "follower did not commit revision %d: it committed %d, and nothing more for 30 s:%s", rev, c, rec)
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // workload writes puts, overwrites, deletes, multi-key transactions and

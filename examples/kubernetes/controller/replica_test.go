@@ -33,10 +33,16 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// The leader election's times. A leader that cannot renew its lease
+// within renewDeadline gives it up and its manager fails: on a busy
+// machine the API server can take seconds to answer, so these are
+// controller-runtime's defaults, but for a shorter retry that lets a
+// standby see a released lease sooner. A killed leader's lease is taken
+// over after leaseDuration, well inside waitFor.
 var (
-	leaseDuration = 4 * time.Second
-	renewDeadline = 3 * time.Second
-	retryPeriod   = 250 * time.Millisecond
+	leaseDuration = 15 * time.Second
+	renewDeadline = 10 * time.Second
+	retryPeriod   = 500 * time.Millisecond
 )
 
 func leaderOptions() manager.Options {
