@@ -42,12 +42,13 @@ func sourceCommit() (commit string, clean bool) {
 	return commit, len(strings.TrimSpace(string(st))) == 0
 }
 
-// resumable returns the saved results at path when a run with flags can
-// continue them: the same commit, a clean checkout (sourceCommit), the
-// same flags, and not every step done (the backup and restore groups, the
+// resumable returns the saved results at path when a run with flags on
+// machine m can continue them: the same commit, a clean checkout
+// (sourceCommit), the same flags, the same machine (CPUs, memory, Go,
+// etcd, MinIO and library versions), and not every step done (the backup and restore groups, the
 // continuous backup and the point restore). Otherwise it returns nil and
 // why not.
-func resumable(path, commit string, clean bool, flags []string) (*results, string) {
+func resumable(path, commit string, clean bool, flags []string, m machine) (*results, string) {
 	r, err := loadResults(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
@@ -60,6 +61,8 @@ func resumable(path, commit string, clean bool, flags []string) (*results, strin
 		return nil, fmt.Sprintf("the saved results are of commit %.12s", r.Commit)
 	case !slices.Equal(r.Flags, flags):
 		return nil, fmt.Sprintf("the saved results were run with flags %q", r.Flags)
+	case r.Machine != m:
+		return nil, fmt.Sprintf("the saved results were measured on another machine or toolchain (%+v)", r.Machine)
 	case !r.Finished.IsZero() && r.Continuous != nil && r.PointRestore != nil:
 		return nil, "the saved run is complete"
 	}
@@ -140,8 +143,9 @@ func (b *bench) startResults(cfg *config) {
 	commit, clean := sourceCommit()
 	flags := benchFlags(cfg.args)
 	path := filepath.Join(cfg.work, "results.json")
+	fresh := newResults()
 	if cfg.resume {
-		r, why := resumable(path, commit, clean, flags)
+		r, why := resumable(path, commit, clean, flags, fresh.Machine)
 		if r != nil {
 			n := r.dropUnfinished()
 			r.Finished, r.Resumed = time.Time{}, append(r.Resumed, time.Now().UTC())
@@ -151,7 +155,7 @@ func (b *bench) startResults(cfg *config) {
 		}
 		progress("starting a new run (%s)", why)
 	}
-	b.res = newResults()
+	b.res = fresh
 	b.res.Flags, b.res.RefRuns = flags, cfg.refRuns
 	if clean {
 		b.res.Commit = commit

@@ -15,29 +15,38 @@ import (
 func TestResumable(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "results.json")
 	flags := []string{"-sizes", "1GiB"}
-	r := &results{Commit: "abc", Flags: flags, Started: time.Now().UTC(),
+	mach := machine{CPUs: 2, CPUModel: "cpu", MemoryBytes: 8 << 30, GoVersion: "go1", OS: "linux/amd64", EtcdVersion: "3.6", MinIO: "m1", Library: "v1"}
+	r := &results{Commit: "abc", Flags: flags, Started: time.Now().UTC(), Machine: mach,
 		Modes:   []modeInfo{{Name: "a", Group: "backup"}, {Name: "f", Group: "restore"}},
 		Groups:  []groupRun{{Size: "1 GiB", Group: "backup", Commit: "abc", Rounds: 5}},
 		Samples: []sample{{Size: "1 GiB", Mode: "a", Run: 1}, {Size: "1 GiB", Mode: "f", Run: 1}, {Size: "2 GiB", Mode: "a", Run: 1}}}
 	if err := r.save(path); err != nil {
 		t.Fatal(err)
 	}
-	if got, why := resumable(path, "abc", true, flags); got == nil {
+	if got, why := resumable(path, "abc", true, flags, mach); got == nil {
 		t.Fatalf("an unfinished run of the same commit is not resumed: %s", why)
 	} else if n := got.dropUnfinished(); n != 2 || len(got.Samples) != 1 || got.Samples[0].Mode != "a" || got.Samples[0].Size != "1 GiB" {
 		t.Errorf("dropped %d, kept %+v; want only the finished group's sample", n, got.Samples)
 	}
 	for name, tc := range map[string]struct {
-		commit string
-		clean  bool
-		flags  []string
+		commit  string
+		clean   bool
+		flags   []string
+		machine func(*machine)
 	}{
-		"another commit": {"def", true, flags},
-		"changes":        {"abc", false, flags},
-		"no git":         {"", false, flags},
-		"other flags":    {"abc", true, []string{"-sizes", "2GiB"}},
+		"another commit":  {"def", true, flags, nil},
+		"changes":         {"abc", false, flags, nil},
+		"no git":          {"", false, flags, nil},
+		"other flags":     {"abc", true, []string{"-sizes", "2GiB"}, nil},
+		"another machine": {"abc", true, flags, func(m *machine) { m.CPUs, m.MemoryBytes = 4, 16<<30 }},
+		"another Go":      {"abc", true, flags, func(m *machine) { m.GoVersion = "go2" }},
+		"another MinIO":   {"abc", true, flags, func(m *machine) { m.MinIO = "m2" }},
 	} {
-		if got, _ := resumable(path, tc.commit, tc.clean, tc.flags); got != nil {
+		m := mach
+		if tc.machine != nil {
+			tc.machine(&m)
+		}
+		if got, _ := resumable(path, tc.commit, tc.clean, tc.flags, m); got != nil {
 			t.Errorf("%s: resumed", name)
 		}
 	}
@@ -45,10 +54,10 @@ func TestResumable(t *testing.T) {
 	if err := r.save(path); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := resumable(path, "abc", true, flags); got != nil {
+	if got, _ := resumable(path, "abc", true, flags, mach); got != nil {
 		t.Error("a complete run is resumed")
 	}
-	if got, _ := resumable(filepath.Join(t.TempDir(), "none.json"), "abc", true, flags); got != nil {
+	if got, _ := resumable(filepath.Join(t.TempDir(), "none.json"), "abc", true, flags, mach); got != nil {
 		t.Error("resumed without results")
 	}
 }
