@@ -3,9 +3,11 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -143,5 +145,49 @@ func TestStepIn(t *testing.T) {
 		if stepIn(&c, tc.commit, tc.command, get) {
 			t.Errorf("%s: skipped", name)
 		}
+	}
+}
+
+// TestSaveKeepsResultsOnFailure keeps the results saved before when a
+// save fails part-way (here at a file size limit, as on a full disk): the
+// groups done must survive for -resume.
+func TestSaveKeepsResultsOnFailure(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "results.json")
+	r := &results{Commit: "abc", Groups: []groupRun{{Size: "1 GiB", Group: "backup", Rounds: 5}}}
+	if err := r.save(path); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200 {
+		r.Samples = append(r.Samples, sample{Size: "1 GiB", Mode: "stream", Run: i})
+	}
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	small := lim
+	small.Cur = uint64(st.Size()) + 100
+	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &small); err != nil {
+		t.Skip("cannot set a file size limit:", err)
+	}
+	err = r.save(path)
+	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	if err == nil {
+		t.Fatal("a save past the file size limit succeeded")
+	}
+	got, err := loadResults(path)
+	if err != nil {
+		t.Fatalf("the results saved before are lost: %v", err)
+	}
+	if len(got.Groups) != 1 || len(got.Samples) != 0 {
+		t.Errorf("the results saved before changed: %+v", got)
+	}
+	if ents, _ := os.ReadDir(filepath.Dir(path)); len(ents) != 1 {
+		t.Errorf("files left next to the results: %v", ents)
 	}
 }
