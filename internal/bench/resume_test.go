@@ -191,3 +191,23 @@ func TestSaveKeepsResultsOnFailure(t *testing.T) {
 		t.Errorf("files left next to the results: %v", ents)
 	}
 }
+
+// TestRunCountsPerGroup says how many rounds each group ran in when the
+// groups ran different numbers: rounds added to the judged groups are not
+// claimed for the others.
+func TestRunCountsPerGroup(t *testing.T) {
+	r := &results{
+		Sizes: []sizeInfo{{Label: "1 GiB", Runs: 7, RestoreRuns: 14}},
+		Modes: []modeInfo{{Name: "a", Group: groupBackup}, {Name: "f", Group: groupRestore}, {Name: "a-tls", Group: "backup-tls"}, {Name: "f-tls", Group: "restore-tls"}},
+		Groups: []groupRun{
+			{Size: "1 GiB", Group: groupBackup, Rounds: 7}, {Size: "1 GiB", Group: "backup-tls", Rounds: 5},
+			{Size: "1 GiB", Group: groupRestore, Rounds: 14}, {Size: "1 GiB", Group: "restore-tls", Rounds: 5},
+		},
+	}
+	got := runCounts(r)
+	for _, w := range []string{"in 7 rounds", "restore in 14", "backup-tls in 5", "restore-tls in 5"} {
+		if !strings.Contains(got, w) {
+			t.Errorf("run counts lack %q: %s", w, got)
+		}
+	}
+}
