@@ -90,8 +90,8 @@ func renderReport(r *results, chart string) (string, error) {
 	w("## Targets\n\n")
 	w("%s\n", renderTargets(r))
 	w("%s", renderLogical(r))
-	w("%s", renderContinuous(r.Continuous))
-	w("%s", renderPointRestore(r.PointRestore))
+	w("%s%s", renderContinuous(r.Continuous), sectionCommit(r, r.Continuous))
+	w("%s%s", renderPointRestore(r.PointRestore), sectionCommit(r, r.PointRestore))
 
 	w("## How to read the figures\n\n")
 	w("- **wall**: from the first request to etcd to the last byte stored (for etcdbackup: the manifest committed), timed inside the process; process start is not included.\n")

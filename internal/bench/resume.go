@@ -111,6 +111,16 @@ func (p *pitrReport) step() (time.Time, string, string) {
 	return p.Started, p.Command, p.Commit
 }
 
+// sectionCommit says when a step's section p was measured at another
+// commit than r's tables (a step run alone, as make bench-pitr does, adds
+// its section to whatever results are saved), "" otherwise.
+func sectionCommit(r *results, p *pitrReport) string {
+	if p == nil || (p.Commit == r.Commit && r.Commit != "") {
+		return ""
+	}
+	return fmt.Sprintf("Measured at commit %s, not the commit of the tables above (%s).\n\n", commitText(p.Commit), commitText(r.Commit))
+}
+
 // withoutFlag returns args without the boolean flag name (-name, --name,
 // -name=...).
 func withoutFlag(args []string, name string) []string {

@@ -211,3 +211,27 @@ func TestRunCountsPerGroup(t *testing.T) {
 		}
 	}
 }
+
+// TestSectionOfAnotherCommit says so when a step's section was measured at
+// another commit than the tables (make bench-pitr adds it to the saved
+// results of any run).
+func TestSectionOfAnotherCommit(t *testing.T) {
+	r := loadFixture(t)
+	r.Commit = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	r.Continuous.Commit = r.Commit
+	r.PointRestore.Commit = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+	got, err := renderReport(r, "c.png")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(got, r.PointRestore.Commit) != 1 {
+		t.Errorf("the report does not name once the other commit of the point restore:\n%s", got)
+	}
+	if strings.Count(got, "not the commit of the tables") != 1 {
+		t.Errorf("want one section said to be of another commit")
+	}
+	r.Continuous.Commit = ""
+	if got, _ = renderReport(r, "c.png"); strings.Count(got, "not the commit of the tables") != 2 {
+		t.Errorf("a section of a checkout with changes is not said to be of another commit")
+	}
+}
