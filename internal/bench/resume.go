@@ -34,8 +34,9 @@ func sourceCommit() (commit string, clean bool) {
 		return "", false
 	}
 	commit = strings.TrimSpace(string(out))
-	st, err := exec.Command("git", "status", "--porcelain", "--", ".",
-		":(exclude)BENCHMARKS.md", ":(exclude)BENCHMARKS.png").Output()
+	// The whole checkout, wherever the bench runs in it.
+	st, err := exec.Command("git", "status", "--porcelain", "--", ":/",
+		":(top,exclude)BENCHMARKS.md", ":(top,exclude)BENCHMARKS.png").Output()
 	if err != nil {
 		return commit, false
 	}

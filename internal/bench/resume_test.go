@@ -4,6 +4,7 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -233,5 +234,43 @@ func TestSectionOfAnotherCommit(t *testing.T) {
 	r.Continuous.Commit = ""
 	if got, _ = renderReport(r, "c.png"); strings.Count(got, "not the commit of the tables") != 2 {
 		t.Errorf("a section of a checkout with changes is not said to be of another commit")
+	}
+}
+
+// TestSourceCommitWholeCheckout finds changes anywhere in the checkout,
+// not only under the directory the bench runs in, and ignores the report
+// and chart at its top.
+func TestSourceCommitWholeCheckout(t *testing.T) {
+	dir := t.TempDir()
+	git := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-C", dir, "-c", "user.email=b@example.com", "-c", "user.name=b"}, args...)...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v: %s", args, err, out)
+		}
+	}
+	write := func(name, text string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	git("init", "-q")
+	write("lib.go", "package lib\n")
+	write("internal/bench/main.go", "package main\n")
+	write("BENCHMARKS.md", "# Benchmarks\n")
+	git("add", ".")
+	git("commit", "-q", "-m", "first")
+	t.Chdir(filepath.Join(dir, "internal", "bench"))
+	write("BENCHMARKS.md", "# Benchmarks again\n")
+	if commit, clean := sourceCommit(); commit == "" || !clean {
+		t.Fatalf("a checkout with only the report changed: %q, clean %v", commit, clean)
+	}
+	write("lib.go", "package lib // changed\n")
+	if _, clean := sourceCommit(); clean {
+		t.Error("a change outside the bench's directory is not seen")
 	}
 }
