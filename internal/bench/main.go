@@ -126,8 +126,8 @@ type config struct {
 	// cli is the etcdbackup command of the CLI modes.
 	cli  string
 	args []string
-	// resume continues the saved results of the same commit and flags
-	// (resumable): only the groups they do not record run.
+	// resume continues the saved results of the same commit, flags and
+	// machine (resumable): only the groups they do not record run.
 	resume bool
 }
 
@@ -148,7 +148,7 @@ func parseConfig(args []string) (*config, error) {
 	trace := fs.Bool("trace", false, "make every mode log its steps to standard error")
 	profile := fs.String("profile", "", "directory for a CPU profile of every mode run (pprof)")
 	cli := fs.String("cli", "", "the etcdbackup command the CLI modes run, built as make release builds it (make bench builds it into a temporary directory)")
-	resume := fs.Bool("resume", false, "continue the saved results of an unfinished run of the same clean commit and flags: run only the groups they lack")
+	resume := fs.Bool("resume", false, "continue the saved results of an unfinished run of the same clean commit, flags, machine and toolchain: run only the groups they lack")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
