@@ -254,7 +254,9 @@ func runBench(args []string) error {
 	}
 	defer os.RemoveAll(b.run)
 
-	b.startResults(cfg)
+	if err := b.startResults(cfg); err != nil {
+		return err
+	}
 
 	progress("machine: %d CPUs, %s of memory, %s; load average %.2f", b.res.Machine.CPUs, formatBytes(b.res.Machine.MemoryBytes), b.res.Machine.GoVersion, loadAverage())
 	b.minio, err = startMinIO(ctx, minioBinary(), filepath.Join(b.run, "minio"), filepath.Join(b.logs, "minio.log"))

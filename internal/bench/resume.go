@@ -149,8 +149,9 @@ func renderGroups(r *results) string {
 
 // startResults sets b.res: the saved results when cfg.resume and they
 // can be continued (resumable), with the samples of unfinished groups
-// dropped, else new ones.
-func (b *bench) startResults(cfg *config) {
+// dropped, else new ones, the saved results of an unfinished run then
+// kept aside (keepUnfinished).
+func (b *bench) startResults(cfg *config) error {
 	commit, clean := sourceCommit()
 	flags := benchFlags(cfg.args)
 	path := filepath.Join(cfg.work, "results.json")
@@ -162,9 +163,12 @@ func (b *bench) startResults(cfg *config) {
 			r.Finished, r.Resumed = time.Time{}, append(r.Resumed, time.Now().UTC())
 			b.res = r
 			progress("resuming the run of commit %.12s started %s: %d groups done, %d samples of unfinished groups dropped", commit, r.Started.Format(time.RFC3339), len(r.Groups), n)
-			return
+			return nil
 		}
 		progress("starting a new run (%s)", why)
+		if err := keepUnfinished(path); err != nil {
+			return err
+		}
 	}
 	b.res = fresh
 	b.res.Flags, b.res.RefRuns = flags, cfg.refRuns
@@ -177,6 +181,25 @@ func (b *bench) startResults(cfg *config) {
 	for _, m := range cfg.modes {
 		b.res.Modes = append(b.res.Modes, modeInfo{Name: m.name, Label: m.label, Short: m.short, Group: m.group, Reference: m.reference, Source: m.source})
 	}
+	return nil
+}
+
+// keepUnfinished renames the results at path, when they are of an
+// unfinished run, to results-<start>.json next to them: a new run saves
+// over results.json at its first sample, and the groups a run took hours
+// to measure must not go because -resume could not continue them (a file
+// left in the checkout, another commit).
+func keepUnfinished(path string) error {
+	r, err := loadResults(path)
+	if err != nil || (!r.Finished.IsZero() && r.Continuous != nil && r.PointRestore != nil) {
+		return nil
+	}
+	kept := filepath.Join(filepath.Dir(path), "results-"+r.Started.UTC().Format("20060102T150405Z")+".json")
+	if err := os.Rename(path, kept); err != nil {
+		return fmt.Errorf("keep the unfinished run's results: %w", err)
+	}
+	progress("the unfinished run's results are kept in %s", kept)
+	return nil
 }
 
 // sizeIndex returns the index of the size labelled label in b.res.Sizes,

@@ -274,3 +274,30 @@ func TestSourceCommitWholeCheckout(t *testing.T) {
 		t.Error("a change outside the bench's directory is not seen")
 	}
 }
+
+// TestNewRunKeepsUnfinishedResults keeps aside the saved results of an
+// unfinished run that -resume cannot continue (here another commit), as a
+// new run saves over results.json at its first sample.
+func TestNewRunKeepsUnfinishedResults(t *testing.T) {
+	dir := t.TempDir()
+	old := &results{Commit: "abc", Started: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
+		Groups: []groupRun{{Size: "1 GiB", Group: groupBackup, Rounds: 5}}}
+	if err := old.save(filepath.Join(dir, "results.json")); err != nil {
+		t.Fatal(err)
+	}
+	b := &bench{}
+	if err := b.startResults(&config{work: dir, resume: true}); err != nil {
+		t.Fatal(err)
+	}
+	if len(b.res.Groups) != 0 {
+		t.Fatalf("another commit's run is continued: %+v", b.res.Groups)
+	}
+	kept, _ := filepath.Glob(filepath.Join(dir, "results-*.json"))
+	if len(kept) != 1 {
+		t.Fatalf("the unfinished run's results are not kept aside: %v", kept)
+	}
+	r, err := loadResults(kept[0])
+	if err != nil || len(r.Groups) != 1 || r.Commit != "abc" {
+		t.Errorf("kept %+v, %v", r, err)
+	}
+}
