@@ -199,8 +199,10 @@ fuzz:
 # busy machine adds up to about 15 minutes; a mode still short of 5 quiet
 # rounds gets "unclear".
 # Interrupted, `make bench` again on the same clean commit with the same
-# flags continues: the groups done are kept, the others run whole, and the
-# report says when each ran (BENCH_RESUME= starts over).
+# flags, machine and toolchain continues: the groups done are kept, the
+# others run whole, and the report says when each ran (BENCH_RESUME=
+# starts over). An unfinished run it cannot continue is kept in
+# bench-out/results-<start>.json.
 # BENCH_FLAGS, PITR_FLAGS and PITR_RESTORE_FLAGS pass flags, e.g.
 # BENCH_FLAGS='-sizes 256MiB,1GiB'.
 BENCH_RESUME ?= -resume

@@ -126,8 +126,8 @@ type config struct {
 	// cli is the etcdbackup command of the CLI modes.
 	cli  string
 	args []string
-	// resume continues the saved results of the same commit and flags
-	// (resumable): only the groups they do not record run.
+	// resume continues the saved results of the same commit, flags and
+	// machine (resumable): only the groups they do not record run.
 	resume bool
 }
 
@@ -148,7 +148,7 @@ func parseConfig(args []string) (*config, error) {
 	trace := fs.Bool("trace", false, "make every mode log its steps to standard error")
 	profile := fs.String("profile", "", "directory for a CPU profile of every mode run (pprof)")
 	cli := fs.String("cli", "", "the etcdbackup command the CLI modes run, built as make release builds it (make bench builds it into a temporary directory)")
-	resume := fs.Bool("resume", false, "continue the saved results of an unfinished run of the same clean commit and flags: run only the groups they lack")
+	resume := fs.Bool("resume", false, "continue the saved results of an unfinished run of the same clean commit, flags, machine and toolchain: run only the groups they lack")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -254,7 +254,9 @@ func runBench(args []string) error {
 	}
 	defer os.RemoveAll(b.run)
 
-	b.startResults(cfg)
+	if err := b.startResults(cfg); err != nil {
+		return err
+	}
 
 	progress("machine: %d CPUs, %s of memory, %s; load average %.2f", b.res.Machine.CPUs, formatBytes(b.res.Machine.MemoryBytes), b.res.Machine.GoVersion, loadAverage())
 	b.minio, err = startMinIO(ctx, minioBinary(), filepath.Join(b.run, "minio"), filepath.Join(b.logs, "minio.log"))

@@ -90,8 +90,8 @@ func renderReport(r *results, chart string) (string, error) {
 	w("## Targets\n\n")
 	w("%s\n", renderTargets(r))
 	w("%s", renderLogical(r))
-	w("%s", renderContinuous(r.Continuous))
-	w("%s", renderPointRestore(r.PointRestore))
+	w("%s%s", renderContinuous(r.Continuous), sectionCommit(r, r.Continuous))
+	w("%s%s", renderPointRestore(r.PointRestore), sectionCommit(r, r.PointRestore))
 
 	w("## How to read the figures\n\n")
 	w("- **wall**: from the first request to etcd to the last byte stored (for etcdbackup: the manifest committed), timed inside the process; process start is not included.\n")
@@ -483,7 +483,9 @@ func runCounts(r *results) string {
 		if s.Runs == 1 {
 			times = "in one round"
 		}
-		if s.RestoreRuns > 0 && s.RestoreRuns != s.Runs && hasGroup(r, groupRestore) {
+		if other := otherGroupRounds(r, s); other != "" {
+			times += " (groups " + other + ")"
+		} else if s.RestoreRuns > 0 && s.RestoreRuns != s.Runs && hasGroup(r, groupRestore) && len(r.Groups) == 0 {
 			times += fmt.Sprintf(" (restore modes in %d)", s.RestoreRuns)
 		}
 		parts = append(parts, fmt.Sprintf("%s on the %s etcd", times, s.Label))
@@ -493,6 +495,19 @@ func runCounts(r *results) string {
 		out += fmt.Sprintf(" (reference modes, marked (ref), in at most %d rounds; the rounds of every group are under Machine)", r.RefRuns)
 	}
 	return out
+}
+
+// otherGroupRounds lists the groups r records on size s that ran in
+// another number of rounds than s.Runs (rounds are added only to the
+// judged groups), "" when none did.
+func otherGroupRounds(r *results, s sizeInfo) string {
+	var parts []string
+	for _, g := range r.Groups {
+		if g.Size == s.Label && g.Group != groupBackup && g.Rounds != s.Runs {
+			parts = append(parts, fmt.Sprintf("%s in %d", g.Group, g.Rounds))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // hasGroup reports whether r measured a mode of group.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"time"
 )
@@ -253,12 +254,34 @@ func adjacent(base []sample, s sample) (sample, bool) {
 	return after, found
 }
 
+// save writes r to path as JSON.
 func (r *results) save(path string) error {
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+	// A new file renamed over the old one: a save that fails part-way
+	// (a full disk, a kill) leaves the results saved before, whose groups
+	// a resumed run keeps.
+	f, err := os.CreateTemp(filepath.Dir(path), ".results-*.json")
+	if err != nil {
+		return fmt.Errorf("save results: %w", err)
+	}
+	_, err = f.Write(append(b, '\n'))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(f.Name(), 0o644)
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		_ = os.Remove(f.Name())
 		return fmt.Errorf("save results: %w", err)
 	}
 	return nil

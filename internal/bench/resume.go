@@ -34,20 +34,22 @@ func sourceCommit() (commit string, clean bool) {
 		return "", false
 	}
 	commit = strings.TrimSpace(string(out))
-	st, err := exec.Command("git", "status", "--porcelain", "--", ".",
-		":(exclude)BENCHMARKS.md", ":(exclude)BENCHMARKS.png").Output()
+	// The whole checkout, wherever the bench runs in it.
+	st, err := exec.Command("git", "status", "--porcelain", "--", ":/",
+		":(top,exclude)BENCHMARKS.md", ":(top,exclude)BENCHMARKS.png").Output()
 	if err != nil {
 		return commit, false
 	}
 	return commit, len(strings.TrimSpace(string(st))) == 0
 }
 
-// resumable returns the saved results at path when a run with flags can
-// continue them: the same commit, a clean checkout (sourceCommit), the
-// same flags, and not every step done (the backup and restore groups, the
+// resumable returns the saved results at path when a run with flags on
+// machine m can continue them: the same commit, a clean checkout
+// (sourceCommit), the same flags, the same machine (CPUs, memory, Go,
+// etcd, MinIO and library versions), and not every step done (the backup and restore groups, the
 // continuous backup and the point restore). Otherwise it returns nil and
 // why not.
-func resumable(path, commit string, clean bool, flags []string) (*results, string) {
+func resumable(path, commit string, clean bool, flags []string, m machine) (*results, string) {
 	r, err := loadResults(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
@@ -60,6 +62,8 @@ func resumable(path, commit string, clean bool, flags []string) (*results, strin
 		return nil, fmt.Sprintf("the saved results are of commit %.12s", r.Commit)
 	case !slices.Equal(r.Flags, flags):
 		return nil, fmt.Sprintf("the saved results were run with flags %q", r.Flags)
+	case r.Machine != m:
+		return nil, fmt.Sprintf("the saved results were measured on another machine or toolchain (%+v)", r.Machine)
 	case !r.Finished.IsZero() && r.Continuous != nil && r.PointRestore != nil:
 		return nil, "the saved run is complete"
 	}
@@ -108,6 +112,16 @@ func (p *pitrReport) step() (time.Time, string, string) {
 	return p.Started, p.Command, p.Commit
 }
 
+// sectionCommit says when a step's section p was measured at another
+// commit than r's tables (a step run alone, as make bench-pitr does, adds
+// its section to whatever results are saved), "" otherwise.
+func sectionCommit(r *results, p *pitrReport) string {
+	if p == nil || (p.Commit == r.Commit && r.Commit != "") {
+		return ""
+	}
+	return fmt.Sprintf("Measured at commit %s, not the commit of the tables above (%s).\n\n", commitText(p.Commit), commitText(r.Commit))
+}
+
 // withoutFlag returns args without the boolean flag name (-name, --name,
 // -name=...).
 func withoutFlag(args []string, name string) []string {
@@ -135,23 +149,28 @@ func renderGroups(r *results) string {
 
 // startResults sets b.res: the saved results when cfg.resume and they
 // can be continued (resumable), with the samples of unfinished groups
-// dropped, else new ones.
-func (b *bench) startResults(cfg *config) {
+// dropped, else new ones, the saved results of an unfinished run then
+// kept aside (keepUnfinished).
+func (b *bench) startResults(cfg *config) error {
 	commit, clean := sourceCommit()
 	flags := benchFlags(cfg.args)
 	path := filepath.Join(cfg.work, "results.json")
+	fresh := newResults()
 	if cfg.resume {
-		r, why := resumable(path, commit, clean, flags)
+		r, why := resumable(path, commit, clean, flags, fresh.Machine)
 		if r != nil {
 			n := r.dropUnfinished()
 			r.Finished, r.Resumed = time.Time{}, append(r.Resumed, time.Now().UTC())
 			b.res = r
 			progress("resuming the run of commit %.12s started %s: %d groups done, %d samples of unfinished groups dropped", commit, r.Started.Format(time.RFC3339), len(r.Groups), n)
-			return
+			return nil
 		}
 		progress("starting a new run (%s)", why)
+		if err := keepUnfinished(path); err != nil {
+			return err
+		}
 	}
-	b.res = newResults()
+	b.res = fresh
 	b.res.Flags, b.res.RefRuns = flags, cfg.refRuns
 	if clean {
 		b.res.Commit = commit
@@ -162,6 +181,25 @@ func (b *bench) startResults(cfg *config) {
 	for _, m := range cfg.modes {
 		b.res.Modes = append(b.res.Modes, modeInfo{Name: m.name, Label: m.label, Short: m.short, Group: m.group, Reference: m.reference, Source: m.source})
 	}
+	return nil
+}
+
+// keepUnfinished renames the results at path, when they are of an
+// unfinished run, to results-<start>.json next to them: a new run saves
+// over results.json at its first sample, and the groups a run took hours
+// to measure must not go because -resume could not continue them (a file
+// left in the checkout, another commit).
+func keepUnfinished(path string) error {
+	r, err := loadResults(path)
+	if err != nil || (!r.Finished.IsZero() && r.Continuous != nil && r.PointRestore != nil) {
+		return nil
+	}
+	kept := filepath.Join(filepath.Dir(path), "results-"+r.Started.UTC().Format("20060102T150405Z")+".json")
+	if err := os.Rename(path, kept); err != nil {
+		return fmt.Errorf("keep the unfinished run's results: %w", err)
+	}
+	progress("the unfinished run's results are kept in %s", kept)
+	return nil
 }
 
 // sizeIndex returns the index of the size labelled label in b.res.Sizes,

@@ -3,9 +3,12 @@
 package main
 
 import (
+	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -15,29 +18,38 @@ import (
 func TestResumable(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "results.json")
 	flags := []string{"-sizes", "1GiB"}
-	r := &results{Commit: "abc", Flags: flags, Started: time.Now().UTC(),
+	mach := machine{CPUs: 2, CPUModel: "cpu", MemoryBytes: 8 << 30, GoVersion: "go1", OS: "linux/amd64", EtcdVersion: "3.6", MinIO: "m1", Library: "v1"}
+	r := &results{Commit: "abc", Flags: flags, Started: time.Now().UTC(), Machine: mach,
 		Modes:   []modeInfo{{Name: "a", Group: "backup"}, {Name: "f", Group: "restore"}},
 		Groups:  []groupRun{{Size: "1 GiB", Group: "backup", Commit: "abc", Rounds: 5}},
 		Samples: []sample{{Size: "1 GiB", Mode: "a", Run: 1}, {Size: "1 GiB", Mode: "f", Run: 1}, {Size: "2 GiB", Mode: "a", Run: 1}}}
 	if err := r.save(path); err != nil {
 		t.Fatal(err)
 	}
-	if got, why := resumable(path, "abc", true, flags); got == nil {
+	if got, why := resumable(path, "abc", true, flags, mach); got == nil {
 		t.Fatalf("an unfinished run of the same commit is not resumed: %s", why)
 	} else if n := got.dropUnfinished(); n != 2 || len(got.Samples) != 1 || got.Samples[0].Mode != "a" || got.Samples[0].Size != "1 GiB" {
 		t.Errorf("dropped %d, kept %+v; want only the finished group's sample", n, got.Samples)
 	}
 	for name, tc := range map[string]struct {
-		commit string
-		clean  bool
-		flags  []string
+		commit  string
+		clean   bool
+		flags   []string
+		machine func(*machine)
 	}{
-		"another commit": {"def", true, flags},
-		"changes":        {"abc", false, flags},
-		"no git":         {"", false, flags},
-		"other flags":    {"abc", true, []string{"-sizes", "2GiB"}},
+		"another commit":  {"def", true, flags, nil},
+		"changes":         {"abc", false, flags, nil},
+		"no git":          {"", false, flags, nil},
+		"other flags":     {"abc", true, []string{"-sizes", "2GiB"}, nil},
+		"another machine": {"abc", true, flags, func(m *machine) { m.CPUs, m.MemoryBytes = 4, 16<<30 }},
+		"another Go":      {"abc", true, flags, func(m *machine) { m.GoVersion = "go2" }},
+		"another MinIO":   {"abc", true, flags, func(m *machine) { m.MinIO = "m2" }},
 	} {
-		if got, _ := resumable(path, tc.commit, tc.clean, tc.flags); got != nil {
+		m := mach
+		if tc.machine != nil {
+			tc.machine(&m)
+		}
+		if got, _ := resumable(path, tc.commit, tc.clean, tc.flags, m); got != nil {
 			t.Errorf("%s: resumed", name)
 		}
 	}
@@ -45,10 +57,10 @@ func TestResumable(t *testing.T) {
 	if err := r.save(path); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := resumable(path, "abc", true, flags); got != nil {
+	if got, _ := resumable(path, "abc", true, flags, mach); got != nil {
 		t.Error("a complete run is resumed")
 	}
-	if got, _ := resumable(filepath.Join(t.TempDir(), "none.json"), "abc", true, flags); got != nil {
+	if got, _ := resumable(filepath.Join(t.TempDir(), "none.json"), "abc", true, flags, mach); got != nil {
 		t.Error("resumed without results")
 	}
 }
@@ -134,5 +146,158 @@ func TestStepIn(t *testing.T) {
 		if stepIn(&c, tc.commit, tc.command, get) {
 			t.Errorf("%s: skipped", name)
 		}
+	}
+}
+
+// TestSaveKeepsResultsOnFailure keeps the results saved before when a
+// save fails part-way (here at a file size limit, as on a full disk): the
+// groups done must survive for -resume.
+func TestSaveKeepsResultsOnFailure(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "results.json")
+	r := &results{Commit: "abc", Groups: []groupRun{{Size: "1 GiB", Group: "backup", Rounds: 5}}}
+	if err := r.save(path); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200 {
+		r.Samples = append(r.Samples, sample{Size: "1 GiB", Mode: "stream", Run: i})
+	}
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	small := lim
+	small.Cur = uint64(st.Size()) + 100
+	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &small); err != nil {
+		t.Skip("cannot set a file size limit:", err)
+	}
+	err = r.save(path)
+	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	if err == nil {
+		t.Fatal("a save past the file size limit succeeded")
+	}
+	got, err := loadResults(path)
+	if err != nil {
+		t.Fatalf("the results saved before are lost: %v", err)
+	}
+	if len(got.Groups) != 1 || len(got.Samples) != 0 {
+		t.Errorf("the results saved before changed: %+v", got)
+	}
+	if ents, _ := os.ReadDir(filepath.Dir(path)); len(ents) != 1 {
+		t.Errorf("files left next to the results: %v", ents)
+	}
+}
+
+// TestRunCountsPerGroup says how many rounds each group ran in when the
+// groups ran different numbers: rounds added to the judged groups are not
+// claimed for the others.
+func TestRunCountsPerGroup(t *testing.T) {
+	r := &results{
+		Sizes: []sizeInfo{{Label: "1 GiB", Runs: 7, RestoreRuns: 14}},
+		Modes: []modeInfo{{Name: "a", Group: groupBackup}, {Name: "f", Group: groupRestore}, {Name: "a-tls", Group: "backup-tls"}, {Name: "f-tls", Group: "restore-tls"}},
+		Groups: []groupRun{
+			{Size: "1 GiB", Group: groupBackup, Rounds: 7}, {Size: "1 GiB", Group: "backup-tls", Rounds: 5},
+			{Size: "1 GiB", Group: groupRestore, Rounds: 14}, {Size: "1 GiB", Group: "restore-tls", Rounds: 5},
+		},
+	}
+	got := runCounts(r)
+	for _, w := range []string{"in 7 rounds", "restore in 14", "backup-tls in 5", "restore-tls in 5"} {
+		if !strings.Contains(got, w) {
+			t.Errorf("run counts lack %q: %s", w, got)
+		}
+	}
+}
+
+// TestSectionOfAnotherCommit says so when a step's section was measured at
+// another commit than the tables (make bench-pitr adds it to the saved
+// results of any run).
+func TestSectionOfAnotherCommit(t *testing.T) {
+	r := loadFixture(t)
+	r.Commit = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	r.Continuous.Commit = r.Commit
+	r.PointRestore.Commit = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+	got, err := renderReport(r, "c.png")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(got, r.PointRestore.Commit) != 1 {
+		t.Errorf("the report does not name once the other commit of the point restore:\n%s", got)
+	}
+	if strings.Count(got, "not the commit of the tables") != 1 {
+		t.Errorf("want one section said to be of another commit")
+	}
+	r.Continuous.Commit = ""
+	if got, _ = renderReport(r, "c.png"); strings.Count(got, "not the commit of the tables") != 2 {
+		t.Errorf("a section of a checkout with changes is not said to be of another commit")
+	}
+}
+
+// TestSourceCommitWholeCheckout finds changes anywhere in the checkout,
+// not only under the directory the bench runs in, and ignores the report
+// and chart at its top.
+func TestSourceCommitWholeCheckout(t *testing.T) {
+	dir := t.TempDir()
+	git := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-C", dir, "-c", "user.email=b@example.com", "-c", "user.name=b"}, args...)...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v: %s", args, err, out)
+		}
+	}
+	write := func(name, text string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	git("init", "-q")
+	write("lib.go", "package lib\n")
+	write("internal/bench/main.go", "package main\n")
+	write("BENCHMARKS.md", "# Benchmarks\n")
+	git("add", ".")
+	git("commit", "-q", "-m", "first")
+	t.Chdir(filepath.Join(dir, "internal", "bench"))
+	write("BENCHMARKS.md", "# Benchmarks again\n")
+	if commit, clean := sourceCommit(); commit == "" || !clean {
+		t.Fatalf("a checkout with only the report changed: %q, clean %v", commit, clean)
+	}
+	write("lib.go", "package lib // changed\n")
+	if _, clean := sourceCommit(); clean {
+		t.Error("a change outside the bench's directory is not seen")
+	}
+}
+
+// TestNewRunKeepsUnfinishedResults keeps aside the saved results of an
+// unfinished run that -resume cannot continue (here another commit), as a
+// new run saves over results.json at its first sample.
+func TestNewRunKeepsUnfinishedResults(t *testing.T) {
+	dir := t.TempDir()
+	old := &results{Commit: "abc", Started: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
+		Groups: []groupRun{{Size: "1 GiB", Group: groupBackup, Rounds: 5}}}
+	if err := old.save(filepath.Join(dir, "results.json")); err != nil {
+		t.Fatal(err)
+	}
+	b := &bench{}
+	if err := b.startResults(&config{work: dir, resume: true}); err != nil {
+		t.Fatal(err)
+	}
+	if len(b.res.Groups) != 0 {
+		t.Fatalf("another commit's run is continued: %+v", b.res.Groups)
+	}
+	kept, _ := filepath.Glob(filepath.Join(dir, "results-*.json"))
+	if len(kept) != 1 {
+		t.Fatalf("the unfinished run's results are not kept aside: %v", kept)
+	}
+	r, err := loadResults(kept[0])
+	if err != nil || len(r.Groups) != 1 || r.Commit != "abc" {
+		t.Errorf("kept %+v, %v", r, err)
 	}
 }
