@@ -245,7 +245,7 @@ func fillReplication(rep *replicationReport, done []written, segs []pitrLine, co
 
 // replicaLine is one line the replicator child writes on stdout.
 type replicaLine struct {
-	Kind      string `json:"kind"` // "copied", "round", "end"
+	Kind      string `json:"kind"`       // "copied", "round", "end"
 	ID        string `json:",omitempty"` // the segment's, for "copied"
 	Committed int64  `json:",omitempty"` // Unix nanoseconds
 	RSS, HWM  int64  `json:",omitempty"`
