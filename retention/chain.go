@@ -126,7 +126,11 @@ func (c ChainPolicy) Apply(plan *Plan) (*Plan, error) {
 			outside[e.Manifest.Chain] = true
 			continue
 		}
-		if cfg := chainConfig(plan.Cluster, e.Manifest.Chain, configOf); name != "" && cfg != name && slices.Contains(c.Others, cfg) {
+		cfg := e.Manifest.Config
+		if cfg == "" {
+			cfg = chainConfig(plan.Cluster, e.Manifest.Chain, configOf)
+		}
+		if name != "" && cfg != name && slices.Contains(c.Others, cfg) {
 			ds[i].Action, ds[i].Reason = Keep, fmt.Sprintf("delta segment of a chain of config %q: out of the scope of config %q", cfg, name)
 			continue
 		}
@@ -338,6 +342,16 @@ func (c ChainPolicy) base(plan *Plan, fulls []int) int {
 // with maybe "-<run>"): the config a chain's delta segments belong to,
 // whose manifests do not name it; "" when the ID does not tell.
 func ChainName(cluster, chain string) string { return chainConfig(cluster, chain, nil) }
+
+// SegmentConfig returns the backup config a delta segment belongs to: the
+// one its follower recorded (backup.Manifest.Config), else, for segments
+// of older versions, ChainName of its chain.
+func SegmentConfig(m *backup.Manifest) string {
+	if m.Config != "" {
+		return m.Config
+	}
+	return ChainName(m.Cluster, m.Chain)
+}
 
 // chainConfig returns the backup config of the chain that starts from the
 // full backup id: its manifest's name when the full backup is listed,
