@@ -115,7 +115,7 @@ func (c ChainPolicy) Apply(plan *Plan) (*Plan, error) {
 		}
 	}
 	var segments []int           // delta segments of the scope
-	outside := map[string]bool{} // chains of segments out of the Scope
+	outside := map[string]bool{} // chains of segments out of the Scope or of Others
 	for i := range ds {
 		e := ds[i].Entry
 		if e.Cluster != plan.Cluster || e.Kind != backup.KindDelta || e.Manifest == nil {
@@ -132,13 +132,17 @@ func (c ChainPolicy) Apply(plan *Plan) (*Plan, error) {
 		}
 		if name != "" && cfg != name && slices.Contains(c.Others, cfg) {
 			ds[i].Action, ds[i].Reason = Keep, fmt.Sprintf("delta segment of a chain of config %q: out of the scope of config %q", cfg, name)
+			// Its config prunes it, and may keep it on top of a full
+			// backup of this config (its follower started its chain on
+			// the cluster's newest full backup): kept while it is.
+			outside[e.Manifest.Chain] = true
 			continue
 		}
 		segments = append(segments, i)
 		ds[i].Action, ds[i].Reason = Keep, ReasonNoFull
 	}
-	// The segments out of the Scope are kept, and so is every full backup
-	// they may restore on top of.
+	// The segments out of the Scope or of another config are kept, and so
+	// is every full backup they may restore on top of.
 	for i, d := range ds {
 		for chain := range outside {
 			if d.Entry.Cluster == plan.Cluster && d.Entry.Continues(chain) {

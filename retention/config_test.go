@@ -39,3 +39,31 @@ func TestSegmentsOfAConfigOnAnotherConfigsChain(t *testing.T) {
 		}
 	}
 }
+
+// The follower of continuous config "b" started its chain on a full backup
+// of continuous config "a" and records "b" in its segments. a's prune (b
+// among its Others) leaves b's segments to b, and must then keep the full
+// backup they restore on top of, however far a's keep-last has moved on:
+// deleting it leaves every restore point of b's chain without its base.
+func TestAnotherConfigsSegmentsKeepTheirBase(t *testing.T) {
+	fa := rvFull("a", rvNow.AddDate(0, 0, -10), 1)
+	entries := []backup.Entry{fa}
+	for d := 10; d > 0; d-- {
+		rev := int64(10-d) * 1000
+		s := rvSeg(rvNow.AddDate(0, 0, -d).Add(time.Hour), rev+2, rev+1001, fa.ID)
+		s.Manifest.Config = "b"
+		entries = append(entries, s)
+	}
+	// a's own newer full backups, the chain of b not continued by them.
+	entries = append(entries, rvFull("a", rvNow.AddDate(0, 0, -3), 7000), rvFull("a", rvNow.AddDate(0, 0, -1), 9000))
+
+	plan, err := retention.MakePlan("c", entries, retention.KeepLast(1), rvNow, retention.PlanOptions{Name: "a"})
+	require.NoError(t, err)
+	out, err := retention.ChainPolicy{Window: 2 * 24 * time.Hour, Others: []string{"b"}}.Apply(plan)
+	require.NoError(t, err)
+	for _, d := range out.Decisions {
+		if d.Entry.ID == fa.ID {
+			require.Equal(t, retention.Keep, d.Action, "a's prune deletes the base of b's chain: %s", d.Reason)
+		}
+	}
+}
