@@ -12,7 +12,8 @@ import (
 // (no Replicate.Name, or the same one; here from two sources) would each
 // prune every copy there, copies recording no source: each job's retention
 // would delete the other's copies. The second is refused; jobs scoped to
-// different names, or to other targets, are not.
+// different names, to other targets or other clusters, and one-shot jobs
+// (which prune nothing) among themselves are not.
 func TestOverlappingReplicationsRefused(t *testing.T) {
 	noLeaks(t)
 	dests := newMemDestinations(t, "east", "west", "vault", "vault2")
@@ -40,4 +41,10 @@ func TestOverlappingReplicationsRefused(t *testing.T) {
 	named := job("a", "east", "a", "vault3")
 	require.NoError(t, h.s.Set(named))
 	require.NoError(t, h.s.Set(job("b", "west", "b", "vault3")), "two names on one target")
+	once := job("once", "east", "", "vault4")
+	once.Schedule = ""
+	require.NoError(t, h.s.Set(once))
+	once.ID = "once-more"
+	require.NoError(t, h.s.Set(once), "two one-shot copies: neither prunes")
+	require.ErrorIs(t, h.s.Set(job("weekly", "west", "", "vault4")), ErrInvalidJob, "a scheduled job prunes a one-shot job's copies")
 }

@@ -668,7 +668,8 @@ func (s *Scheduler) startRun(e *entry, now time.Time) {
 // the copies of another replication job of its cluster on a common
 // target: a copy records no source nor job, so two jobs there prune each
 // other's copies unless each is scoped to its own backup name
-// (Replicate.Name) and their names differ. The caller holds s.mu.
+// (Replicate.Name) and their names differ. One-shot jobs prune nothing:
+// two of them do not overlap. The caller holds s.mu.
 func (s *Scheduler) replicationOverlap(job Job) error {
 	r := job.Replicate
 	if r == nil {
@@ -676,7 +677,8 @@ func (s *Scheduler) replicationOverlap(job Job) error {
 	}
 	for id, o := range s.jobs {
 		or := o.job.Replicate
-		if id == job.ID || or == nil || o.job.Cluster != job.Cluster || r.Name != "" && or.Name != "" && r.Name != or.Name {
+		if id == job.ID || or == nil || o.job.Cluster != job.Cluster || r.Name != "" && or.Name != "" && r.Name != or.Name ||
+			job.OneShot() && o.job.OneShot() { // neither prunes
 			continue
 		}
 		for _, d := range job.Destinations {
