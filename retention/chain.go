@@ -85,6 +85,7 @@ const (
 	ReasonChainBase   = "full backup a chain in the point-in-time window starts from: kept"
 	ReasonSegmentKept = "delta segment a restore point of the point-in-time window depends on: kept"
 	ReasonNoFull      = "delta segment of a cluster without a full backup with a known revision: kept"
+	ReasonSharedChain = "delta segment recording no config, on a chain another config's segments continue: kept"
 )
 
 // Apply returns plan with the chain rule applied (plan is not changed). The
@@ -116,6 +117,7 @@ func (c ChainPolicy) Apply(plan *Plan) (*Plan, error) {
 	}
 	var segments []int           // delta segments of the scope
 	outside := map[string]bool{} // chains of segments out of the Scope or of Others
+	shared := map[string]bool{}  // chains of segments of Others
 	for i := range ds {
 		e := ds[i].Entry
 		if e.Cluster != plan.Cluster || e.Kind != backup.KindDelta || e.Manifest == nil {
@@ -135,7 +137,7 @@ func (c ChainPolicy) Apply(plan *Plan) (*Plan, error) {
 			// Its config prunes it, and may keep it on top of a full
 			// backup of this config (its follower started its chain on
 			// the cluster's newest full backup): kept while it is.
-			outside[e.Manifest.Chain] = true
+			outside[e.Manifest.Chain], shared[e.Manifest.Chain] = true, true
 			continue
 		}
 		segments = append(segments, i)
@@ -184,6 +186,13 @@ func (c ChainPolicy) Apply(plan *Plan) (*Plan, error) {
 		j := cut[e.Manifest.Chain]
 		if j >= 0 {
 			cutRev, cutID = ds[j].Entry.Manifest.Etcd.Revision.Low, ds[j].Entry.ID
+		}
+		if j != cutOutOfScope && e.Manifest.LastRevision <= cutRev && e.Manifest.Config == "" && shared[e.Manifest.Chain] {
+			// A segment of an older version, counted by its chain's full
+			// backup: it may be another config's follower's, whose later
+			// segments (recording that config) continue it.
+			ds[i].Action, ds[i].Reason = Keep, ReasonSharedChain
+			continue
 		}
 		if j != cutOutOfScope && e.Manifest.LastRevision <= cutRev {
 			ds[i].Action = Delete

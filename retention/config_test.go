@@ -1,6 +1,7 @@
 package retention_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -64,6 +65,39 @@ func TestAnotherConfigsSegmentsKeepTheirBase(t *testing.T) {
 	for _, d := range out.Decisions {
 		if d.Entry.ID == fa.ID {
 			require.Equal(t, retention.Keep, d.Action, "a's prune deletes the base of b's chain: %s", d.Reason)
+		}
+	}
+}
+
+// The follower of continuous config "b" started its chain on a full backup
+// of "a" and was upgraded mid-chain: its older segments record no config
+// (and count as a's, the config of the chain's full backup), its newer ones
+// record "b". a's prune, whose window's base is past the older segments,
+// must not delete them while b's segments continue them: they are the
+// only way from the chain's full backup to b's restore points.
+func TestOlderSegmentsUnderAnotherConfigsSegmentsKept(t *testing.T) {
+	fa := rvFull("a", rvNow.AddDate(0, 0, -10), 1)
+	entries := []backup.Entry{fa}
+	var older []string
+	for d := 10; d > 0; d-- {
+		rev := int64(10-d) * 1000
+		s := rvSeg(rvNow.AddDate(0, 0, -d).Add(time.Hour), rev+2, rev+1001, fa.ID)
+		if d > 5 {
+			older = append(older, s.ID)
+		} else {
+			s.Manifest.Config = "b"
+		}
+		entries = append(entries, s)
+	}
+	entries = append(entries, rvFull("a", rvNow.AddDate(0, 0, -3), 7500), rvFull("a", rvNow.AddDate(0, 0, -1), 9500))
+
+	plan, err := retention.MakePlan("c", entries, retention.KeepLast(1), rvNow, retention.PlanOptions{Name: "a"})
+	require.NoError(t, err)
+	out, err := retention.ChainPolicy{Window: 2 * 24 * time.Hour, Others: []string{"b"}}.Apply(plan)
+	require.NoError(t, err)
+	for _, d := range out.Decisions {
+		if d.Entry.ID == fa.ID || slices.Contains(older, d.Entry.ID) {
+			require.Equal(t, retention.Keep, d.Action, "a's prune: %s: %s", d.Entry.ID, d.Reason)
 		}
 	}
 }
