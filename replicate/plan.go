@@ -82,7 +82,9 @@ func (s Selection) Validate() error {
 // of returns the entries of the selection's Name (all without one), with
 // the full backups another config took that the name's segments restore
 // on top of (a follower's chain started from the newest full backup of
-// the cluster, whatever its config): the other names' backups are
+// the cluster, whatever its config) and the segments of older versions,
+// which record no config, on the chains of the name's segments (its
+// follower's before an upgrade mid-chain): the other names' backups are
 // otherwise never selected.
 func (s Selection) of(entries []backup.Entry) []backup.Entry {
 	if s.Name == "" {
@@ -99,6 +101,12 @@ func (s Selection) of(entries []backup.Entry) []backup.Entry {
 			return true
 		}
 		if OfName(e.Manifest, s.Name) {
+			return false
+		}
+		if e.Kind == backup.KindDelta && e.Manifest.Config == "" && chains[e.Manifest.Chain] {
+			// A segment of an older version on the name's chain: the
+			// name's follower's, upgraded mid-chain, may be continued by
+			// the name's segments.
 			return false
 		}
 		for chain := range chains {
