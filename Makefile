@@ -182,8 +182,10 @@ fuzz:
 # a remote store, over TLS at no added, 50 ms and 100 ms RTT, each against
 # two-step through the same store (internal/bench/store.go); copies of a
 # backup between two MinIO servers (`etcdbackup copy` against a minio-go
-# Get→Put, what `mc cp` does); then continuous backup (pitr) and a point
-# restore after many writes (pitr-restore).
+# Get→Put, what `mc cp` does); then continuous
+# backup (pitr), a point restore after many writes (pitr-restore) and
+# replication of a follower's chain to a second MinIO server (replicate:
+# lag p99 and the replicator's RSS, about 2 minutes; REPLICATE_FLAGS).
 # Every step saves its figures in bench-out/results.json and renders the
 # whole of BENCHMARKS.md with BENCHMARKS.png from it: nothing in the report
 # is typed in. Filled etcds are cached in bench-out/etcd (git-ignored).
@@ -216,6 +218,7 @@ bench: $(TOOLS)/minio
 	bench-out/etcdbackup-bench -cli "$$cli/etcdbackup" $(BENCH_RESUME) $(BENCH_FLAGS)
 	bench-out/etcdbackup-bench pitr $(BENCH_RESUME) $(PITR_FLAGS)
 	bench-out/etcdbackup-bench pitr-restore $(BENCH_RESUME) $(PITR_RESTORE_FLAGS)
+	bench-out/etcdbackup-bench replicate $(REPLICATE_FLAGS)
 
 # bench-pitr: continuous backup at 1,000 writes/s of 1 KiB for 60 s after
 # the follower's own full backup of the 1 GiB etcd: commit lag p50/p99,

@@ -342,6 +342,9 @@ func (f *Follower) Run(ctx context.Context) error {
 		return err
 	}
 	codec, err := newSegmentCodec(f.Cluster, f.Pipeline)
+	if codec != nil {
+		codec.config = f.fullName()
+	}
 	if err != nil {
 		return err
 	}

@@ -129,6 +129,12 @@ type Manifest struct {
 	// compact) instead of by a snapshot of etcd. It is a full backup like
 	// any other, at an exact revision; nil for every other backup.
 	Synthetic *SyntheticInfo `json:"synthetic,omitempty"`
+	// Config is, for a delta segment, the backup name of the full backups
+	// of the follower that stored it (Follower.FullName): the config its
+	// segments belong to, whichever config's full backup its chain started
+	// from. Empty in segments of older versions, whose config is their
+	// chain's full backup's (retention.ChainName).
+	Config string `json:"config,omitempty"`
 }
 
 // SyntheticInfo records what a synthetic full backup was made from.
@@ -304,6 +310,11 @@ func (m *Manifest) Validate() error {
 	}
 	if err := ValidateName("backup", m.Name); err != nil {
 		add("%v", err)
+	}
+	if m.Config != "" {
+		if err := ValidateName("config", m.Config); err != nil {
+			add("%v", err)
+		}
 	}
 	if m.Destination != "" {
 		if err := ValidateName("destination", m.Destination); err != nil {

@@ -22,6 +22,7 @@ import (
 // state (about 1.6 MiB) for the follower's life.
 type segmentCodec struct {
 	cluster     string
+	config      string      // Manifest.Config
 	compression Compression // with its level
 	recipients  []age.Recipient
 	encryption  *EncryptionInfo
@@ -98,6 +99,7 @@ func (c *segmentCodec) encode(raw []byte, sum SegmentSummary, chain string, clus
 			FirstRevision:    sum.FirstRevision,
 			LastRevision:     sum.LastRevision,
 			Chain:            chain,
+			Config:           c.config,
 			Etcd:             EtcdInfo{ClusterID: formatID(clusterID)},
 		},
 	}, nil

@@ -72,3 +72,44 @@ func TestCopyChainOnTopOfSyntheticFull(t *testing.T) {
 		t.Fatalf("target holds %v, want %v", ids, want)
 	}
 }
+
+// TestCopyNeverBridgesOntoAnotherWritersFull: the source's chain lost its
+// full backup and first segment (pruned), and the target holds a
+// synthetic full backup that claims to continue the chain, written there
+// by another writer (a compaction on the target), which the source does
+// not hold. The segments left are not copied on top of it: it was never
+// checked against the source, and its writer deletes it when its own
+// retention says so, leaving copied segments that restore from nothing.
+func TestCopyNeverBridgesOntoAnotherWritersFull(t *testing.T) {
+	ctx := context.Background()
+	src, dst := memBucket(), memBucket()
+	f := full(t, src, 0, 10)
+	s1 := segment(t, src, f, 11, 12)
+	segment(t, src, f, 13, 14)
+	segment(t, src, f, 15, 16)
+	for _, m := range []*backup.Manifest{f, s1} {
+		if err := src.Delete(ctx, "prod/"+backup.ManifestKey(m.DataKey)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stored(t, dst, backup.Manifest{Name: "full", Created: t0.Add(5 * time.Minute),
+		Etcd:      backup.EtcdInfo{Revision: backup.RevisionInfo{Low: 12, High: 12}},
+		Synthetic: &backup.SyntheticInfo{Base: f.ID, BaseRevision: 10, Chain: f.ID, Revision: 12, Segments: 1}},
+		[]byte("another writer's synthetic full"))
+
+	rep, err := copier(src, dst).Copy(ctx, "prod", Selection{All: true})
+	if err != nil {
+		t.Fatalf("copy: %v", err)
+	}
+	if got := outcomes(rep); got != "not-copied not-copied" {
+		t.Fatalf("outcomes %q, want the segments not copied onto another writer's full backup", got)
+	}
+	if ch := rep.Chains; len(ch) != 1 || ch[0].Whole {
+		t.Fatalf("chains %+v", ch)
+	}
+	for _, e := range listed(t, dst) {
+		if e.Kind == backup.KindDelta {
+			t.Fatalf("the target holds segment %s", e.ID)
+		}
+	}
+}

@@ -102,6 +102,7 @@ func (c *Copier) Copy(ctx context.Context, cluster string, sel Selection) (*Repo
 	if err != nil {
 		return nil, fmt.Errorf("list source: %w", err)
 	}
+	onSource := fullsOf(entries)
 	entries = sel.of(entries)
 	drop, err := sel.pruned(cluster, entries, started)
 	if err != nil {
@@ -122,7 +123,11 @@ func (c *Copier) Copy(ctx context.Context, cluster string, sel Selection) (*Repo
 		rep: &Report{Cluster: cluster, Source: c.SourceName, Target: c.Target.Name}}
 	r.held = c.listTarget(ctx, cluster)
 	for _, m := range r.held {
-		if !m.IsDelta() {
+		// Only copies of the source's own full backups may base the
+		// source's segments: another writer's full backup on the target
+		// (a synthetic one compacted there) was never checked against the
+		// source, and its writer's retention may delete it under them.
+		if src := onSource[m.ID]; src != nil && !m.IsDelta() && sameBackup(src, m) {
 			r.bases = append(r.bases, m)
 		}
 	}
@@ -151,6 +156,17 @@ func (c *Copier) Copy(ctx context.Context, cluster string, sel Selection) (*Repo
 		"skipped", r.rep.Count(Skipped), "failed", r.rep.Count(Failed), "not_copied", r.rep.Count(NotCopied),
 		"bytes", r.rep.CopiedBytes, "elapsed", r.rep.Elapsed)
 	return r.rep, errors.Join(errs...)
+}
+
+// fullsOf returns the full backups of entries by ID.
+func fullsOf(entries []backup.Entry) map[string]*backup.Manifest {
+	out := map[string]*backup.Manifest{}
+	for _, e := range entries {
+		if e.Kind == backup.KindBackup && e.Manifest != nil {
+			out[e.ID] = e.Manifest
+		}
+	}
+	return out
 }
 
 func (c *Copier) validate(cluster string, sel Selection) error {

@@ -50,7 +50,10 @@
 // revision (Report.Chains) and never a chain with a hole. Selecting a
 // segment selects what it restores on top of. A chain whose first segments
 // are gone (a point-in-time window no longer needs them) is copied on top
-// of the synthetic full backup that continues it, whole from there.
+// of the synthetic full backup that continues it, whole from there: the
+// source's, copied first, and never a full backup the source does not
+// hold (another writer's on the target, never checked against the source
+// and deleted whenever its writer's retention says so).
 //
 // IsCopy tells a copy from its manifest, which is what a replication job's
 // retention prunes. Copies committed by versions before the copy token

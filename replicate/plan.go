@@ -47,8 +47,9 @@ type Selection struct {
 	PointInTime *retention.ChainPolicy
 	// Name, when set, narrows the selection to the backups of that backup
 	// name (OfName): fulls whose manifest names it and the delta segments
-	// of the chains they started. Retention and PointInTime then count
-	// those alone, so that a job replicating one config keeps that
+	// of that config (its follower's, whichever config's full backup their
+	// chain started from), with the full backups those segments restore on
+	// top of. Retention and PointInTime then count that name's alone, so that a job replicating one config keeps that
 	// config's retention, whatever other configs of the cluster hold.
 	Name string
 	// ClockSkew is the clock skew of the plan of Retention and PointInTime
@@ -78,14 +79,42 @@ func (s Selection) Validate() error {
 	return nil
 }
 
-// of returns the entries of the selection's Name (all without one): the
-// other names' backups are never selected.
+// of returns the entries of the selection's Name (all without one), with
+// the full backups another config took that the name's segments restore
+// on top of (a follower's chain started from the newest full backup of
+// the cluster, whatever its config) and the segments of older versions,
+// which record no config, on the chains of the name's segments (its
+// follower's before an upgrade mid-chain): the other names' backups are
+// otherwise never selected.
 func (s Selection) of(entries []backup.Entry) []backup.Entry {
 	if s.Name == "" {
 		return entries
 	}
+	chains := map[string]bool{}
+	for _, e := range entries {
+		if e.Kind == backup.KindDelta && e.Manifest != nil && OfName(e.Manifest, s.Name) {
+			chains[e.Manifest.Chain] = true
+		}
+	}
 	return slices.DeleteFunc(slices.Clone(entries), func(e backup.Entry) bool {
-		return e.Manifest == nil || !OfName(e.Manifest, s.Name)
+		if e.Manifest == nil {
+			return true
+		}
+		if OfName(e.Manifest, s.Name) {
+			return false
+		}
+		if e.Kind == backup.KindDelta && e.Manifest.Config == "" && chains[e.Manifest.Chain] {
+			// A segment of an older version on the name's chain: the
+			// name's follower's, upgraded mid-chain, may be continued by
+			// the name's segments.
+			return false
+		}
+		for chain := range chains {
+			if e.Continues(chain) {
+				return false
+			}
+		}
+		return true
 	})
 }
 
@@ -101,7 +130,7 @@ func (s Selection) pruned(cluster string, entries []backup.Entry, now time.Time)
 	if s.Retention != nil {
 		policy = *s.Retention
 	}
-	p, err := retention.MakePlan(cluster, entries, policy, now, retention.PlanOptions{Kind: backup.KindBackup, ClockSkew: s.ClockSkew})
+	p, err := retention.MakePlan(cluster, entries, policy, now, retention.PlanOptions{Kind: backup.KindBackup, ClockSkew: s.ClockSkew, Name: s.Name})
 	if err != nil {
 		return nil, fmt.Errorf("selection's retention: %w", err)
 	}

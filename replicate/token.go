@@ -74,9 +74,10 @@ func IsCopy(m *backup.Manifest) bool {
 }
 
 // OfName reports whether m is a backup of the backup name name: a full or
-// keys backup whose manifest names it, or a delta segment of a chain that
-// started from a full backup of name (retention.ChainName of its chain; a
-// synthetic full backup continuing the chain has its own manifest's name).
+// keys backup whose manifest names it, or a delta segment of that config
+// (retention.SegmentConfig: the follower's, recorded in the segment, else
+// the name of the full backup its chain started from; a synthetic full
+// backup continuing the chain has its own manifest's name).
 // A replication job scoped to one name (schedule.Replicate.Name) copies
 // and prunes only these.
 func OfName(m *backup.Manifest, name string) bool {
@@ -84,7 +85,7 @@ func OfName(m *backup.Manifest, name string) bool {
 	case m == nil:
 		return false
 	case m.IsDelta():
-		return retention.ChainName(m.Cluster, m.Chain) == name
+		return retention.SegmentConfig(m) == name
 	}
 	return m.Name == name
 }

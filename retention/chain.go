@@ -85,6 +85,7 @@ const (
 	ReasonChainBase   = "full backup a chain in the point-in-time window starts from: kept"
 	ReasonSegmentKept = "delta segment a restore point of the point-in-time window depends on: kept"
 	ReasonNoFull      = "delta segment of a cluster without a full backup with a known revision: kept"
+	ReasonSharedChain = "delta segment recording no config, on a chain another config's segments continue: kept"
 )
 
 // Apply returns plan with the chain rule applied (plan is not changed). The
@@ -115,7 +116,8 @@ func (c ChainPolicy) Apply(plan *Plan) (*Plan, error) {
 		}
 	}
 	var segments []int           // delta segments of the scope
-	outside := map[string]bool{} // chains of segments out of the Scope
+	outside := map[string]bool{} // chains of segments out of the Scope or of Others
+	shared := map[string]bool{}  // chains of segments of Others
 	for i := range ds {
 		e := ds[i].Entry
 		if e.Cluster != plan.Cluster || e.Kind != backup.KindDelta || e.Manifest == nil {
@@ -126,15 +128,23 @@ func (c ChainPolicy) Apply(plan *Plan) (*Plan, error) {
 			outside[e.Manifest.Chain] = true
 			continue
 		}
-		if cfg := chainConfig(plan.Cluster, e.Manifest.Chain, configOf); name != "" && cfg != name && slices.Contains(c.Others, cfg) {
+		cfg := e.Manifest.Config
+		if cfg == "" {
+			cfg = chainConfig(plan.Cluster, e.Manifest.Chain, configOf)
+		}
+		if name != "" && cfg != name && slices.Contains(c.Others, cfg) {
 			ds[i].Action, ds[i].Reason = Keep, fmt.Sprintf("delta segment of a chain of config %q: out of the scope of config %q", cfg, name)
+			// Its config prunes it, and may keep it on top of a full
+			// backup of this config (its follower started its chain on
+			// the cluster's newest full backup): kept while it is.
+			outside[e.Manifest.Chain], shared[e.Manifest.Chain] = true, true
 			continue
 		}
 		segments = append(segments, i)
 		ds[i].Action, ds[i].Reason = Keep, ReasonNoFull
 	}
-	// The segments out of the Scope are kept, and so is every full backup
-	// they may restore on top of.
+	// The segments out of the Scope or of another config are kept, and so
+	// is every full backup they may restore on top of.
 	for i, d := range ds {
 		for chain := range outside {
 			if d.Entry.Cluster == plan.Cluster && d.Entry.Continues(chain) {
@@ -176,6 +186,13 @@ func (c ChainPolicy) Apply(plan *Plan) (*Plan, error) {
 		j := cut[e.Manifest.Chain]
 		if j >= 0 {
 			cutRev, cutID = ds[j].Entry.Manifest.Etcd.Revision.Low, ds[j].Entry.ID
+		}
+		if j != cutOutOfScope && e.Manifest.LastRevision <= cutRev && e.Manifest.Config == "" && shared[e.Manifest.Chain] {
+			// A segment of an older version, counted by its chain's full
+			// backup: it may be another config's follower's, whose later
+			// segments (recording that config) continue it.
+			ds[i].Action, ds[i].Reason = Keep, ReasonSharedChain
+			continue
 		}
 		if j != cutOutOfScope && e.Manifest.LastRevision <= cutRev {
 			ds[i].Action = Delete
@@ -338,6 +355,16 @@ func (c ChainPolicy) base(plan *Plan, fulls []int) int {
 // with maybe "-<run>"): the config a chain's delta segments belong to,
 // whose manifests do not name it; "" when the ID does not tell.
 func ChainName(cluster, chain string) string { return chainConfig(cluster, chain, nil) }
+
+// SegmentConfig returns the backup config a delta segment belongs to: the
+// one its follower recorded (backup.Manifest.Config), else, for segments
+// of older versions, ChainName of its chain.
+func SegmentConfig(m *backup.Manifest) string {
+	if m.Config != "" {
+		return m.Config
+	}
+	return ChainName(m.Cluster, m.Chain)
+}
 
 // chainConfig returns the backup config of the chain that starts from the
 // full backup id: its manifest's name when the full backup is listed,

@@ -136,7 +136,10 @@ type Replicate struct {
 	// it copies only those (replicate.Selection.Name) and its retention
 	// counts and prunes only their copies (replicate.OfName), so that
 	// each config replicated by its own job keeps its own retention on a
-	// shared target. Empty: every name of the cluster.
+	// shared target. Empty: every name of the cluster. Copies record no
+	// source, so Scheduler.Set refuses a replication job with a target
+	// in common with another of its cluster unless both are scoped to a
+	// name and the names differ: each would prune the other's copies.
 	Name string
 }
 

@@ -299,6 +299,9 @@ func (s *Scheduler) Set(job Job) error {
 	now := s.clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.replicationOverlap(job); err != nil {
+		return &JobError{ID: job.ID, Err: err}
+	}
 	e := s.jobs[job.ID]
 	switch {
 	case e == nil:
@@ -659,6 +662,32 @@ func (s *Scheduler) startRun(e *entry, now time.Time) {
 	}
 	s.wg.Add(1)
 	go s.execute(ctx, s.wg, e, r, job)
+}
+
+// replicationOverlap refuses a replication job whose prune would count
+// the copies of another replication job of its cluster on a common
+// target: a copy records no source nor job, so two jobs there prune each
+// other's copies unless each is scoped to its own backup name
+// (Replicate.Name) and their names differ. One-shot jobs prune nothing:
+// two of them do not overlap. The caller holds s.mu.
+func (s *Scheduler) replicationOverlap(job Job) error {
+	r := job.Replicate
+	if r == nil {
+		return nil
+	}
+	for id, o := range s.jobs {
+		or := o.job.Replicate
+		if id == job.ID || or == nil || o.job.Cluster != job.Cluster || r.Name != "" && or.Name != "" && r.Name != or.Name ||
+			job.OneShot() && o.job.OneShot() { // neither prunes
+			continue
+		}
+		for _, d := range job.Destinations {
+			if slices.Contains(o.job.Destinations, d) {
+				return fmt.Errorf("replication job %s of cluster %s copies to destination %s too: each job's retention would prune the other's copies there (give each its own Replicate.Name)", quoteID(id), job.Cluster, d)
+			}
+		}
+	}
+	return nil
 }
 
 // continuousPeers returns the names of the other continuous jobs of job's

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/etcdbackup/etcdbackup/replicate"
+	"github.com/etcdbackup/etcdbackup/retention"
 	"github.com/etcdbackup/etcdbackup/storage"
 )
 
@@ -51,12 +52,13 @@ type copyFlags struct {
 	ids, chains      stringList
 	all, recheck     bool
 	since            string
+	pointInTime      time.Duration
 	fromName, toName string
 	memory           byteSize
 }
 
 func runCopy(ctx context.Context, s *streams, args []string) error {
-	fs := newFlagSet("copy", "--from=URL|NAME --to=URL|NAME --cluster=NAME (--backup=ID... | --chain=ID | --all | --since=TIME|DURATION) [--recheck] [--output=text|json]").withOutput()
+	fs := newFlagSet("copy", "--from=URL|NAME --to=URL|NAME --cluster=NAME (--backup=ID... | --chain=ID | --all | --since=TIME|DURATION | --point-in-time=DURATION) [--recheck] [--output=text|json]").withOutput()
 	var f copyFlags
 	fs.StringVar(&f.from.destination, "from", "", "source destination `URL` or name in the config file (required)")
 	fs.StringVar(&f.to.destination, "to", "", "target destination `URL` or name in the config file (required)")
@@ -68,6 +70,7 @@ func runCopy(ctx context.Context, s *streams, args []string) error {
 	fs.Var(&f.chains, "chain", "`ID` of a full backup to copy with every delta segment of its chain (repeatable)")
 	fs.BoolVar(&f.all, "all", false, "copy every backup of the cluster")
 	fs.StringVar(&f.since, "since", "", "copy the backups created at or after `TIME` (RFC 3339), or within a duration (24h)")
+	fs.DurationVar(&f.pointInTime, "point-in-time", 0, "copy what restores every point of the last `DURATION` (24h): the full backup each chain restores from at the window's start, the segments after it and the full backups within it; alone it narrows every backup, with the flags above what they select")
 	f.memory = defaultMemory
 	fs.Var(&f.memory, "memory", "`bytes` of which half are the target's upload buffers, as save's --memory (the copy has no compressor); it also sets the Go runtime's memory limit to half plus 16 MiB unless GOMEMLIMIT is set; 0 for the library's defaults")
 	fs.BoolVar(&f.recheck, "recheck", false, "read back every backup the target holds already and check its sha256 before skipping it")
@@ -154,8 +157,20 @@ func (f *copyFlags) selection(now time.Time) (replicate.Selection, error) {
 			return sel, usagef("--since %q: want an RFC 3339 time or a positive duration", f.since)
 		}
 	}
+	switch {
+	case f.pointInTime < 0:
+		return sel, usagef("--point-in-time %s: want a positive duration", f.pointInTime)
+	case f.pointInTime > 0:
+		// The window's restore points: full backups created within it,
+		// and the chain rule's base and segments (retention's, as a
+		// prune with this window would keep them).
+		keep := retention.Policy{KeepWithin: f.pointInTime}
+		chains := retention.PointInTime(f.pointInTime)
+		sel.Retention, sel.PointInTime = &keep, &chains
+		sel.All = sel.All || len(sel.IDs) == 0 && len(sel.Chains) == 0 && sel.Since.IsZero()
+	}
 	if err := sel.Validate(); err != nil {
-		return sel, usagef("name what to copy: --backup, --chain, --all or --since")
+		return sel, usagef("name what to copy: --backup, --chain, --all, --since or --point-in-time")
 	}
 	return sel, nil
 }

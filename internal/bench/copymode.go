@@ -9,8 +9,10 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 )
 
-// The copy modes copy the backup (d) took once per etcd size (age
-// encrypted, zstd) from the bench's MinIO server to the same bucket of a
+// The copy modes copy the backup (b) took once per etcd size (the
+// restore modes' object: uncompressed, so as large as the etcd's
+// snapshot, 1 GiB at the 1 GiB size; a copy never decodes, so its bytes
+// cost the same compressed or encrypted) from the bench's MinIO server to the same bucket of a
 // second MinIO server with the same credentials (modeEnv.To). The parent
 // checks the copy's size on the second server and empties its bucket
 // after each run, so that no run finds the backup there already.
@@ -18,8 +20,8 @@ import (
 // copyModes are the modes of the copy group. They run in the lean binary,
 // as the backup modes do.
 var copyModes = []mode{
-	{name: "copy-get-put", short: "(j) minio-go Get→Put", label: "(j) minio-go `GetObject` streamed into `PutObject` of the second server, what `mc cp` does between two aliases (16 MiB parts, 4 in parallel)", group: groupCopy, source: "stream-zstd-age", run: runGetPut},
-	{name: "cli-copy", short: "(k) CLI copy", label: "(k) `etcdbackup copy --backup=ID` as shipped (`make release`), a process of its own, at its defaults (`--memory=32MiB`): checks the sha256 on the way, commits the manifest last, no age identity; wall time includes the process' start", group: groupCopy, source: "stream-zstd-age", run: runCLICopy},
+	{name: "copy-get-put", short: "(j) minio-go Get→Put", label: "(j) minio-go `GetObject` streamed into `PutObject` of the second server, what `mc cp` does between two aliases (16 MiB parts, 4 in parallel)", group: groupCopy, source: "stream", run: runGetPut},
+	{name: "cli-copy", short: "(k) CLI copy", label: "(k) `etcdbackup copy --backup=ID` as shipped (`make release`), a process of its own, at its defaults (`--memory=32MiB`): checks the sha256 on the way, commits the manifest last, no age identity; wall time includes the process' start", group: groupCopy, source: "stream", run: runCLICopy},
 }
 
 // minioClient is a client of the MinIO server at addr with env's

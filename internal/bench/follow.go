@@ -26,6 +26,7 @@ type pitrLine struct {
 	First, Last int64  `json:",omitempty"`
 	Committed   int64  `json:",omitempty"` // Unix nanoseconds
 	HWM         int64  `json:",omitempty"`
+	ID          string `json:",omitempty"` // the segment's, for "segment"
 }
 
 // runPITRFollower is the "pitr-follow" subcommand: a follower of env's
@@ -68,7 +69,11 @@ func runPITRFollower() error {
 			case backup.ChainStarted, backup.ChainResumed:
 				emit(pitrLine{Kind: "chain"})
 			case backup.SegmentCommitted:
-				emit(pitrLine{Kind: "segment", First: e.Revision, Last: e.Committed, Committed: e.Time.UnixNano()})
+				l := pitrLine{Kind: "segment", First: e.Revision, Last: e.Committed, Committed: e.Time.UnixNano()}
+				if len(e.Manifests) > 0 {
+					l.ID = e.Manifests[0].ID
+				}
+				emit(l)
 			}
 		}),
 	}

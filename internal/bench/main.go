@@ -90,6 +90,10 @@ func main() {
 		err = runPITRRestore(args[1:])
 	case len(args) > 0 && args[0] == "pitr-follow":
 		err = runPITRFollower()
+	case len(args) > 0 && args[0] == "replicate":
+		err = runReplication(args[1:])
+	case len(args) > 0 && args[0] == "replicate-copy":
+		err = runReplicator(args[1:])
 	case len(args) > 0 && args[0] == "followers":
 		err = runFollowers(args[1:])
 	default:

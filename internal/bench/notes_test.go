@@ -208,7 +208,7 @@ func TestReportFromFixture(t *testing.T) {
 		"| restore of revision 231073 after compaction (the synthetic full alone) | 2.389s: 0.61x the point restore before compaction, 1.04x the full alone | <= 1.3x the full alone: met |",
 		"### etcd of 256 MiB", "### etcd of 1 GiB",
 		"| peak RSS <= 48 MiB at the default --memory | CLI save |",
-		"Copy of the backup (d) took of this etcd", "| (k) `etcdbackup copy --backup=ID` as shipped", "### Copy between destinations",
+		"Copy of the backup (b) took of this etcd", "| (k) `etcdbackup copy --backup=ID` as shipped", "### Copy between destinations",
 	} {
 		if !strings.Contains(got, w) {
 			t.Errorf("report lacks %q", w)

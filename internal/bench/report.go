@@ -79,7 +79,7 @@ func renderReport(r *results, chart string) (string, error) {
 		}
 		w("%s", renderRemoteTables(r, rows))
 		if cr := inGroup(rows, groupCopy); len(cr) > 0 {
-			w("Copy of the backup (d) took of this etcd (zstd, age) from the bench's MinIO server to a second one on the same machine:\n\n")
+			w("Copy of the backup (b) took of this etcd (uncompressed: the size of its snapshot) from the bench's MinIO server to a second one on the same machine:\n\n")
 			w("%s\n", renderCopyTable(cr))
 		}
 		if o := sizeOthers(r, sz.Label); o >= quietCores {
@@ -92,6 +92,7 @@ func renderReport(r *results, chart string) (string, error) {
 	w("%s", renderLogical(r))
 	w("%s%s", renderContinuous(r.Continuous), sectionCommit(r, r.Continuous))
 	w("%s%s", renderPointRestore(r.PointRestore), sectionCommit(r, r.PointRestore))
+	w("%s", renderReplication(r.Replication))
 
 	w("## How to read the figures\n\n")
 	w("- **wall**: from the first request to etcd to the last byte stored (for etcdbackup: the manifest committed), timed inside the process; process start is not included.\n")
@@ -102,7 +103,7 @@ func renderReport(r *results, chart string) (string, error) {
 	w("- **CPU**: user + system seconds of the backup process, and of etcd and MinIO during the run. On %d cores the three share the CPU, so CPU seconds explain wall times.\n", r.Machine.CPUs)
 	w("- **others**: CPU used by other processes during the run, in cores: noise from the shared machine.\n")
 	w("- **restore wall**: from the first request to MinIO to the data directory in place, timed inside the process. **vs (f)**: median wall time divided by that of download-then-`etcdutl snapshot restore`.\n")
-	w("- **copy**: (j) and (k) copy the object (d) stored, untimed, once per etcd size, to a second MinIO server with the same credentials; wall from the first request to the last byte stored (for (k): the manifest committed, and the process' start); **MiB/s** is the stored object's size over the median wall; **vs (j)** divides by the minio-go baseline's wall. `mc` is not on the bench machine, so (j) is what `mc cp` does between two aliases, in the lean binary. MinIO's CPU is both servers'.\n")
+	w("- **copy**: (j) and (k) copy the object (b) stored, untimed, once per etcd size, to a second MinIO server with the same credentials; wall from the first request to the last byte stored (for (k): the manifest committed, and the process' start); **MiB/s** is the stored object's size over the median wall; **vs (j)** divides by the minio-go baseline's wall. `mc` is not on the bench machine, so (j) is what `mc cp` does between two aliases, in the lean binary. MinIO's CPU is both servers'.\n")
 	w("- **peak anon RSS**: the highest anonymous resident memory (`RssAnon`) of the restore process, sampled every %v. Its `VmHWM` counts file pages as well, and etcd's restore maps the database it builds with `MAP_POPULATE`, so the `VmHWM` of any restore, `etcdutl`'s included, holds the whole database: page cache the kernel can drop, not memory the restore holds. The restore targets judge the anonymous peak.\n\n", anonSampleEvery)
 	w("Two-step (a) is what `etcdctl snapshot save` then `mc cp` do, in one process: `snapshot.SaveWithVersion` (write a `.part` file, fsync, rename), then minio-go `FPutObject` of the file in %d MiB parts, four in parallel. The etcdbackup modes use `backup.Pipeline` with `backup.NewEtcdSnapshotter` and `backup.BucketUploader` over `storage/s3` with its defaults (8 MiB parts, 4 in flight); (d) encrypts to one generated X25519 age recipient; (e) spools to a temporary file on the same disk.\n\n", twoStepPartSize>>20)
 	w("The restore modes restore backups taken once per etcd size, untimed, by (b) (for (f), (g) and the download reference) and by (d) (for (h)), each into a new data directory of one member on the same disk. (f) downloads the object with minio-go `FGetObject`, what `mc cp` does, then runs `etcdutl snapshot restore` (`snapshot.NewV3(...).Restore`, which checks the sha256 trailer first). (g) and (h) find the backup by ID with `restore.Find` (listing the cluster's folder and reading its manifest), then call `Restorer.Restore`: download, decrypt and decompress as the bytes arrive, check the manifest's sha256 and etcd's trailer, write a staging file, restore it with the same etcd function.\n\n")

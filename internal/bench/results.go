@@ -37,6 +37,9 @@ type results struct {
 	// what "pitr-restore" did; nil when they did not run.
 	Continuous   *pitrReport `json:",omitempty"`
 	PointRestore *pitrReport `json:",omitempty"`
+	// Replication is what the "replicate" subcommand measured; nil when
+	// it did not run.
+	Replication *replicationReport `json:",omitempty"`
 }
 
 // machine describes where the figures were measured.
