@@ -86,10 +86,13 @@ type Options struct {
 	CheckTimeout time.Duration
 
 	// PartSize and PartsInFlight tune the uploads to s3 destinations (see
-	// s3.Options): each upload holds up to PartSize x PartsInFlight bytes.
-	// Zero means storage/s3's defaults.
+	// s3.Options): each upload holds up to PartSize x PartsInFlight bytes,
+	// in parts sized to the store's pace unless FixedParts is set (for
+	// stores that want parts of one size). Zero means storage/s3's
+	// defaults.
 	PartSize      int64
 	PartsInFlight int
+	FixedParts    bool
 
 	// Schemes registers a host's own backends by URL scheme: a
 	// destination whose URL is "<scheme>://<bucket>/<prefix>[?params]"

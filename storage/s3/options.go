@@ -118,12 +118,25 @@ type Options struct {
 	// is MaxParts x PartSize.
 	PartSize int64
 
-	// PartsInFlight is the number of part buffers one Put uses: while the
-	// reader fills one, the others upload. A Put holds at most
-	// PartsInFlight x PartSize bytes of buffers, mapped outside the Go
-	// heap on Unix systems and unmapped when the Put returns. Zero means
-	// DefaultPartsInFlight.
+	// PartsInFlight is the number of part buffers one Put starts with:
+	// while the reader fills one, the others upload. A Put holds at most
+	// PartsInFlight x PartSize bytes of buffers (its budget), mapped
+	// outside the Go heap on Unix systems and unmapped when the Put
+	// returns. Zero means DefaultPartsInFlight.
+	//
+	// Unless FixedParts is set, a Put then sizes its parts within that
+	// budget from what it measures (see the package documentation): where
+	// a part's upload takes longer than filling the next, smaller parts
+	// and more of them in flight; where the store keeps up easily, larger
+	// parts (at most half the budget) and fewer requests.
 	PartsInFlight int
+
+	// FixedParts makes every part PartSize bytes, PartsInFlight of them in
+	// flight, for stores that require parts of one size (Cloudflare R2
+	// wants every part but the last of one size). False means adaptive
+	// parts, which Amazon S3's rules allow (MinIO and Ceph RGW follow
+	// them).
+	FixedParts bool
 
 	// AbortTimeout bounds the abort of a failed multipart upload, which
 	// runs even when the Put's context is cancelled. Zero means
@@ -309,8 +322,8 @@ func (o Options) String() string {
 			fmt.Fprintf(&b, " key %q", o.Encryption.KMSKeyID)
 		}
 	}
-	fmt.Fprintf(&b, ", PartSize: %d, PartsInFlight: %d, AbortTimeout: %v, MaxRetries: %d, DeleteAllVersions: %t",
-		o.PartSize, o.PartsInFlight, o.AbortTimeout, o.MaxRetries, o.DeleteAllVersions)
+	fmt.Fprintf(&b, ", PartSize: %d, PartsInFlight: %d, FixedParts: %t, AbortTimeout: %v, MaxRetries: %d, DeleteAllVersions: %t",
+		o.PartSize, o.PartsInFlight, o.FixedParts, o.AbortTimeout, o.MaxRetries, o.DeleteAllVersions)
 	if o.Transport != nil {
 		b.WriteString(", Transport: <set>")
 	}

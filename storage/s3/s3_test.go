@@ -83,6 +83,7 @@ func TestPartsInFlightIsTheLimit(t *testing.T) {
 			b, _ := newBucket(t, srv, false, func(o *s3.Options) {
 				o.PartSize = 5 * mib
 				o.PartsInFlight = inFlight
+				o.FixedParts = true
 				o.Transport = log.transport(newBaseTransport(t))
 			})
 			const size = 40*mib + 3
@@ -99,7 +100,7 @@ func TestPartsInFlightIsTheLimit(t *testing.T) {
 
 func TestTooLargeFailsAndLeavesNothing(t *testing.T) {
 	srv := miniotest.Start(t)
-	b, name := newBucket(t, srv, false, func(o *s3.Options) { o.PartSize = 5 * mib })
+	b, name := newBucket(t, srv, false, func(o *s3.Options) { o.PartSize, o.FixedParts = 5*mib, true })
 	s3.SetMaxParts(b, 3)
 	ctx := testCtx(t)
 
@@ -108,7 +109,7 @@ func TestTooLargeFailsAndLeavesNothing(t *testing.T) {
 
 	err := b.Put(ctx, "too/large", stream(2, 15*mib+1), nil)
 	require.ErrorIs(t, err, s3.ErrTooLarge)
-	assert.Contains(t, err.Error(), "more than 3 parts of 5242880 bytes")
+	assert.Contains(t, err.Error(), "more than 3 parts (15728641 bytes read, at least 15728640 bytes fit in parts of 5242880)")
 	requireAbsent(t, b, "too/large")
 	requireNoUploads(t, srv, name)
 }

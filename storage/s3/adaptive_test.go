@@ -1,0 +1,126 @@
+package s3_test
+
+import (
+	"io"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/etcdbackup/etcdbackup/internal/faultproxy"
+	"github.com/etcdbackup/etcdbackup/internal/miniotest"
+	"github.com/etcdbackup/etcdbackup/storage/s3"
+)
+
+// A store slow to answer gets more, smaller parts in flight within the
+// same budget, and never more bytes than the budget: MinIO behind a proxy
+// that holds every part request, a reader of a backup's pace, the CLI's
+// 16 MiB of parts (8 MiB x 2).
+func TestAdaptivePartsUnderLatency(t *testing.T) {
+	srv := miniotest.Start(t)
+	const (
+		budget = 16 * mib
+		size   = 40*mib + 5
+		pace   = 32 * mib // bytes per second the reader yields
+		// A delay several times a part's fill time, so that the reader
+		// outpaces the store however busy the machine.
+		delay = 800 * time.Millisecond
+	)
+	run := func(t *testing.T, delay time.Duration, fixed bool) *partFlight {
+		proxy := faultproxy.StartHTTP(t, srv.Endpoint())
+		if delay > 0 {
+			proxy.SetRules(faultproxy.Rule{Name: "rtt", Match: faultproxy.IsUploadPart(0), Action: faultproxy.Delay, Delay: delay})
+		}
+		flight := &partFlight{}
+		var peakMapped int64
+		var mu sync.Mutex
+		b, _ := newBucket(t, srv, false, func(o *s3.Options) {
+			o.Endpoint = proxy.Addr()
+			o.PartSize, o.PartsInFlight = s3.PartsWithin(budget)
+			o.FixedParts = fixed
+			o.Transport = flight.transport(newBaseTransport(t))
+		})
+		s3.OnPartBufferMap(b, func(held int64) {
+			mu.Lock()
+			peakMapped = max(peakMapped, held)
+			mu.Unlock()
+		})
+		start := time.Now()
+		require.NoError(t, b.Put(testCtx(t), "k", &pacedReader{r: stream(7, size), rate: pace, start: time.Now()}, nil))
+		t.Logf("delay %v fixed %t: %v, %d parts, at most %d in flight holding %d MiB, %d MiB of buffers mapped",
+			delay, fixed, time.Since(start).Round(time.Millisecond), flight.parts, flight.maxParts, flight.maxBytes/mib, peakMapped/mib)
+		assert.LessOrEqual(t, flight.maxBytes, int64(budget), "bytes of parts in flight")
+		assert.LessOrEqual(t, peakMapped, int64(budget), "bytes of part buffers")
+		requireContent(t, b, "k", 7, size)
+		return flight
+	}
+	t.Run("fixed", func(t *testing.T) {
+		f := run(t, delay, true)
+		assert.LessOrEqual(t, f.maxParts, 2)
+	})
+	t.Run("adaptive", func(t *testing.T) {
+		f := run(t, delay, false)
+		assert.GreaterOrEqual(t, f.maxParts, 3, "parts in flight at 800 ms")
+		assert.Greater(t, f.parts, 6, "smaller parts than 8 MiB")
+	})
+	t.Run("adaptive-loopback", func(t *testing.T) {
+		run(t, 0, false) // logged only: its pace depends on the machine's load
+	})
+}
+
+// partFlight records the part requests in flight and their bytes.
+type partFlight struct {
+	mu       sync.Mutex
+	inFlight int
+	bytes    int64
+	parts    int
+	maxParts int
+	maxBytes int64
+}
+
+func (f *partFlight) transport(base http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		if requestKind(req) != "part" {
+			return base.RoundTrip(req)
+		}
+		f.mu.Lock()
+		f.parts++
+		f.inFlight++
+		f.bytes += req.ContentLength
+		f.maxParts = max(f.maxParts, f.inFlight)
+		f.maxBytes = max(f.maxBytes, f.bytes)
+		f.mu.Unlock()
+		defer func() {
+			f.mu.Lock()
+			f.inFlight--
+			f.bytes -= req.ContentLength
+			f.mu.Unlock()
+		}()
+		return base.RoundTrip(req)
+	})
+}
+
+// pacedReader yields r at rate bytes per second at most, as an etcd
+// snapshot through a compressor does: it is the source's pace, not a
+// synchronisation.
+type pacedReader struct {
+	r     io.Reader
+	rate  int64
+	start time.Time
+	n     int64
+}
+
+func (p *pacedReader) Read(b []byte) (int, error) {
+	if len(b) > 256<<10 {
+		b = b[:256<<10]
+	}
+	if due := p.start.Add(time.Duration(p.n * int64(time.Second) / p.rate)); time.Until(due) > 0 {
+		time.Sleep(time.Until(due))
+	}
+	n, err := p.r.Read(b)
+	p.n += int64(n)
+	return n, err
+}
