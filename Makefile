@@ -180,14 +180,15 @@ fuzz:
 # two-step through the same store (internal/bench/store.go); copies of a
 # backup between two MinIO servers (`etcdbackup copy` against a minio-go
 # Get→Put, what `mc cp` does); then continuous
-# backup (pitr) and a point restore after many writes (pitr-restore).
+# backup (pitr), its commit lag against the remote stores (pitr-remote,
+# about 4 minutes) and a point restore after many writes (pitr-restore).
 # Every step saves its figures in bench-out/results.json and renders the
 # whole of BENCHMARKS.md with BENCHMARKS.png from it: nothing in the report
 # is typed in. Filled etcds are cached in bench-out/etcd (git-ignored).
 # About one and a half to two hours on 2 cores before the remote-store modes,
 # which add their own rounds (more when the machine is
-# busy: rounds are added until 5 are quiet, up to -max-runs). BENCH_FLAGS, PITR_FLAGS and
-# PITR_RESTORE_FLAGS pass flags, e.g. BENCH_FLAGS='-sizes 256MiB,1GiB'.
+# busy: rounds are added until 5 are quiet, up to -max-runs). BENCH_FLAGS, PITR_FLAGS,
+# PITR_REMOTE_FLAGS and PITR_RESTORE_FLAGS pass flags, e.g. BENCH_FLAGS='-sizes 256MiB,1GiB'.
 .PHONY: bench
 bench: $(TOOLS)/minio
 	go build -o bench-out/etcdbackup-bench ./internal/bench
@@ -197,6 +198,7 @@ bench: $(TOOLS)/minio
 	$(RELEASE_BUILD) -o "$$cli/etcdbackup" ./examples/etcdbackup && \
 	bench-out/etcdbackup-bench -cli "$$cli/etcdbackup" $(BENCH_FLAGS)
 	bench-out/etcdbackup-bench pitr $(PITR_FLAGS)
+	bench-out/etcdbackup-bench pitr-remote $(PITR_REMOTE_FLAGS)
 	bench-out/etcdbackup-bench pitr-restore $(PITR_RESTORE_FLAGS)
 
 # bench-pitr: continuous backup at 1,000 writes/s of 1 KiB for 60 s after

@@ -89,6 +89,7 @@ func renderReport(r *results, chart string) (string, error) {
 	w("%s\n", renderTargets(r))
 	w("%s", renderLogical(r))
 	w("%s", renderContinuous(r.Continuous))
+	w("%s", renderContinuousRemote(r.ContinuousRemote))
 	w("%s", renderPointRestore(r.PointRestore))
 
 	w("## How to read the figures\n\n")

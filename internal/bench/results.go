@@ -26,6 +26,8 @@ type results struct {
 	// what "pitr-restore" did; nil when they did not run.
 	Continuous   *pitrReport `json:",omitempty"`
 	PointRestore *pitrReport `json:",omitempty"`
+	// ContinuousRemote is what "pitr-remote" measured, by store name.
+	ContinuousRemote map[string]*pitrReport `json:",omitempty"`
 }
 
 // machine describes where the figures were measured.
