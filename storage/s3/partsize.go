@@ -87,8 +87,13 @@ func (z *partSizer) next(num int, written int64) int64 {
 	if ratio > 0 {
 		size = z.sizeFor(ratio)
 	}
-	return max(size, z.floor(num, written))
+	// The cap matters only past the last part number, where the part is
+	// read to learn that the stream is too large and never sent.
+	return min(max(size, z.floor(num, written)), z.largest())
 }
+
+// largest is the largest part the budget holds.
+func (z *partSizer) largest() int64 { return max(min(z.budget, MaxPartSize), z.first) }
 
 // sizeFor returns the part size that leaves room in the budget for
 // ratio x headroom uploads beside the buffer being filled.
@@ -102,7 +107,6 @@ func (z *partSizer) sizeFor(ratio float64) int64 {
 // floor is the least size of part num after written bytes: what keeps a
 // stream of limit bytes within maxParts parts of at most the budget each.
 func (z *partSizer) floor(num int, written int64) int64 {
-	largest := min(z.budget, MaxPartSize)
-	need := z.limit - written - int64(z.maxParts-num)*largest
+	need := z.limit - written - int64(z.maxParts-num)*z.largest()
 	return max(need, MinPartSize)
 }

@@ -114,6 +114,15 @@ func TestPartSizerKeepsThePromise(t *testing.T) {
 	}
 }
 
+// Past the last part number (a stream larger than the promise), the
+// part read to find out stays within the budget.
+func TestPartSizerPastTheLastPart(t *testing.T) {
+	z := newPartSizer(Options{PartSize: 5 * testMiB, PartsInFlight: 2}, 3)
+	assert.Equal(t, int64(10*testMiB), z.next(4, 5*testMiB))
+	z = newPartSizer(Options{PartSize: 5 * testMiB, PartsInFlight: 1}, 3)
+	assert.Equal(t, int64(5*testMiB), z.next(4, 5*testMiB))
+}
+
 // The pool never holds more bytes than its budget, and the number of
 // buffers follows the size asked.
 func TestPartPoolBudget(t *testing.T) {
