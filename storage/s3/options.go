@@ -132,10 +132,11 @@ type Options struct {
 	PartsInFlight int
 
 	// FixedParts makes every part PartSize bytes, PartsInFlight of them in
-	// flight, for stores that require parts of one size (Cloudflare R2
-	// wants every part but the last of one size). False means adaptive
-	// parts, which Amazon S3's rules allow (MinIO and Ceph RGW follow
-	// them).
+	// flight, for stores that refuse parts of several sizes ("All
+	// non-trailing parts must have the same length": Garage, Cloudflare
+	// R2, whose *.r2.cloudflarestorage.com endpoints get fixed parts
+	// without it). False means adaptive parts, which Amazon S3's rules
+	// allow (MinIO and Ceph RGW follow them).
 	FixedParts bool
 
 	// AbortTimeout bounds the abort of a failed multipart upload, which

@@ -2,6 +2,8 @@ package s3
 
 import (
 	"math"
+	"net"
+	"strings"
 	"sync"
 	"time"
 )
@@ -54,8 +56,19 @@ func newPartSizer(o Options, maxParts int) *partSizer {
 		first:    o.PartSize,
 		limit:    int64(maxParts) * o.PartSize,
 		maxParts: maxParts,
-		fixed:    o.FixedParts || o.PartsInFlight < 2,
+		fixed:    o.FixedParts || o.PartsInFlight < 2 || wantsEqualParts(o.Endpoint),
 	}
+}
+
+// wantsEqualParts reports an endpoint of a store known to refuse parts of
+// several sizes: Cloudflare R2 (ACCOUNT.r2.cloudflarestorage.com and its
+// jurisdictions' hosts).
+func wantsEqualParts(endpoint string) bool {
+	host, _, err := net.SplitHostPort(endpoint)
+	if err != nil {
+		host = endpoint
+	}
+	return strings.HasSuffix(strings.ToLower(strings.TrimSuffix(host, ".")), ".r2.cloudflarestorage.com")
 }
 
 // observe records a part's times: fill, the reader's time to fill it

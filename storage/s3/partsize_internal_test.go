@@ -52,6 +52,8 @@ func TestPartSizerFixed(t *testing.T) {
 	for _, o := range []Options{
 		{PartSize: 8 * testMiB, PartsInFlight: 2, FixedParts: true},
 		{PartSize: 8 * testMiB, PartsInFlight: 1},
+		{PartSize: 8 * testMiB, PartsInFlight: 4, Endpoint: "0123abcd.r2.cloudflarestorage.com"},
+		{PartSize: 8 * testMiB, PartsInFlight: 4, Endpoint: "0123abcd.eu.R2.cloudflarestorage.com:443"},
 	} {
 		z := newPartSizer(o, MaxParts)
 		z.observe(time.Millisecond, time.Second)
