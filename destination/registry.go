@@ -87,12 +87,13 @@ type Options struct {
 
 	// PartSize and PartsInFlight tune the uploads to s3 destinations (see
 	// s3.Options): each upload holds up to PartSize x PartsInFlight bytes,
-	// in parts sized to the store's pace unless FixedParts is set (for
-	// stores that want parts of one size). Zero means storage/s3's
-	// defaults.
+	// in parts of PartSize bytes, or sized to the store's pace with
+	// AdaptiveParts (for every s3 destination; a URL's adaptiveParts=true
+	// sets it for one), which only stores that accept parts of several
+	// sizes take. Zero means storage/s3's defaults.
 	PartSize      int64
 	PartsInFlight int
-	FixedParts    bool
+	AdaptiveParts bool
 
 	// Schemes registers a host's own backends by URL scheme: a
 	// destination whose URL is "<scheme>://<bucket>/<prefix>[?params]"

@@ -3,6 +3,7 @@ package s3_test
 import (
 	"io"
 	"net/http"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -15,10 +16,12 @@ import (
 	"github.com/etcdbackup/etcdbackup/storage/s3"
 )
 
-// A store slow to answer gets more, smaller parts in flight within the
-// same budget, and never more bytes than the budget: MinIO behind a proxy
-// that holds every part request, a reader of a backup's pace, the CLI's
-// 16 MiB of parts (8 MiB x 2).
+// By default every part but the last is PartSize bytes, however slow the
+// store (stores such as R2 and Garage refuse parts of several sizes); with
+// AdaptiveParts a store slow to answer gets more, smaller parts in flight
+// within the same budget. Neither holds more bytes than the budget: MinIO
+// behind a proxy that holds every part request, a reader of a backup's
+// pace, the CLI's 16 MiB of parts (8 MiB x 2).
 func TestAdaptivePartsUnderLatency(t *testing.T) {
 	srv := miniotest.Start(t)
 	const (
@@ -29,7 +32,7 @@ func TestAdaptivePartsUnderLatency(t *testing.T) {
 		// outpaces the store however busy the machine.
 		delay = 800 * time.Millisecond
 	)
-	run := func(t *testing.T, delay time.Duration, fixed bool) *partFlight {
+	run := func(t *testing.T, delay time.Duration, adaptive bool) *partFlight {
 		proxy := faultproxy.StartHTTP(t, srv.Endpoint())
 		if delay > 0 {
 			proxy.SetRules(faultproxy.Rule{Name: "rtt", Match: faultproxy.IsUploadPart(0), Action: faultproxy.Delay, Delay: delay})
@@ -40,7 +43,7 @@ func TestAdaptivePartsUnderLatency(t *testing.T) {
 		b, _ := newBucket(t, srv, false, func(o *s3.Options) {
 			o.Endpoint = proxy.Addr()
 			o.PartSize, o.PartsInFlight = s3.PartsWithin(budget)
-			o.FixedParts = fixed
+			o.AdaptiveParts = adaptive
 			o.Transport = flight.transport(newBaseTransport(t))
 		})
 		s3.OnPartBufferMap(b, func(held int64) {
@@ -50,24 +53,26 @@ func TestAdaptivePartsUnderLatency(t *testing.T) {
 		})
 		start := time.Now()
 		require.NoError(t, b.Put(testCtx(t), "k", &pacedReader{r: stream(7, size), rate: pace, start: time.Now()}, nil))
-		t.Logf("delay %v fixed %t: %v, %d parts, at most %d in flight holding %d MiB, %d MiB of buffers mapped",
-			delay, fixed, time.Since(start).Round(time.Millisecond), flight.parts, flight.maxParts, flight.maxBytes/mib, peakMapped/mib)
+		t.Logf("delay %v adaptive %t: %v, %d parts, at most %d in flight holding %d MiB, %d MiB of buffers mapped",
+			delay, adaptive, time.Since(start).Round(time.Millisecond), flight.parts, flight.maxParts, flight.maxBytes/mib, peakMapped/mib)
 		assert.LessOrEqual(t, flight.maxBytes, int64(budget), "bytes of parts in flight")
 		assert.LessOrEqual(t, peakMapped, int64(budget), "bytes of part buffers")
 		requireContent(t, b, "k", 7, size)
 		return flight
 	}
-	t.Run("fixed", func(t *testing.T) {
-		f := run(t, delay, true)
+	t.Run("default", func(t *testing.T) {
+		f := run(t, delay, false)
 		assert.LessOrEqual(t, f.maxParts, 2)
+		want := []int64{8 * mib, 8 * mib, 8 * mib, 8 * mib, 8 * mib, 5}
+		assert.Equal(t, want, f.sizes(), "part sizes by part number")
 	})
 	t.Run("adaptive", func(t *testing.T) {
-		f := run(t, delay, false)
+		f := run(t, delay, true)
 		assert.GreaterOrEqual(t, f.maxParts, 3, "parts in flight at 800 ms")
 		assert.Greater(t, f.parts, 6, "smaller parts than 8 MiB")
 	})
 	t.Run("adaptive-loopback", func(t *testing.T) {
-		run(t, 0, false) // logged only: its pace depends on the machine's load
+		run(t, 0, true) // logged only: its pace depends on the machine's load
 	})
 }
 
@@ -79,6 +84,20 @@ type partFlight struct {
 	parts    int
 	maxParts int
 	maxBytes int64
+	size     map[int]int64 // bytes by part number
+}
+
+// sizes returns the bytes of each part, by part number.
+func (f *partFlight) sizes() []int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]int64, len(f.size))
+	for num, n := range f.size {
+		if num >= 1 && num <= len(out) {
+			out[num-1] = n
+		}
+	}
+	return out
 }
 
 func (f *partFlight) transport(base http.RoundTripper) http.RoundTripper {
@@ -86,7 +105,12 @@ func (f *partFlight) transport(base http.RoundTripper) http.RoundTripper {
 		if requestKind(req) != "part" {
 			return base.RoundTrip(req)
 		}
+		num, _ := strconv.Atoi(req.URL.Query().Get("partNumber"))
 		f.mu.Lock()
+		if f.size == nil {
+			f.size = map[int]int64{}
+		}
+		f.size[num] = req.ContentLength
 		f.parts++
 		f.inFlight++
 		f.bytes += req.ContentLength

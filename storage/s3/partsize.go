@@ -2,14 +2,13 @@ package s3
 
 import (
 	"math"
-	"net"
-	"strings"
 	"sync"
 	"time"
 )
 
 // partSizer chooses the size of each part of one multipart upload within
-// a budget of part-buffer bytes (Options.PartSize x PartsInFlight).
+// a budget of part-buffer bytes (Options.PartSize x PartsInFlight). Unless
+// Options.AdaptiveParts is set, every part is PartSize bytes.
 //
 // While the reader fills one buffer, the others upload; the reader keeps
 // going as long as a part's upload takes no longer than filling the parts
@@ -56,19 +55,8 @@ func newPartSizer(o Options, maxParts int) *partSizer {
 		first:    o.PartSize,
 		limit:    int64(maxParts) * o.PartSize,
 		maxParts: maxParts,
-		fixed:    o.FixedParts || o.PartsInFlight < 2 || wantsEqualParts(o.Endpoint),
+		fixed:    !o.AdaptiveParts || o.PartsInFlight < 2,
 	}
-}
-
-// wantsEqualParts reports an endpoint of a store known to refuse parts of
-// several sizes: Cloudflare R2 (ACCOUNT.r2.cloudflarestorage.com and its
-// jurisdictions' hosts).
-func wantsEqualParts(endpoint string) bool {
-	host, _, err := net.SplitHostPort(endpoint)
-	if err != nil {
-		host = endpoint
-	}
-	return strings.HasSuffix(strings.ToLower(strings.TrimSuffix(host, ".")), ".r2.cloudflarestorage.com")
 }
 
 // observe records a part's times: fill, the reader's time to fill it

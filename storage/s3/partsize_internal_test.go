@@ -35,7 +35,7 @@ func TestPartSizerFollowsThePace(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			z := newPartSizer(Options{PartSize: c.size, PartsInFlight: int(c.flight)}, MaxParts)
+			z := newPartSizer(Options{PartSize: c.size, PartsInFlight: int(c.flight), AdaptiveParts: true}, MaxParts)
 			assert.Equal(t, c.size, z.next(2, c.size), "before a measure")
 			for range 20 {
 				z.observe(c.fill, c.upload)
@@ -48,12 +48,13 @@ func TestPartSizerFollowsThePace(t *testing.T) {
 	}
 }
 
+// Parts are PartSize bytes by default, and with AdaptiveParts when one
+// buffer leaves nothing to size.
 func TestPartSizerFixed(t *testing.T) {
 	for _, o := range []Options{
-		{PartSize: 8 * testMiB, PartsInFlight: 2, FixedParts: true},
-		{PartSize: 8 * testMiB, PartsInFlight: 1},
-		{PartSize: 8 * testMiB, PartsInFlight: 4, Endpoint: "0123abcd.r2.cloudflarestorage.com"},
-		{PartSize: 8 * testMiB, PartsInFlight: 4, Endpoint: "0123abcd.eu.R2.cloudflarestorage.com:443"},
+		{PartSize: 8 * testMiB, PartsInFlight: 2},
+		{PartSize: 8 * testMiB, PartsInFlight: 4},
+		{PartSize: 8 * testMiB, PartsInFlight: 1, AdaptiveParts: true},
 	} {
 		z := newPartSizer(o, MaxParts)
 		z.observe(time.Millisecond, time.Second)
@@ -64,7 +65,7 @@ func TestPartSizerFixed(t *testing.T) {
 // Smoothing: one slow part does not take the parts of a store that keeps
 // up to the smallest, a lasting change moves them within a few parts.
 func TestPartSizerSmooths(t *testing.T) {
-	z := newPartSizer(Options{PartSize: 8 * testMiB, PartsInFlight: 4}, MaxParts)
+	z := newPartSizer(Options{PartSize: 8 * testMiB, PartsInFlight: 4, AdaptiveParts: true}, MaxParts)
 	for range 10 {
 		z.observe(100*time.Millisecond, 50*time.Millisecond)
 	}
@@ -94,7 +95,7 @@ func TestPartSizerKeepsThePromise(t *testing.T) {
 	} {
 		for _, slowFor := range []int{0, 100, 5000, MaxParts} {
 			t.Run(fmt.Sprintf("%dMiBx%d/%d/slow%d", c.size/testMiB, c.flight, c.maxParts, slowFor), func(t *testing.T) {
-				z := newPartSizer(Options{PartSize: c.size, PartsInFlight: c.flight}, c.maxParts)
+				z := newPartSizer(Options{PartSize: c.size, PartsInFlight: c.flight, AdaptiveParts: true}, c.maxParts)
 				total := int64(c.maxParts) * c.size
 				var written int64
 				num := 0
@@ -119,9 +120,9 @@ func TestPartSizerKeepsThePromise(t *testing.T) {
 // Past the last part number (a stream larger than the promise), the
 // part read to find out stays within the budget.
 func TestPartSizerPastTheLastPart(t *testing.T) {
-	z := newPartSizer(Options{PartSize: 5 * testMiB, PartsInFlight: 2}, 3)
+	z := newPartSizer(Options{PartSize: 5 * testMiB, PartsInFlight: 2, AdaptiveParts: true}, 3)
 	assert.Equal(t, int64(10*testMiB), z.next(4, 5*testMiB))
-	z = newPartSizer(Options{PartSize: 5 * testMiB, PartsInFlight: 1}, 3)
+	z = newPartSizer(Options{PartSize: 5 * testMiB, PartsInFlight: 1, AdaptiveParts: true}, 3)
 	assert.Equal(t, int64(5*testMiB), z.next(4, 5*testMiB))
 }
 

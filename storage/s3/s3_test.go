@@ -84,7 +84,6 @@ func TestPartsInFlightIsTheLimit(t *testing.T) {
 			b, _ := newBucket(t, srv, false, func(o *s3.Options) {
 				o.PartSize = 5 * mib
 				o.PartsInFlight = inFlight
-				o.FixedParts = true
 				o.Transport = log.transport(newBaseTransport(t))
 			})
 			const size = 40*mib + 3
@@ -101,7 +100,7 @@ func TestPartsInFlightIsTheLimit(t *testing.T) {
 
 func TestTooLargeFailsAndLeavesNothing(t *testing.T) {
 	srv := miniotest.Start(t)
-	b, name := newBucket(t, srv, false, func(o *s3.Options) { o.PartSize, o.FixedParts = 5*mib, true })
+	b, name := newBucket(t, srv, false, func(o *s3.Options) { o.PartSize = 5 * mib })
 	s3.SetMaxParts(b, 3)
 	ctx := testCtx(t)
 
@@ -119,7 +118,7 @@ func TestTooLargeFailsAndLeavesNothing(t *testing.T) {
 // to the part that finds the stream too large.
 func TestTooLargeWithAdaptiveParts(t *testing.T) {
 	srv := miniotest.Start(t)
-	b, name := newBucket(t, srv, false, func(o *s3.Options) { o.PartSize, o.PartsInFlight = 5*mib, 2 })
+	b, name := newBucket(t, srv, false, func(o *s3.Options) { o.PartSize, o.PartsInFlight, o.AdaptiveParts = 5*mib, 2, true })
 	s3.SetMaxParts(b, 3)
 	var peak atomic.Int64
 	s3.OnPartBufferMap(b, func(held int64) {

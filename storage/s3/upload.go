@@ -46,11 +46,11 @@ var errPartDone = errors.New("part body read after its request ended")
 // (Options.PartSize bytes) is sent as one PutObject request; a longer one
 // becomes a multipart upload whose parts fill buffers of at most
 // Options.PartsInFlight x PartSize bytes in all: the caller's goroutine
-// fills one buffer while the others upload, and the parts after the first
-// are sized from the pace of the reader and the store (see the package
-// documentation). Memory is bounded by that budget whatever the object
-// size; every object of up to MaxParts x PartSize bytes fits, a larger
-// one may fail with ErrTooLarge.
+// fills one buffer while the others upload. Parts are PartSize bytes, or
+// with Options.AdaptiveParts sized from the pace of the reader and the
+// store after the first (see the package documentation). Memory is
+// bounded by that budget whatever the object size; every object of up to
+// MaxParts x PartSize bytes fits, a larger one may fail with ErrTooLarge.
 //
 // When r fails, a part fails or ctx is cancelled, Put aborts the multipart
 // upload on a context detached from ctx (bounded by Options.AbortTimeout),

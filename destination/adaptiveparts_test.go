@@ -14,11 +14,11 @@ import (
 	"github.com/etcdbackup/etcdbackup/internal/miniotest"
 )
 
-// fixedParts=true in an s3 URL reaches the uploads: every part is the
-// configured size, where a reader faster than the store otherwise gets
-// parts sized to the store's pace (smaller ones here). A multipart
+// adaptiveParts=true in an s3 URL reaches the uploads: a reader faster
+// than the store gets parts sized to the store's pace (smaller ones here),
+// where by default every part is the configured size. A multipart
 // object's ETag ends in its part count.
-func TestFixedPartsURL(t *testing.T) {
+func TestAdaptivePartsURL(t *testing.T) {
 	srv := miniotest.Start(t)
 	ctx := testCtx(t)
 	bucket := srv.NewBucket(t, miniotest.BucketOptions{})
@@ -39,6 +39,6 @@ func TestFixedPartsURL(t *testing.T) {
 		_, n, _ := strings.Cut(strings.Trim(info.ETag, `"`), "-")
 		return n
 	}
-	assert.Equal(t, "5", parts("fixed", "&fixedParts=true"), "40 MiB in 8 MiB parts")
-	assert.NotEqual(t, "5", parts("adaptive", ""), "parts sized to the pace")
+	assert.Equal(t, "5", parts("fixed", ""), "40 MiB in 8 MiB parts by default")
+	assert.NotEqual(t, "5", parts("adaptive", "&adaptiveParts=true"), "parts sized to the pace")
 }
