@@ -1,10 +1,12 @@
 package s3_test
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -147,4 +149,51 @@ func (p *pacedReader) Read(b []byte) (int, error) {
 	n, err := p.r.Read(b)
 	p.n += int64(n)
 	return n, err
+}
+
+// A part retried after a reset connection or a 500 resends its own bytes
+// from its buffer, in both settings; with AdaptiveParts the buffers of
+// other sizes are unmapped and mapped again around those retries while
+// parts are in flight, and the object is still the stream.
+func TestPartRetriesAcrossBufferSizes(t *testing.T) {
+	srv := miniotest.Start(t)
+	const size = 40*mib + 5
+	for _, adaptive := range []bool{false, true} {
+		t.Run(fmt.Sprintf("adaptive=%t", adaptive), func(t *testing.T) {
+			proxy := faultproxy.StartHTTP(t, srv.Endpoint())
+			proxy.SetRules(
+				faultproxy.Rule{Name: "reset", Match: faultproxy.IsUploadPart(3), Action: faultproxy.ResetAfter, Bytes: mib, Times: 1},
+				faultproxy.Rule{Name: "500", Match: faultproxy.IsUploadPart(5), Action: faultproxy.InternalError, Times: 1},
+				faultproxy.Rule{Name: "rtt", Match: faultproxy.IsUploadPart(0), Action: faultproxy.Delay, Delay: 800 * time.Millisecond},
+			)
+			flight := &partFlight{}
+			var peak atomic.Int64
+			b, _ := newBucket(t, srv, false, func(o *s3.Options) {
+				o.Endpoint = proxy.Addr()
+				o.PartSize, o.PartsInFlight, o.AdaptiveParts = 8*mib, 2, adaptive
+				o.Transport = flight.transport(newBaseTransport(t))
+			})
+			s3.OnPartBufferMap(b, func(held int64) {
+				for p := peak.Load(); held > p && !peak.CompareAndSwap(p, held); p = peak.Load() {
+				}
+			})
+			require.NoError(t, b.Put(testCtx(t), "k", &pacedReader{r: stream(9, size), rate: 32 * mib, start: time.Now()}, nil))
+			requireContent(t, b, "k", 9, size)
+			fired := proxy.Fired()
+			assert.Equal(t, 1, fired["reset"], "part 3 reset")
+			assert.Equal(t, 1, fired["500"], "part 5 answered 500")
+			assert.LessOrEqual(t, peak.Load(), int64(16*mib), "bytes of part buffers")
+			sizes := flight.sizes()
+			t.Logf("part sizes %v", sizes)
+			distinct := map[int64]bool{}
+			for _, n := range sizes[:len(sizes)-1] {
+				distinct[n] = true
+			}
+			if adaptive {
+				assert.Greater(t, len(distinct), 1, "parts of several sizes")
+			} else {
+				assert.Equal(t, map[int64]bool{8 * mib: true}, distinct, "every part but the last is PartSize")
+			}
+		})
+	}
 }
