@@ -183,7 +183,8 @@ fuzz:
 # two-step through the same store (internal/bench/store.go); copies of a
 # backup between two MinIO servers (`etcdbackup copy` against a minio-go
 # Get→Put, what `mc cp` does); then continuous
-# backup (pitr), a point restore after many writes (pitr-restore) and
+# backup (pitr), its commit lag against the remote stores (pitr-remote,
+# about 4 minutes), a point restore after many writes (pitr-restore) and
 # replication of a follower's chain to a second MinIO server (replicate:
 # lag p99 and the replicator's RSS, about 2 minutes; REPLICATE_FLAGS).
 # Every step saves its figures in bench-out/results.json and renders the
@@ -195,8 +196,8 @@ fuzz:
 # 1 GiB only: builds 2 min; fills 2 min (once, then cached); 256 MiB
 # 10 min; 1 GiB 45 min (backups 12, restores 12, remote stores 20, copy
 # 1); 2 GiB 45 min (backups 21, restores 21, copy 2); pitr 4 min;
-# pitr-restore 10-15 min: about 2 hours in all. While a compared mode of a
-# judged group (loopback backups and restores) has fewer than 5 quiet
+# pitr-remote 4-5 min; pitr-restore 10-15 min; replicate 2 min: about 2
+# hours in all. While a compared mode of a judged group (loopback backups and restores) has fewer than 5 quiet
 # rounds, rounds are added up to -max-runs 7 (restores 14), which on a
 # busy machine adds up to about 15 minutes; a mode still short of 5 quiet
 # rounds gets "unclear".
@@ -205,7 +206,8 @@ fuzz:
 # others run whole, and the report says when each ran (BENCH_RESUME=
 # starts over). An unfinished run it cannot continue is kept in
 # bench-out/results-<start>.json.
-# BENCH_FLAGS, PITR_FLAGS and PITR_RESTORE_FLAGS pass flags, e.g.
+# BENCH_FLAGS, PITR_FLAGS, PITR_REMOTE_FLAGS, PITR_RESTORE_FLAGS and
+# REPLICATE_FLAGS pass flags, e.g.
 # BENCH_FLAGS='-sizes 256MiB,1GiB'.
 BENCH_RESUME ?= -resume
 .PHONY: bench
@@ -217,6 +219,7 @@ bench: $(TOOLS)/minio
 	$(RELEASE_BUILD) -o "$$cli/etcdbackup" ./examples/etcdbackup && \
 	bench-out/etcdbackup-bench -cli "$$cli/etcdbackup" $(BENCH_RESUME) $(BENCH_FLAGS)
 	bench-out/etcdbackup-bench pitr $(BENCH_RESUME) $(PITR_FLAGS)
+	bench-out/etcdbackup-bench pitr-remote $(PITR_REMOTE_FLAGS)
 	bench-out/etcdbackup-bench pitr-restore $(BENCH_RESUME) $(PITR_RESTORE_FLAGS)
 	bench-out/etcdbackup-bench replicate $(REPLICATE_FLAGS)
 

@@ -69,9 +69,12 @@ type Pipeline struct {
 	// each chunk (at most 256 KiB) of the stream: a destination stalled
 	// longer is dropped with ErrDestinationStalled, its upload cancelled,
 	// so that it neither slows the others nor holds etcd's read
-	// transaction open. An uploader may stop reading while it sends a
-	// buffered part (s3: PartSize bytes), so set it well above the time
-	// one part takes. Zero means no bound.
+	// transaction open. An uploader may stop reading while its buffered
+	// parts upload (s3: until one of them ends, a part of PartSize bytes,
+	// or with AdaptiveParts of at most half its PartSize x PartsInFlight
+	// budget, the whole budget for the last parts of a stream near the
+	// largest object), so set it well above the time one part takes. Zero
+	// means no bound.
 	StallTimeout time.Duration
 	// Slots, when set, bounds the backups in flight of every Pipeline
 	// that shares it (see RunSlots); nil means no bound.

@@ -7,7 +7,7 @@
 //
 // A Spec names a destination and says where it is, as a URL
 //
-//	s3://bucket/prefix?endpoint=HOST:PORT&region=R&insecure=true&pathStyle=true
+//	s3://bucket/prefix?endpoint=HOST:PORT&region=R&insecure=true&pathStyle=true&adaptiveParts=true
 //	gs://bucket/prefix
 //	azblob://container/prefix?account=A
 //	file:///abs/dir

@@ -116,6 +116,7 @@ func (r *Registry) open(ctx context.Context, spec Spec, loc Location) (*handle, 
 			Encryption:    spec.Encryption,
 			PartSize:      r.opts.PartSize,
 			PartsInFlight: r.opts.PartsInFlight,
+			AdaptiveParts: r.opts.AdaptiveParts || loc.AdaptiveParts,
 			Transport:     tr,
 			Logger:        r.log.With("destination", spec.Name),
 		}

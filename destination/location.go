@@ -59,6 +59,12 @@ type Location struct {
 	// host name. False means the client's choice: path style for hosts
 	// other than the big clouds'.
 	PathStyle bool
+	// AdaptiveParts sizes the parts of an S3 multipart upload to the
+	// store's pace within the upload's memory (s3.Options.AdaptiveParts),
+	// for stores that accept parts of several sizes (Amazon S3, MinIO,
+	// Ceph RGW; not Cloudflare R2 nor Garage). False means every part is
+	// one size.
+	AdaptiveParts bool
 	// Params is the query of the URL of a host's own scheme (see
 	// Options.Schemes), for its opener; empty for the built-in schemes.
 	Params string
@@ -66,7 +72,7 @@ type Location struct {
 
 // ParseURL parses a destination URL in one of these forms:
 //
-//	s3://bucket/prefix?endpoint=HOST:PORT&region=R&insecure=true&pathStyle=true
+//	s3://bucket/prefix?endpoint=HOST:PORT&region=R&insecure=true&pathStyle=true&adaptiveParts=true
 //	gs://bucket/prefix
 //	azblob://container/prefix?account=A&endpoint=DOMAIN&insecure=true
 //	file:///abs/dir
@@ -167,7 +173,7 @@ func (p urlParser) parse() (Location, error) {
 	allowed := map[string]bool{}
 	switch loc.Scheme {
 	case SchemeS3:
-		allowed = map[string]bool{"endpoint": true, "region": true, "insecure": true, "pathStyle": true}
+		allowed = map[string]bool{"endpoint": true, "region": true, "insecure": true, "pathStyle": true, "adaptiveParts": true}
 	case SchemeAzure:
 		allowed = map[string]bool{"endpoint": true, "account": true, "insecure": true}
 	case SchemeGCS:
@@ -233,6 +239,9 @@ func (p urlParser) parse() (Location, error) {
 			return Location{}, p.fail("empty region")
 		}
 		if loc.PathStyle, _, err = boolParam(query, "pathStyle"); err != nil {
+			return Location{}, p.fail("%v", err)
+		}
+		if loc.AdaptiveParts, _, err = boolParam(query, "adaptiveParts"); err != nil {
 			return Location{}, p.fail("%v", err)
 		}
 	case SchemeAzure:
@@ -400,7 +409,7 @@ func (l Location) Validate() error {
 		} else if d != l.Dir {
 			add("directory %s is not clean (want %s)", quote(l.Dir), quote(d))
 		}
-		if l.Bucket != "" || l.Prefix != "" || l.Endpoint != "" || l.Region != "" || l.Account != "" || l.Insecure || l.PathStyle {
+		if l.Bucket != "" || l.Prefix != "" || l.Endpoint != "" || l.Region != "" || l.Account != "" || l.Insecure || l.PathStyle || l.AdaptiveParts {
 			add("file locations have a directory only")
 		}
 		return errors.Join(errs...)
@@ -415,8 +424,8 @@ func (l Location) Validate() error {
 			add("prefix %s has a leading or trailing slash", quote(l.Prefix))
 		}
 	}
-	if l.Scheme != SchemeS3 && (l.Region != "" || l.PathStyle) {
-		add("region and path style are for s3 locations")
+	if l.Scheme != SchemeS3 && (l.Region != "" || l.PathStyle || l.AdaptiveParts) {
+		add("region, path style and adaptive parts are for s3 locations")
 	}
 	if l.Scheme != SchemeAzure && l.Account != "" {
 		add("account is for azblob locations")
@@ -519,6 +528,9 @@ func (l Location) String() string {
 	}
 	if l.PathStyle {
 		q.Set("pathStyle", "true")
+	}
+	if l.AdaptiveParts {
+		q.Set("adaptiveParts", "true")
 	}
 	// ':' is fine in a query and keeps host:port endpoints readable.
 	u.RawQuery = strings.ReplaceAll(q.Encode(), "%3A", ":")

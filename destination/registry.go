@@ -86,10 +86,14 @@ type Options struct {
 	CheckTimeout time.Duration
 
 	// PartSize and PartsInFlight tune the uploads to s3 destinations (see
-	// s3.Options): each upload holds up to PartSize x PartsInFlight bytes.
-	// Zero means storage/s3's defaults.
+	// s3.Options): each upload holds up to PartSize x PartsInFlight bytes,
+	// in parts of PartSize bytes, or sized to the store's pace with
+	// AdaptiveParts (for every s3 destination; a URL's adaptiveParts=true
+	// sets it for one), which only stores that accept parts of several
+	// sizes take. Zero means storage/s3's defaults.
 	PartSize      int64
 	PartsInFlight int
+	AdaptiveParts bool
 
 	// Schemes registers a host's own backends by URL scheme: a
 	// destination whose URL is "<scheme>://<bucket>/<prefix>[?params]"

@@ -76,7 +76,12 @@ func runCLISaveWith(ctx context.Context, env modeEnv, extra ...string) (modeResu
 
 // runCLIExport is `etcdbackup export` of every key at its defaults.
 func runCLIExport(ctx context.Context, env modeEnv) (modeResult, error) {
-	return runCLIBackup(ctx, env, "export", "--endpoints="+env.Etcd, "--destination="+cliDestination(env), "--cluster=bench", "--name="+env.Name, "--quiet")
+	store, err := cliStore(env)
+	if err != nil {
+		return modeResult{}, err
+	}
+	args := append([]string{"export", "--endpoints=" + env.Etcd}, store...)
+	return runCLIBackup(ctx, env, append(args, "--cluster=bench", "--name="+env.Name, "--quiet")...)
 }
 
 // runCLIIdle is `etcdbackup version`: the CLI's floor. Its wall time is

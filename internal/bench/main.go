@@ -13,6 +13,7 @@
 //	go build -trimpath -ldflags='-s -w' -o /tmp/cli/etcdbackup ./examples/etcdbackup
 //	bench-out/etcdbackup-bench -cli /tmp/cli/etcdbackup [-sizes 256MiB,1GiB,2GiB] [-runs 5] [-modes two-step,stream,...]
 //	bench-out/etcdbackup-bench pitr          # continuous backup: commit lag, follower RSS, replay speed
+//	bench-out/etcdbackup-bench pitr-remote   # its commit lag against the remote stores
 //	bench-out/etcdbackup-bench pitr-restore  # a point restore after an hour of writes
 //	bench-out/etcdbackup-bench report        # render BENCHMARKS.md again from bench-out/results.json
 //
@@ -86,6 +87,8 @@ func main() {
 		err = runReport(args[1:])
 	case len(args) > 0 && args[0] == "pitr":
 		err = runPITR(args[1:])
+	case len(args) > 0 && args[0] == "pitr-remote":
+		err = runPITRRemote(args[1:])
 	case len(args) > 0 && args[0] == "pitr-restore":
 		err = runPITRRestore(args[1:])
 	case len(args) > 0 && args[0] == "pitr-follow":

@@ -104,8 +104,8 @@ func (st remoteStore) describe() string {
 }
 
 // remoteBackupModes are, for each remote store, a backup group of its own:
-// two-step through the store (its baseline), and the CLI at its defaults
-// and with --memory=0.
+// two-step through the store (its baseline), the CLI at its defaults and
+// with --memory=0, and the CLI's keys-json export as a reference.
 func remoteBackupModes() []mode {
 	var out []mode
 	for _, st := range remoteStores {
@@ -114,6 +114,7 @@ func remoteBackupModes() []mode {
 			mode{name: "two-step-" + st.name, short: "(a) two-step, " + st.name, label: "(a) two-step, uploading to " + st.describe(), group: g, store: st.name, run: runTwoStep},
 			mode{name: "cli-save-" + st.name, short: "CLI save, " + st.name, label: "`etcdbackup save` as shipped at its defaults (zstd, `--memory=32MiB`), to " + st.describe() + "; wall time includes the process' start", group: g, store: st.name, run: runCLISave},
 			mode{name: "cli-save-mem0-" + st.name, short: "CLI save --memory=0, " + st.name, label: "`etcdbackup save --memory=0` (the library's defaults: 8 MiB parts, four in flight), to " + st.describe() + "; wall time includes the process' start", group: g, store: st.name, run: runCLISaveMem0},
+			mode{name: "cli-export-" + st.name, short: "CLI export, " + st.name, label: "(ref) `etcdbackup export` of every key at its defaults, to " + st.describe() + "; wall time includes the process' start", group: g, store: st.name, reference: true, run: runCLIExport},
 		)
 	}
 	return out

@@ -91,6 +91,7 @@ func renderReport(r *results, chart string) (string, error) {
 	w("%s\n", renderTargets(r))
 	w("%s", renderLogical(r))
 	w("%s%s", renderContinuous(r.Continuous), sectionCommit(r, r.Continuous))
+	w("%s", renderContinuousRemote(r.ContinuousRemote))
 	w("%s%s", renderPointRestore(r.PointRestore), sectionCommit(r, r.PointRestore))
 	w("%s", renderReplication(r.Replication))
 

@@ -40,6 +40,8 @@ type results struct {
 	// Replication is what the "replicate" subcommand measured; nil when
 	// it did not run.
 	Replication *replicationReport `json:",omitempty"`
+	// ContinuousRemote is what "pitr-remote" measured, by store name.
+	ContinuousRemote map[string]*pitrReport `json:",omitempty"`
 }
 
 // machine describes where the figures were measured.

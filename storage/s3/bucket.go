@@ -30,7 +30,8 @@ type Bucket struct {
 	opts     Options // with defaults applied
 	sse      encrypt.ServerSide
 	log      *slog.Logger
-	maxParts int // MaxParts; lowered by tests
+	maxParts int              // MaxParts; lowered by tests
+	onMap    func(held int64) // test hook: part-buffer bytes held after each map
 
 	lockMu    sync.Mutex
 	lockAsked time.Time // when the store last answered whether the bucket has object lock

@@ -20,12 +20,54 @@
 // Put takes a reader of unknown length, as an etcd snapshot stream is. It
 // does not use minio-go's PutObject with size -1, which buffers parts of
 // 528 MiB; it runs its own multipart upload on minio.Core instead: each Put
-// fills at most PartsInFlight buffers of PartSize bytes (4 x 8 MiB by
-// default), reading into one while the others upload, so memory stays
-// below PartsInFlight x PartSize whatever the object's size. A stream that
-// ends within the first buffer becomes a single PutObject. The largest
-// object is MaxParts x PartSize (78.1 GiB by default); a longer stream fails
-// with ErrTooLarge.
+// holds at most PartsInFlight x PartSize bytes of part buffers (its budget,
+// 4 x 8 MiB by default), reading into one while the others upload, so
+// memory stays within the budget whatever the object's size. A stream that
+// ends within the first buffer (PartSize bytes) becomes a single PutObject.
+// Every stream of up to MaxParts x PartSize bytes fits (78.1 GiB by
+// default); a stream that runs out of part numbers fails with ErrTooLarge.
+//
+// # Part size, parts in flight and a distant store
+//
+// A part's request takes at least a round trip to the store, whatever its
+// size, so an upload moves at most the bytes in flight per round trip:
+// the budget, less the buffer being filled, divided by the time a part
+// takes. 16 MiB of buffers (the CLI's default --memory) is about 160 MiB/s
+// at 100 ms in theory, less with TLS, slow start and the store's own time
+// per request; twice the budget is about twice that. The budget is the
+// lever: more memory, more throughput from a distant store, and nothing
+// gained from one next door.
+//
+// By default every part is PartSize bytes, PartsInFlight of them in
+// flight. With Options.AdaptiveParts, Put sizes its parts within the
+// budget from what it measures instead. It times the reader filling each
+// part and the part's request; their ratio is how many parts must be in
+// flight for the reader never to wait. Where the store is slow to answer,
+// the following parts shrink (to MinPartSize at least) so that more of
+// them fit in the budget beside the one filling; where it keeps up, they
+// grow (to half the budget at most) and fewer requests carry the same
+// bytes. Whatever it measures, a part is never smaller than what the part
+// numbers left need for a stream of MaxParts x PartSize bytes in parts of
+// at most the budget, so the largest object does not shrink; a stream far
+// larger than the promise uploads its last parts one at a time, as large
+// as the budget.
+//
+// Adaptive parts are off by default because they were not measured to
+// gain anything where it matters most. TestAdaptivePartsUnderLatency sends
+// 40 MiB from a reader of 32 MiB/s through a 16 MiB budget (8 MiB x 2) to
+// MinIO on loopback bandwidth, every part request held by a proxy: at
+// 100 ms, 1.43-1.64 s in fixed parts against 1.39-1.52 s in adaptive ones
+// (the reader's pace: the same six parts); at 800 ms, 3.05-3.82 s against
+// 3.08-3.80 s (three 5 MiB parts in flight instead of two of 8 MiB).
+// Where the round trip dominates, an upload moves about the budget per
+// round trip however it is split; smaller parts gain only the shorter fill
+// of the buffer not yet in flight. They may help where a request's time
+// grows with its size (a slow link, not a distant one), or where a reader
+// much slower than the store lets larger parts save requests. And some
+// S3-compatible stores refuse parts of several sizes ("All non-trailing
+// parts must have the same length": Cloudflare R2, Garage), which Put
+// cannot detect before the upload's completion fails: set AdaptiveParts
+// only for a store known to accept them (Amazon S3, MinIO, Ceph RGW).
 //
 // Every part carries its CRC32C, which the store verifies. When the reader
 // fails, a request fails or the context is cancelled, Put aborts the

@@ -13,8 +13,8 @@ import (
 )
 
 // ErrTooLarge is returned by Put when the stream does not fit in MaxParts
-// parts of Options.PartSize bytes. Nothing is left behind: the multipart
-// upload is aborted.
+// parts, which every stream of up to MaxParts x Options.PartSize bytes
+// does. Nothing is left behind: the multipart upload is aborted.
 var ErrTooLarge = errors.New("object too large for a multipart upload")
 
 // ErrLockUnknown is returned by Delete, with storage.ErrPermission, when

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -108,9 +109,30 @@ func TestTooLargeFailsAndLeavesNothing(t *testing.T) {
 
 	err := b.Put(ctx, "too/large", stream(2, 15*mib+1), nil)
 	require.ErrorIs(t, err, s3.ErrTooLarge)
-	assert.Contains(t, err.Error(), "more than 3 parts of 5242880 bytes")
+	assert.Contains(t, err.Error(), "more than 3 parts (15728641 bytes read, at least 15728640 bytes fit in parts of 5242880)")
 	requireAbsent(t, b, "too/large")
 	requireNoUploads(t, srv, name)
+}
+
+// Adaptive parts keep the promise of MaxParts x PartSize and the budget up
+// to the part that finds the stream too large.
+func TestTooLargeWithAdaptiveParts(t *testing.T) {
+	srv := miniotest.Start(t)
+	b, name := newBucket(t, srv, false, func(o *s3.Options) { o.PartSize, o.PartsInFlight, o.AdaptiveParts = 5*mib, 2, true })
+	s3.SetMaxParts(b, 3)
+	var peak atomic.Int64
+	s3.OnPartBufferMap(b, func(held int64) {
+		for p := peak.Load(); held > p && !peak.CompareAndSwap(p, held); p = peak.Load() {
+		}
+	})
+	ctx := testCtx(t)
+	require.NoError(t, b.Put(ctx, "fits", stream(1, 15*mib), nil), "MaxParts x PartSize fits")
+	requireContent(t, b, "fits", 1, 15*mib)
+	err := b.Put(ctx, "too/large", stream(2, 30*mib+1), nil)
+	require.ErrorIs(t, err, s3.ErrTooLarge)
+	requireAbsent(t, b, "too/large")
+	requireNoUploads(t, srv, name)
+	assert.LessOrEqual(t, peak.Load(), int64(10*mib), "bytes of part buffers")
 }
 
 // Failures of the reader and cancellations at offsets around part

@@ -42,12 +42,15 @@ var errPartDone = errors.New("part body read after its request ended")
 
 // Put implements storage.Bucket.
 //
-// Put streams r in parts of Options.PartSize bytes. A stream that ends
-// within the first part is sent as one PutObject request; a longer one
-// becomes a multipart upload with up to Options.PartsInFlight parts in
-// memory: the caller's goroutine fills one buffer while the others upload.
-// Memory is bounded by PartsInFlight x PartSize whatever the object size,
-// and the object may be at most MaxParts x PartSize bytes (ErrTooLarge).
+// Put streams r in parts. A stream that ends within the first part
+// (Options.PartSize bytes) is sent as one PutObject request; a longer one
+// becomes a multipart upload whose parts fill buffers of at most
+// Options.PartsInFlight x PartSize bytes in all: the caller's goroutine
+// fills one buffer while the others upload. Parts are PartSize bytes, or
+// with Options.AdaptiveParts sized from the pace of the reader and the
+// store after the first (see the package documentation). Memory is
+// bounded by that budget whatever the object size; every object of up to
+// MaxParts x PartSize bytes fits, a larger one may fail with ErrTooLarge.
 //
 // When r fails, a part fails or ctx is cancelled, Put aborts the multipart
 // upload on a context detached from ctx (bounded by Options.AbortTimeout),
@@ -116,15 +119,17 @@ func (b *Bucket) put(ctx context.Context, key string, r io.Reader, po *storage.P
 	if err := ctxError(ctx); err != nil {
 		return storage.Errorf("put", key, nil, err)
 	}
+	sizer := newPartSizer(b.opts, b.maxParts)
 	u := &upload{
 		b:         b,
 		key:       key,
 		r:         r,
 		opts:      oo,
 		exclusive: exclusive,
-		free:      make(chan *[]byte, b.opts.PartsInFlight),
+		sizer:     sizer,
+		pool:      newPartPool(sizer.budget, b.onMap),
 	}
-	defer u.release()
+	defer u.pool.release()
 	return u.run(ctx)
 }
 
@@ -178,19 +183,21 @@ type upload struct {
 	opts      minio.PutObjectOptions
 	exclusive bool
 
-	owned []*[]byte    // every buffer allocated
-	free  chan *[]byte // buffers whose part request has ended
-	read  int64        // bytes read from r
-	mu    sync.Mutex   // guards parts
+	sizer *partSizer
+	pool  *partPool
+	read  int64      // bytes read from r
+	mu    sync.Mutex // guards parts
 	parts []minio.CompletePart
 }
 
 func (u *upload) run(ctx context.Context) error {
-	first, err := u.buffer()
+	first, err := u.pool.get(ctx, u.sizer.next(1, 0))
 	if err != nil {
 		return storage.Errorf("put", u.key, nil, err)
 	}
+	start := time.Now()
 	n, eof, err := u.fill(ctx, *first)
+	fill := time.Since(start)
 	if err != nil {
 		return storage.Errorf("put", u.key, nil, err)
 	}
@@ -210,7 +217,7 @@ func (u *upload) run(ctx context.Context) error {
 		}
 		return nil
 	}
-	return u.multipart(ctx, first, peek[0])
+	return u.multipart(ctx, first, fill, peek[0])
 }
 
 // fill reads from r until p is full, r ends (eof) or fails, or ctx is done.
@@ -285,7 +292,7 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 
 // multipart uploads the full buffer first, the byte peeked after it and
 // the rest of r as a multipart upload, and aborts the upload on failure.
-func (u *upload) multipart(ctx context.Context, first *[]byte, peek byte) error {
+func (u *upload) multipart(ctx context.Context, first *[]byte, fill time.Duration, peek byte) error {
 	o := u.opts
 	o.UserMetadata = maps.Clone(u.opts.UserMetadata)
 	o.UserMetadata[checksumAlgHeader] = checksumAlg
@@ -296,7 +303,7 @@ func (u *upload) multipart(ctx context.Context, first *[]byte, peek byte) error 
 	log := u.b.log.With("key", u.key, "upload_id", id)
 	log.DebugContext(ctx, "multipart upload started")
 
-	err = u.uploadParts(ctx, id, first, peek)
+	err = u.uploadParts(ctx, id, first, fill, peek)
 	if err == nil {
 		err = u.complete(ctx, id)
 	}
@@ -319,21 +326,26 @@ func (u *upload) multipart(ctx context.Context, first *[]byte, peek byte) error 
 }
 
 // uploadParts sends the parts, each in its own goroutine, while the
-// caller's goroutine fills the next buffer. It returns once every part
+// caller's goroutine fills the next buffer, of the size the sizer gives
+// from the times of the parts before it. It returns once every part
 // request has ended.
-func (u *upload) uploadParts(ctx context.Context, id string, first *[]byte, peek byte) error {
+func (u *upload) uploadParts(ctx context.Context, id string, first *[]byte, firstFill time.Duration, peek byte) error {
 	var wg sync.WaitGroup
 	defer wg.Wait() // also when r panics, after the cancel below
 	pctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 
-	send := func(num int, buf *[]byte, n int) {
+	send := func(num int, buf *[]byte, n int, fill time.Duration) {
 		wg.Go(func() {
-			defer func() { u.free <- buf }() // never blocks: cap is PartsInFlight
+			defer u.pool.put(buf)
+			start := time.Now()
 			part, err := u.putPart(pctx, id, num, (*buf)[:n])
 			if err != nil {
 				cancel(fmt.Errorf("upload part %d: %w", num, err))
 				return
+			}
+			if n == len(*buf) { // a short last part says nothing of the pace
+				u.sizer.observe(fill, time.Since(start))
 			}
 			u.mu.Lock()
 			u.parts = append(u.parts, part)
@@ -341,10 +353,10 @@ func (u *upload) uploadParts(ctx context.Context, id string, first *[]byte, peek
 		})
 	}
 
-	send(1, first, len(*first))
-	num := 1
+	send(1, first, len(*first), firstFill)
+	num, written := 1, int64(len(*first))
 	for {
-		buf, err := u.acquire(pctx)
+		buf, err := u.pool.get(pctx, u.sizer.next(num+1, written))
 		if err != nil {
 			cancel(err) // a no-op when pctx is done: its cause says why
 			break
@@ -354,25 +366,28 @@ func (u *upload) uploadParts(ctx context.Context, id string, first *[]byte, peek
 			(*buf)[0] = peek
 			off = 1
 		}
+		start := time.Now()
 		n, eof, err := u.fill(pctx, (*buf)[off:])
+		fill := time.Since(start)
 		n += off
 		if err != nil {
-			u.free <- buf
+			u.pool.put(buf)
 			cancel(err)
 			break
 		}
 		if n == 0 {
-			u.free <- buf // r ended on a part boundary
+			u.pool.put(buf) // r ended on a part boundary
 			break
 		}
 		if num == u.b.maxParts {
-			u.free <- buf
-			cancel(fmt.Errorf("%w: more than %d parts of %d bytes (%d bytes); raise the part size",
-				ErrTooLarge, u.b.maxParts, u.b.opts.PartSize, int64(u.b.maxParts)*u.b.opts.PartSize))
+			u.pool.put(buf)
+			cancel(fmt.Errorf("%w: more than %d parts (%d bytes read, at least %d bytes fit in parts of %d); raise the part size",
+				ErrTooLarge, u.b.maxParts, u.read, u.sizer.limit, u.b.opts.PartSize))
 			break
 		}
 		num++
-		send(num, buf, n)
+		written += int64(n)
+		send(num, buf, n, fill)
 		if eof {
 			break
 		}
@@ -442,44 +457,6 @@ type readError struct{ err error }
 
 func (e readError) Error() string { return "read: " + e.err.Error() }
 func (e readError) Unwrap() error { return e.err }
-
-// buffer allocates a part buffer, which release frees.
-func (u *upload) buffer() (*[]byte, error) {
-	buf, err := newPartBuffer(u.b.opts.PartSize)
-	if err != nil {
-		return nil, err
-	}
-	u.owned = append(u.owned, buf)
-	return buf, nil
-}
-
-// acquire returns a free buffer, taking a new one while fewer than
-// PartsInFlight exist, else waiting for a part to end.
-func (u *upload) acquire(ctx context.Context) (*[]byte, error) {
-	select {
-	case buf := <-u.free:
-		return buf, nil
-	default:
-	}
-	if len(u.owned) < u.b.opts.PartsInFlight {
-		return u.buffer()
-	}
-	select {
-	case buf := <-u.free:
-		return buf, nil
-	case <-ctx.Done():
-		return nil, context.Cause(ctx)
-	}
-}
-
-// release frees every buffer; no part request may be running, and every
-// request body must be detached.
-func (u *upload) release() {
-	for _, buf := range u.owned {
-		freePartBuffer(buf)
-	}
-	u.owned = nil
-}
 
 // partReader is a request body over a part buffer that stops reading the
 // buffer once detached, so that an HTTP client still holding the body after
