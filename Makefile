@@ -186,8 +186,8 @@ fuzz:
 # is typed in. Filled etcds are cached in bench-out/etcd (git-ignored).
 # About one and a half to two hours on 2 cores before the remote-store modes,
 # which add their own rounds (more when the machine is
-# busy: rounds are added until 5 are quiet, up to -max-runs). BENCH_FLAGS, PITR_FLAGS and
-# PITR_RESTORE_FLAGS pass flags, e.g. BENCH_FLAGS='-sizes 256MiB,1GiB'.
+# busy: rounds are added until 5 are quiet, up to -max-runs). BENCH_FLAGS, PITR_FLAGS,
+# PITR_RESTORE_FLAGS and SEED_FLAGS pass flags, e.g. BENCH_FLAGS='-sizes 256MiB,1GiB'.
 .PHONY: bench
 bench: $(TOOLS)/minio
 	go build -o bench-out/etcdbackup-bench ./internal/bench
@@ -198,6 +198,7 @@ bench: $(TOOLS)/minio
 	bench-out/etcdbackup-bench -cli "$$cli/etcdbackup" $(BENCH_FLAGS)
 	bench-out/etcdbackup-bench pitr $(PITR_FLAGS)
 	bench-out/etcdbackup-bench pitr-restore $(PITR_RESTORE_FLAGS)
+	bench-out/etcdbackup-bench seed $(SEED_FLAGS)
 
 # bench-pitr: continuous backup at 1,000 writes/s of 1 KiB for 60 s after
 # the follower's own full backup of the 1 GiB etcd: commit lag p50/p99,

@@ -14,6 +14,7 @@
 //	bench-out/etcdbackup-bench -cli /tmp/cli/etcdbackup [-sizes 256MiB,1GiB,2GiB] [-runs 5] [-modes two-step,stream,...]
 //	bench-out/etcdbackup-bench pitr          # continuous backup: commit lag, follower RSS, replay speed
 //	bench-out/etcdbackup-bench pitr-restore  # a point restore after an hour of writes
+//	bench-out/etcdbackup-bench seed          # 1,000 continuous jobs of one scheduler over 10 etcds
 //	bench-out/etcdbackup-bench report        # render BENCHMARKS.md again from bench-out/results.json
 //
 // Every step saves what it measured in bench-out/results.json and renders
@@ -81,6 +82,8 @@ func main() {
 		err = runPITRFollower()
 	case len(args) > 0 && args[0] == "followers":
 		err = runFollowers(args[1:])
+	case len(args) > 0 && args[0] == "seed":
+		err = runSeed(args[1:])
 	default:
 		err = runBench(args)
 	}

@@ -26,6 +26,8 @@ type results struct {
 	// what "pitr-restore" did; nil when they did not run.
 	Continuous   *pitrReport `json:",omitempty"`
 	PointRestore *pitrReport `json:",omitempty"`
+	// Seed is what the "seed" subcommand measured.
+	Seed *seedReport `json:",omitempty"`
 }
 
 // machine describes where the figures were measured.
