@@ -186,15 +186,24 @@ func (s *Scheduler) admit(ctx context.Context, dests []string) (release func(), 
 						delete(s.perDest, d)
 					}
 				}
+				s.freeSlot()
 				s.mu.Unlock()
 				s.signal()
 			}), true
 		}
+		freed := s.slotFreed
 		s.mu.Unlock()
-		if !s.sleep(ctx, admitRetry) {
+		if !s.sleepUntil(ctx, admitRetry, freed) {
 			return nil, false
 		}
 	}
+}
+
+// freeSlot wakes the continuous backups waiting for a run slot. The
+// caller holds s.mu.
+func (s *Scheduler) freeSlot() {
+	close(s.slotFreed)
+	s.slotFreed = make(chan struct{})
 }
 
 // queuedFor reports whether a due run waits for a slot on one of dests.
@@ -213,11 +222,18 @@ func (s *Scheduler) queuedFor(dests []string) bool {
 // sleep waits d on the scheduler's clock, and reports false if ctx ended
 // first.
 func (s *Scheduler) sleep(ctx context.Context, d time.Duration) bool {
+	return s.sleepUntil(ctx, d, nil)
+}
+
+// sleepUntil is sleep that also ends when early is closed.
+func (s *Scheduler) sleepUntil(ctx context.Context, d time.Duration, early <-chan struct{}) bool {
 	wake := make(chan struct{})
 	stop := s.clock.At(s.clock.Now().Add(d), func() { close(wake) })
 	defer stop()
 	select {
 	case <-wake:
+		return true
+	case <-early:
 		return true
 	case <-ctx.Done():
 		return false

@@ -58,3 +58,57 @@ func TestFollowAdmittedBesideOtherDestinationsQueue(t *testing.T) {
 	h.settle()
 	require.NoError(t, h.stop())
 }
+
+// gatedFollowRunner is a ContinuousRunner whose first Follow holds its run
+// slot (does not call started) until gate is closed; the others start at
+// once.
+type gatedFollowRunner struct {
+	*recorder
+	gate  chan struct{}
+	mu    sync.Mutex
+	calls int
+}
+
+func (f *gatedFollowRunner) Follow(ctx context.Context, job Job, started func()) error {
+	f.mu.Lock()
+	f.calls++
+	first := f.calls == 1
+	f.mu.Unlock()
+	if first {
+		select {
+		case <-f.gate:
+		case <-ctx.Done():
+			return nil
+		}
+	}
+	started()
+	<-ctx.Done()
+	return nil
+}
+
+// TestFollowStartsWhenASlotFrees: a continuous backup waiting for a run
+// slot starts as soon as one frees, not at its next retry on the clock
+// (before, with one slot, a scheduler started one follower per admitRetry
+// whatever the time each start took).
+func TestFollowStartsWhenASlotFrees(t *testing.T) {
+	noLeaks(t)
+	fr := &gatedFollowRunner{gate: make(chan struct{})}
+	h := newHarness(t, utc("2026-01-01T00:30:00Z"), Config{Runner: fr, MaxConcurrent: 1})
+	fr.recorder = h.rec
+	h.start()
+	for _, id := range []string{"ns/a", "ns/b"} {
+		j := job(id, "@daily")
+		j.Continuous = &Continuous{Window: time.Hour}
+		require.NoError(t, h.s.Set(j))
+	}
+	eventually(t, func() bool {
+		fr.mu.Lock()
+		defer fr.mu.Unlock()
+		return fr.calls == 1
+	}, "one continuous backup starting in the only slot")
+	close(fr.gate)
+	// The clock stands still: only the freed slot can let the other in.
+	eventually(t, func() bool { return h.status("ns/a").Following && h.status("ns/b").Following },
+		"both continuous backups follow once the first freed its slot")
+	require.NoError(t, h.stop())
+}
