@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -95,7 +96,7 @@ func runSeed(args []string) error {
 	fs.IntVar(&c.slots, "slots", schedule.DefaultMaxConcurrent, "the scheduler's MaxConcurrent and MaxPerDestination")
 	fs.DurationVar(&c.phase, "phase", 2*time.Minute, "length of the steady phase, after every job committed its first segment")
 	fs.DurationVar(&c.timeout, "timeout", 30*time.Minute, "bound on the start-up")
-	fs.StringVar(&c.heap, "heap-profile", "", "write a heap profile here at the end of the steady phase")
+	fs.StringVar(&c.heap, "heap-profile", "", "write a heap profile here at the end of the steady phase, and a goroutine profile beside it (.goroutine)")
 	fs.StringVar(&c.work, "work", "bench-out", "directory for scratch files, logs and results")
 	fs.StringVar(&c.out, "out", "BENCHMARKS.md", "report to render again with these figures")
 	fs.StringVar(&c.chart, "chart", "BENCHMARKS.png", "chart to render again")
@@ -285,6 +286,9 @@ func measureSeed(ctx context.Context, c seedConfig, endpoints []string, dir stri
 		if err := writeHeapProfile(c.heap); err != nil {
 			return err
 		}
+		if err := writeGoroutineProfile(c.heap + ".goroutine"); err != nil {
+			return err
+		}
 	}
 	rec.mu.Lock()
 	lags := slices.Clone(rec.lags)
@@ -357,4 +361,17 @@ func renderSeed(p *seedReport) string {
 	fmt.Fprintf(&b, "| CPU of the start-up, per job | %.0f ms | |\n", 1000*p.StartCPU/float64(n))
 	b.WriteString("\n")
 	return b.String()
+}
+
+// writeGoroutineProfile writes the stacks of every goroutine to path.
+func writeGoroutineProfile(path string) error {
+	f, err := os.Create(filepath.Clean(path))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := pprof.Lookup("goroutine").WriteTo(f, 0); err != nil {
+		return err
+	}
+	return f.Close()
 }
