@@ -24,7 +24,9 @@ import (
 	"github.com/etcdbackup/etcdbackup/backup"
 	"github.com/etcdbackup/etcdbackup/retention"
 	"github.com/etcdbackup/etcdbackup/schedule"
+	"github.com/etcdbackup/etcdbackup/storage"
 	"github.com/etcdbackup/etcdbackup/storage/blob"
+	"github.com/etcdbackup/etcdbackup/storage/s3"
 )
 
 // The seed-scale targets (issue: one process backing up a seed's
@@ -45,6 +47,7 @@ type seedConfig struct {
 	work, out   string
 	chart       string
 	heap, cpu   string
+	dest        string // "file" or "minio"
 }
 
 // seedReport is what the "seed" subcommand measured, saved with the
@@ -57,7 +60,9 @@ type seedReport struct {
 	// scheduler's MaxConcurrent (and MaxPerDestination: one destination).
 	Jobs, Etcds, Writes, Slots int
 	GOMAXPROCS                 int
-	Load                       float64 // one-minute load average at the start
+	// Destination is the jobs' one destination: "file" or "minio".
+	Destination string
+	Load        float64 // one-minute load average at the start
 	// Base is the RSS before the scheduler started; StartupPeak the
 	// VmHWM from then until every job committed its first segment, which
 	// took FirstCommits (AllFollowing: until every job followed etcd).
@@ -83,7 +88,7 @@ type seedReport struct {
 
 // runSeed is the "seed" subcommand: one process, one schedule.Scheduler
 // with -jobs continuous jobs over -etcds etcd processes written -writes
-// times a second each, into one file destination, as a host of a seed's
+// times a second each, into one file destination (or MinIO server), as a host of a seed's
 // continuous backups runs them.
 //
 //	bench-out/etcdbackup-bench seed [-jobs 1000] [-etcds 10] [-writes 10] [-phase 2m]
@@ -97,6 +102,7 @@ func runSeed(args []string) error {
 	fs.DurationVar(&c.phase, "phase", 2*time.Minute, "length of the steady phase, after every job committed its first segment")
 	fs.DurationVar(&c.timeout, "timeout", 30*time.Minute, "bound on the start-up")
 	fs.StringVar(&c.heap, "heap-profile", "", "write a heap profile here at the end of the steady phase, and a goroutine profile beside it (.goroutine)")
+	fs.StringVar(&c.dest, "dest", "file", "the one destination of every job: file (a directory) or minio (a MinIO server of its own)")
 	fs.StringVar(&c.cpu, "cpu-profile", "", "write a CPU profile of the steady phase here")
 	fs.StringVar(&c.work, "work", "bench-out", "directory for scratch files, logs and results")
 	fs.StringVar(&c.out, "out", "BENCHMARKS.md", "report to render again with these figures")
@@ -107,6 +113,9 @@ func runSeed(args []string) error {
 	if c.jobs < 1 || c.etcds < 1 || c.writes < 0 || c.slots < 1 || c.phase <= 0 {
 		return errors.New("seed: -jobs, -etcds, -slots and -phase must be positive, -writes not negative")
 	}
+	if c.dest != "file" && c.dest != "minio" {
+		return fmt.Errorf("seed: -dest %q: file or minio", c.dest)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	self, run, logs, err := scratchDirs(c.work, "seed-run")
@@ -114,7 +123,7 @@ func runSeed(args []string) error {
 		return err
 	}
 	defer os.RemoveAll(run)
-	rep := seedReport{Started: time.Now().UTC(), Command: "make bench", Jobs: c.jobs, Etcds: c.etcds, Writes: c.writes, Slots: c.slots,
+	rep := seedReport{Started: time.Now().UTC(), Command: "make bench", Destination: c.dest, Jobs: c.jobs, Etcds: c.etcds, Writes: c.writes, Slots: c.slots,
 		GOMAXPROCS: runtime.GOMAXPROCS(0), Load: loadAverage(), Phase: c.phase}
 	if len(args) > 0 {
 		rep.Command = "make bench SEED_FLAGS='" + strings.Join(args, " ") + "'"
@@ -128,7 +137,12 @@ func runSeed(args []string) error {
 		defer e.stop(time.Minute)
 		endpoints = append(endpoints, e.endpoint)
 	}
-	if err := measureSeed(ctx, c, endpoints, filepath.Join(run, "dest"), &rep); err != nil {
+	bucket, err := seedBucket(ctx, c.dest, run, logs)
+	if err != nil {
+		return err
+	}
+	defer bucket.Close()
+	if err := measureSeed(ctx, c, endpoints, bucket, &rep); err != nil {
 		return err
 	}
 	return saveSection(filepath.Join(c.work, "results.json"), c.out, c.chart, func(r *results) { r.Seed = &rep })
@@ -180,22 +194,55 @@ func (r *seedRecorder) counts() (following, committed int) {
 	return len(r.following), len(r.first)
 }
 
-// seedScheduler returns a scheduler of c.jobs continuous jobs, cluster i
-// on endpoints[i%len], all into one file destination at dir.
-func seedScheduler(c seedConfig, endpoints []string, dir string, rec *seedRecorder) (*schedule.Scheduler, func(), error) {
+// destBucket is what the jobs' destination is to the runner.
+type destBucket interface {
+	storage.Bucket
+	retention.Store
+	Close() error
+}
+
+// seedBucket returns the jobs' one destination: a directory under run, or
+// a MinIO server of its own (stopped when the bucket is closed).
+func seedBucket(ctx context.Context, dest, run, logs string) (destBucket, error) {
+	if dest == "minio" {
+		m, err := startMinIO(ctx, minioBinary(), filepath.Join(run, "minio"), filepath.Join(logs, "seed-minio.log"))
+		if err != nil {
+			return nil, err
+		}
+		b, err := modeEnv{S3: m.addr, Access: m.access, Secret: m.secret, Bucket: benchBucket}.bucket()
+		if err != nil {
+			_ = m.stop(time.Minute)
+			return nil, err
+		}
+		return stopWith{b, func() error { return m.stop(time.Minute) }}, nil
+	}
+	dir := filepath.Join(run, "dest")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	gb, err := fileblob.OpenBucket(dir, &fileblob.Options{NoTempDir: true})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	bucket := blob.New(gb, nil)
+	return blob.New(gb, nil), nil
+}
+
+// stopWith is a bucket whose Close also stops its server.
+type stopWith struct {
+	*s3.Bucket
+	stop func() error
+}
+
+func (b stopWith) Close() error { return b.stop() }
+
+// seedScheduler returns a scheduler of c.jobs continuous jobs, cluster i
+// on endpoints[i%len], all into bucket.
+func seedScheduler(c seedConfig, endpoints []string, bucket destBucket, rec *seedRecorder) (*schedule.Scheduler, error) {
 	snapshotters := map[string]*backup.EtcdSnapshotter{}
 	for i := range c.jobs {
 		s, err := backup.NewEtcdSnapshotter(backup.EtcdConfig{Endpoints: []string{endpoints[i%len(endpoints)]}})
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		snapshotters[seedCluster(i)] = s
 	}
@@ -215,23 +262,23 @@ func seedScheduler(c seedConfig, endpoints []string, dir string, rec *seedRecord
 	}
 	s, err := schedule.New(schedule.Config{Runner: runner, MaxConcurrent: c.slots, MaxPerDestination: c.slots})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	for i := range c.jobs {
 		job := schedule.Job{ID: "seed/" + seedCluster(i), Schedule: "@daily", Cluster: seedCluster(i), Name: "continuous",
-			Destinations: []string{"file"}, Continuous: &schedule.Continuous{Window: 24 * time.Hour}}
+			Destinations: []string{c.dest}, Continuous: &schedule.Continuous{Window: 24 * time.Hour}}
 		if err := s.Set(job); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 	}
-	return s, func() { _ = bucket.Close() }, nil
+	return s, nil
 }
 
 func seedCluster(i int) string { return fmt.Sprintf("cluster-%04d", i) }
 
 // measureSeed runs the scheduler: writes from the start, the start-up
 // until every job committed a segment, then the steady phase.
-func measureSeed(ctx context.Context, c seedConfig, endpoints []string, dir string, rep *seedReport) error {
+func measureSeed(ctx context.Context, c seedConfig, endpoints []string, bucket destBucket, rep *seedReport) error {
 	wctx, stopWrites := context.WithCancel(ctx)
 	var ww sync.WaitGroup
 	defer func() { stopWrites(); ww.Wait() }()
@@ -250,11 +297,10 @@ func measureSeed(ctx context.Context, c seedConfig, endpoints []string, dir stri
 		go func(cli *clientv3.Client) { defer ww.Done(); writeSteadily(wctx, cli, c.writes) }(cli)
 	}
 	rec := &seedRecorder{following: map[string]bool{}, first: map[string]bool{}}
-	s, closeDest, err := seedScheduler(c, endpoints, dir, rec)
+	s, err := seedScheduler(c, endpoints, bucket, rec)
 	if err != nil {
 		return err
 	}
-	defer closeDest()
 	runtime.GC()
 	rep.Base = readMem().rss
 	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) // VmHWM from here
@@ -347,8 +393,8 @@ func renderSeed(p *seedReport, cpus int) string {
 		b.WriteString("Not measured by this run: `make bench` runs `etcdbackup-bench seed` after pitr-restore.\n\n")
 		return b.String()
 	}
-	fmt.Fprintf(&b, "Measured by `%s` (`etcdbackup-bench seed`) on %s, one run, load average %.1f at its start, GOMAXPROCS %d. One process runs a `schedule.Scheduler` with `schedule.PipelineRunner` and %d continuous jobs (daily schedule, zstd, the default flush), spread over %d etcd processes (their own processes, not counted), each holding 100 keys of 1 KiB and written %d times a second with 1 KiB values from the start; all jobs store into one file destination, so the scheduler's run slots (MaxConcurrent and MaxPerDestination %d) bound the first full backups in flight. Each follower has its own etcd client, from its cluster's `backup.EtcdSnapshotter`, as a host with a snapshotter per cluster gives it. RSS is the whole process', the bench's ten writers' clients included; the start-up peak is its VmHWM from the scheduler's start until every job committed its first segment; the steady figures are sampled every second for %s after that, under the writes. The commit lag is `FollowEvent.Lag` of every segment committed during the steady phase (%d segments), what the follower lag metric shows.\n\n",
-		p.Command, p.Started.Format("2006-01-02 15:04 MST"), p.Load, p.GOMAXPROCS, p.Jobs, p.Etcds, p.Writes, p.Slots, p.Phase, p.Segments)
+	fmt.Fprintf(&b, "Measured by `%s` (`etcdbackup-bench seed`) on %s, one run, load average %.1f at its start, GOMAXPROCS %d. One process runs a `schedule.Scheduler` with `schedule.PipelineRunner` and %d continuous jobs (daily schedule, zstd, the default flush), spread over %d etcd processes (their own processes, not counted), each holding 100 keys of 1 KiB and written %d times a second with 1 KiB values from the start; all jobs store into one %s, so the scheduler's run slots (MaxConcurrent and MaxPerDestination %d) bound the first full backups in flight. Each follower has its own etcd client, from its cluster's `backup.EtcdSnapshotter`, as a host with a snapshotter per cluster gives it. RSS is the whole process', the bench's %d writers' clients included; the start-up peak is its VmHWM from the scheduler's start until every job committed its first segment; the steady figures are sampled every second for %s after that, under the writes. The commit lag is `FollowEvent.Lag` of every segment committed during the steady phase (%d segments), what the follower lag metric shows.\n\n",
+		p.Command, p.Started.Format("2006-01-02 15:04 MST"), p.Load, p.GOMAXPROCS, p.Jobs, p.Etcds, p.Writes, seedDestLabel(p.Destination), p.Slots, p.Etcds, p.Phase, p.Segments)
 	b.WriteString("| figure | measured | target |\n|---|---|---|\n")
 	n := int64(max(p.Jobs, 1))
 	fmt.Fprintf(&b, "| RSS before the scheduler started | %s | |\n", formatBytes(p.Base))
@@ -369,8 +415,8 @@ func renderSeed(p *seedReport, cpus int) string {
 	fmt.Fprintf(&b, "| CPU of the start-up, per job | %.0f ms | |\n", 1000*p.StartCPU/float64(n))
 	b.WriteString("\n")
 	if p.Segments > 0 && p.LagP99 > seedLagTarget && p.Phase > 0 {
-		fmt.Fprintf(&b, "The commit lag missed its target: the process used %.2f of the machine's %d cores during the phase, beside %d etcd processes and whatever else ran (load average %.1f at the start). A segment waits for the CPU its store needs; profiles of this mode (`-cpu-profile`) put most of the process' CPU in storing the segments on the file destination, where each commit writes, syncs and renames the segment and its manifest with their attributes files, one commit a second per job under these writes.\n\n",
-			p.CPU/p.Phase.Seconds(), cpus, p.Etcds, p.Load)
+		fmt.Fprintf(&b, "The commit lag missed its target: the process used %.2f of the machine's %d cores during the phase, beside %d etcd processes and whatever else ran (load average %.1f at the start), and a segment's commit waits for its store, one commit a second per job under these writes%s.\n\n",
+			p.CPU/p.Phase.Seconds(), cpus, p.Etcds, p.Load, seedStoreCost(p.Destination))
 	}
 	if p.SteadyPeak > seedSteadyTarget || p.StartupPeak > seedStartupTarget {
 		b.WriteString("The RSS missed its target: per job the process holds the follower's etcd client (a gRPC connection and a watch stream, about ten goroutines of them) and the follower's own goroutines and buffers, and the collector's headroom over the heap (see the Go heap row); `GOMEMLIMIT` bounds the latter.\n\n")
@@ -406,4 +452,20 @@ func startCPUProfile(path string) (func() error, error) {
 		return nil, err
 	}
 	return func() error { pprof.StopCPUProfile(); return f.Close() }, nil
+}
+
+// seedDestLabel names the jobs' destination of a seed run.
+func seedDestLabel(dest string) string {
+	if dest == "minio" {
+		return "MinIO server (a process of its own, not counted, on the same cores)"
+	}
+	return "file destination (a directory on the bench's disk)"
+}
+
+// seedStoreCost says what storing a segment costs on dest.
+func seedStoreCost(dest string) string {
+	if dest == "minio" {
+		return ": MinIO, on the same cores, answers every commit's requests"
+	}
+	return ": profiles of this mode (`-cpu-profile`) put most of the process' CPU in storing the segments on the file destination, where each commit creates, syncs and renames the segment and its manifest with their attributes files"
 }
