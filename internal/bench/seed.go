@@ -66,8 +66,12 @@ type seedReport struct {
 	// Base is the RSS before the scheduler started; StartupPeak the
 	// VmHWM from then until every job committed its first segment, which
 	// took FirstCommits (AllFollowing: until every job followed etcd).
+	// When the start-up ran out of -timeout first, they are zero and
+	// StartedJobs is how many jobs had committed a segment by then.
 	Base, StartupPeak          int64
 	AllFollowing, FirstCommits time.Duration
+	StartedJobs                int
+	Timeout                    time.Duration
 	// SteadyPeak and SteadyEnd are the RSS sampled every second over
 	// Phase under writes after that, SteadyHeap the Go heap at the end,
 	// Goroutines their number at the end.
@@ -124,7 +128,7 @@ func runSeed(args []string) error {
 	}
 	defer os.RemoveAll(run)
 	rep := seedReport{Started: time.Now().UTC(), Command: "make bench", Destination: c.dest, Jobs: c.jobs, Etcds: c.etcds, Writes: c.writes, Slots: c.slots,
-		GOMAXPROCS: runtime.GOMAXPROCS(0), Load: loadAverage(), Phase: c.phase}
+		GOMAXPROCS: runtime.GOMAXPROCS(0), Load: loadAverage(), Phase: c.phase, Timeout: c.timeout}
 	if len(args) > 0 {
 		rep.Command = "make bench SEED_FLAGS='" + strings.Join(args, " ") + "'"
 	}
@@ -317,7 +321,7 @@ func measureSeed(ctx context.Context, c seedConfig, endpoints []string, bucket d
 	rec.mu.Lock()
 	rep.Fulls, rep.MaxFulls = rec.allFulls, rec.maxFulls
 	rec.mu.Unlock()
-	progress("seed: every job committed a segment after %s; steady phase of %s", rep.FirstCommits.Round(time.Second), c.phase)
+	progress("seed: start-up over after %s; steady phase of %s", time.Since(start).Round(time.Second), c.phase)
 
 	rec.mu.Lock()
 	rec.steady = true
@@ -364,6 +368,7 @@ func seedStartup(ctx context.Context, c seedConfig, rec *seedRecorder, start tim
 		if following == c.jobs && rep.AllFollowing == 0 {
 			rep.AllFollowing = time.Since(start)
 		}
+		rep.StartedJobs = committed
 		if committed == c.jobs {
 			rep.FirstCommits = time.Since(start)
 			return nil
@@ -373,7 +378,9 @@ func seedStartup(ctx context.Context, c seedConfig, rec *seedRecorder, start tim
 			next = time.Now().Add(10 * time.Second)
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("seed: %d of %d jobs committed a segment within %s", committed, c.jobs, c.timeout)
+			// Measured on as it is: the report says the start-up missed.
+			progress("seed: only %d of %d jobs committed a segment within %s", committed, c.jobs, c.timeout)
+			return nil
 		}
 		select {
 		case <-ctx.Done():
@@ -398,8 +405,12 @@ func renderSeed(p *seedReport, cpus int) string {
 	b.WriteString("| figure | measured | target |\n|---|---|---|\n")
 	n := int64(max(p.Jobs, 1))
 	fmt.Fprintf(&b, "| RSS before the scheduler started | %s | |\n", formatBytes(p.Base))
-	fmt.Fprintf(&b, "| every job following etcd / committed its first segment | after %s / %s | |\n",
-		p.AllFollowing.Round(100*time.Millisecond), p.FirstCommits.Round(100*time.Millisecond))
+	if p.FirstCommits > 0 {
+		fmt.Fprintf(&b, "| every job following etcd / committed its first segment | after %s / %s | |\n",
+			p.AllFollowing.Round(100*time.Millisecond), p.FirstCommits.Round(100*time.Millisecond))
+	} else {
+		fmt.Fprintf(&b, "| jobs that committed their first segment within the start-up bound (%s) | %d of %d | all: %s |\n", p.Timeout, p.StartedJobs, p.Jobs, verdict(false))
+	}
 	fmt.Fprintf(&b, "| full backups taken during the start-up; most in flight at once | %d; %d | <= the run slots (%d): %s |\n", p.Fulls, p.MaxFulls, p.Slots, verdict(p.MaxFulls <= p.Slots))
 	fmt.Fprintf(&b, "| start-up peak RSS (VmHWM) | %s (%s per job above the base) | <= %s: %s |\n",
 		formatBytes(p.StartupPeak), formatBytes(max(p.StartupPeak-p.Base, 0)/n), formatBytes(seedStartupTarget), verdict(p.StartupPeak <= seedStartupTarget))

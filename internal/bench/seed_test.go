@@ -32,7 +32,11 @@ func TestRenderSeed(t *testing.T) {
 			t.Errorf("seed section lacks %q:\n%s", w, got)
 		}
 	}
-	p.SteadyPeak, p.LagP99 = 900<<20, time.Second
+	p.StartedJobs, p.Timeout = 700, 30*time.Minute
+	if got := renderSeed(p, 2); !strings.Contains(got, "| jobs that committed their first segment within the start-up bound (30m0s) | 700 of 1000 | all: **missed** |") {
+		t.Errorf("a start-up that ran out of time is not judged:\n%s", got)
+	}
+	p.SteadyPeak, p.LagP99, p.FirstCommits = 900<<20, time.Second, time.Minute
 	if got := renderSeed(p, 2); strings.Contains(got, "missed") {
 		t.Errorf("every target met, yet:\n%s", got)
 	}
