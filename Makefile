@@ -180,7 +180,9 @@ fuzz:
 # two-step through the same store (internal/bench/store.go); copies of a
 # backup between two MinIO servers (`etcdbackup copy` against a minio-go
 # Get→Put, what `mc cp` does); then continuous
-# backup (pitr) and a point restore after many writes (pitr-restore).
+# backup (pitr), a point restore after many writes (pitr-restore), and
+# seed scale (seed: one scheduler running 1,000 continuous jobs over 10
+# etcd processes; several minutes, most of it the jobs' start-up).
 # Every step saves its figures in bench-out/results.json and renders the
 # whole of BENCHMARKS.md with BENCHMARKS.png from it: nothing in the report
 # is typed in. Filled etcds are cached in bench-out/etcd (git-ignored).
