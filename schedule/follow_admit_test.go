@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -110,5 +111,54 @@ func TestFollowStartsWhenASlotFrees(t *testing.T) {
 	// The clock stands still: only the freed slot can let the other in.
 	eventually(t, func() bool { return h.status("ns/a").Following && h.status("ns/b").Following },
 		"both continuous backups follow once the first freed its slot")
+	require.NoError(t, h.stop())
+}
+
+// TestFreedSlotGoesToTheQueuedRunFirst: when a run slot frees, a run
+// queued for it (here a one-shot backup to another destination, waiting
+// for the scheduler-wide limit) takes it before the continuous backups
+// woken by the same release: they do not starve it while they start one
+// after another.
+func TestFreedSlotGoesToTheQueuedRunFirst(t *testing.T) {
+	noLeaks(t)
+	fr := &gatedFollowRunner{gate: make(chan struct{})}
+	h := newHarness(t, utc("2026-01-01T00:30:00Z"), Config{Runner: fr, MaxConcurrent: 1})
+	fr.recorder = h.rec
+	followersAtBackup := -1
+	h.rec.setHook(func(context.Context, Job, time.Time) error {
+		fr.mu.Lock()
+		followersAtBackup = fr.calls
+		fr.mu.Unlock()
+		return nil
+	})
+	h.start()
+	const followers = 8
+	j := job("ns/f0", "@daily")
+	j.Continuous = &Continuous{Window: time.Hour}
+	require.NoError(t, h.s.Set(j))
+	eventually(t, func() bool { fr.mu.Lock(); defer fr.mu.Unlock(); return fr.calls == 1 }, "the first continuous backup holds the only slot")
+	for i := 1; i < followers; i++ {
+		j := job(fmt.Sprintf("ns/f%d", i), "@daily")
+		j.Continuous = &Continuous{Window: time.Hour}
+		require.NoError(t, h.s.Set(j))
+	}
+	one := Job{ID: "ns/one-shot", Cluster: "ns", Name: "one-shot", Destinations: []string{"other"}}
+	require.NoError(t, h.s.Set(one))
+	eventually(t, func() bool { return h.status("ns/one-shot").Queued }, "the one-shot backup queued for the slot")
+
+	close(fr.gate)
+	eventually(t, func() bool { return len(h.rec.callsOf("ns/one-shot")) == 1 }, "the one-shot backup runs")
+	h.rec.mu.Lock()
+	got := followersAtBackup
+	h.rec.mu.Unlock()
+	require.Equal(t, 1, got, "the one-shot backup took the freed slot before the waiting continuous backups")
+	eventually(t, func() bool {
+		for i := range followers {
+			if !h.status(fmt.Sprintf("ns/f%d", i)).Following {
+				return false
+			}
+		}
+		return true
+	}, "every continuous backup follows in the end")
 	require.NoError(t, h.stop())
 }

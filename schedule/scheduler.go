@@ -625,6 +625,7 @@ func (s *Scheduler) dispatch(now time.Time) {
 		s.checks = nil
 	}
 	kept := s.queue[:0]
+	started := false
 	for i, e := range s.queue {
 		if s.inFlight >= s.maxRuns {
 			kept = append(kept, s.queue[i:]...)
@@ -635,9 +636,15 @@ func (s *Scheduler) dispatch(now time.Time) {
 			continue
 		}
 		s.startRun(e, now)
+		started = true
 	}
 	clear(s.queue[len(kept):])
 	s.queue = kept
+	if started && s.inFlight < s.maxRuns {
+		// The continuous backups that let these runs go first (admit)
+		// take the slots left.
+		s.freeSlot()
+	}
 }
 
 func (s *Scheduler) slotsFree(destinations []string) bool {
