@@ -174,6 +174,12 @@ func (s *Scheduler) followOnce(ctx context.Context, f *followRun) error {
 func (s *Scheduler) admit(ctx context.Context, dests []string) (release func(), ok bool) {
 	for {
 		s.mu.Lock()
+		if ctx.Err() != nil {
+			// Removed, replaced or stopped (under s.mu) while a freed
+			// slot woke it: the slot is for the others.
+			s.mu.Unlock()
+			return nil, false
+		}
 		if !s.queuedFor(dests) && !s.queuedStartable() && s.inFlight < s.maxRuns && s.slotsFree(dests) {
 			s.inFlight++
 			for _, d := range dests {

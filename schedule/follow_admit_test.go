@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -160,5 +162,48 @@ func TestFreedSlotGoesToTheQueuedRunFirst(t *testing.T) {
 		}
 		return true
 	}, "every continuous backup follows in the end")
+	require.NoError(t, h.stop())
+}
+
+// cancelledFollowRunner is a gatedFollowRunner that counts the Follow
+// calls whose context had already ended.
+type cancelledFollowRunner struct {
+	gatedFollowRunner
+	cancelled atomic.Int32
+}
+
+func (f *cancelledFollowRunner) Follow(ctx context.Context, job Job, started func()) error {
+	if ctx.Err() != nil {
+		f.cancelled.Add(1)
+	}
+	return f.gatedFollowRunner.Follow(ctx, job, started)
+}
+
+// TestRemovedFollowerTakesNoSlot: continuous backups removed while a slot
+// frees do not take it: a follower woken by the release whose job was
+// removed before it got the slot ends instead of starting.
+func TestRemovedFollowerTakesNoSlot(t *testing.T) {
+	noLeaks(t)
+	fr := &cancelledFollowRunner{gatedFollowRunner: gatedFollowRunner{gate: make(chan struct{})}}
+	h := newHarness(t, utc("2026-01-01T00:30:00Z"), Config{Runner: fr, MaxConcurrent: 1})
+	fr.recorder = h.rec
+	h.start()
+	const followers = 40
+	for i := range followers {
+		j := job(fmt.Sprintf("ns/f%d", i), "@daily")
+		j.Continuous = &Continuous{Window: time.Hour}
+		require.NoError(t, h.s.Set(j))
+		if i == 0 {
+			eventually(t, func() bool { fr.mu.Lock(); defer fr.mu.Unlock(); return fr.calls == 1 }, "the first continuous backup holds the only slot")
+		}
+	}
+	var wg sync.WaitGroup
+	for i := 1; i < followers; i++ {
+		wg.Add(1)
+		go func() { defer wg.Done(); assert.NoError(t, h.s.Remove(t.Context(), fmt.Sprintf("ns/f%d", i))) }()
+	}
+	close(fr.gate)
+	wg.Wait()
+	require.Zero(t, fr.cancelled.Load(), "Follow calls for continuous backups already removed")
 	require.NoError(t, h.stop())
 }
