@@ -114,11 +114,8 @@ func runSeed(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if c.jobs < 1 || c.etcds < 1 || c.writes < 0 || c.slots < 1 || c.phase <= 0 {
-		return errors.New("seed: -jobs, -etcds, -slots and -phase must be positive, -writes not negative")
-	}
-	if c.dest != "file" && c.dest != "minio" {
-		return fmt.Errorf("seed: -dest %q: file or minio", c.dest)
+	if err := c.check(); err != nil {
+		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -150,6 +147,19 @@ func runSeed(args []string) error {
 		return err
 	}
 	return saveSection(filepath.Join(c.work, "results.json"), c.out, c.chart, func(r *results) { r.Seed = &rep })
+}
+
+// check reports flags the mode cannot measure with. Without writes no job
+// commits a segment (a follower commits only revisions it received), so
+// the start-up would wait out -timeout and be judged missed.
+func (c seedConfig) check() error {
+	if c.jobs < 1 || c.etcds < 1 || c.writes < 1 || c.slots < 1 || c.phase <= 0 {
+		return errors.New("seed: -jobs, -etcds, -writes, -slots and -phase must be positive")
+	}
+	if c.dest != "file" && c.dest != "minio" {
+		return fmt.Errorf("seed: -dest %q: file or minio", c.dest)
+	}
+	return nil
 }
 
 // seedRecorder records the followers' events.

@@ -41,3 +41,22 @@ func TestRenderSeed(t *testing.T) {
 		t.Errorf("every target met, yet:\n%s", got)
 	}
 }
+
+// TestSeedConfigCheck: flags the mode cannot measure with are refused
+// before any etcd starts; without writes no job would ever commit the
+// segment the start-up waits for.
+func TestSeedConfigCheck(t *testing.T) {
+	ok := seedConfig{jobs: 3, etcds: 1, writes: 1, slots: 1, phase: time.Second, dest: "file"}
+	if err := ok.check(); err != nil {
+		t.Fatalf("valid flags refused: %v", err)
+	}
+	for name, c := range map[string]seedConfig{
+		"no writes": {jobs: 3, etcds: 1, writes: 0, slots: 1, phase: time.Second, dest: "file"},
+		"no jobs":   {jobs: 0, etcds: 1, writes: 1, slots: 1, phase: time.Second, dest: "file"},
+		"bad dest":  {jobs: 3, etcds: 1, writes: 1, slots: 1, phase: time.Second, dest: "gcs"},
+	} {
+		if err := c.check(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
