@@ -186,7 +186,9 @@ fuzz:
 # backup (pitr), its commit lag against the remote stores (pitr-remote,
 # about 4 minutes), a point restore after many writes (pitr-restore) and
 # replication of a follower's chain to a second MinIO server (replicate:
-# lag p99 and the replicator's RSS, about 2 minutes; REPLICATE_FLAGS).
+# lag p99 and the replicator's RSS, about 2 minutes; REPLICATE_FLAGS), and
+# seed scale (seed: one scheduler running 1,000 continuous jobs over 10
+# etcd processes; several minutes, most of it the jobs' start-up).
 # Every step saves its figures in bench-out/results.json and renders the
 # whole of BENCHMARKS.md with BENCHMARKS.png from it: nothing in the report
 # is typed in. Filled etcds are cached in bench-out/etcd (git-ignored).
@@ -196,9 +198,10 @@ fuzz:
 # 1 GiB only: builds 2 min; fills 2 min (once, then cached); 256 MiB
 # 10 min; 1 GiB 45 min (backups 12, restores 12, remote stores 20, copy
 # 1); 2 GiB 45 min (backups 21, restores 21, copy 2); pitr 4 min;
-# pitr-remote 4-5 min; pitr-restore 10-15 min; replicate 2 min: about 2
-# hours in all. While a compared mode of a judged group (loopback backups and restores) has fewer than 5 quiet
-# rounds, rounds are added up to -max-runs 7 (restores 14), which on a
+# pitr-remote 4-5 min; pitr-restore 10-15 min; replicate 2 min; seed 5-10
+# min: about 2 hours in all. While a compared mode of a judged group
+# (loopback backups and restores) has fewer than 5 quiet rounds, rounds
+# are added up to -max-runs 7 (restores 14), which on a
 # busy machine adds up to about 15 minutes; a mode still short of 5 quiet
 # rounds gets "unclear".
 # Interrupted, `make bench` again on the same clean commit with the same
@@ -206,8 +209,8 @@ fuzz:
 # others run whole, and the report says when each ran (BENCH_RESUME=
 # starts over). An unfinished run it cannot continue is kept in
 # bench-out/results-<start>.json.
-# BENCH_FLAGS, PITR_FLAGS, PITR_REMOTE_FLAGS, PITR_RESTORE_FLAGS and
-# REPLICATE_FLAGS pass flags, e.g.
+# BENCH_FLAGS, PITR_FLAGS, PITR_REMOTE_FLAGS, PITR_RESTORE_FLAGS,
+# REPLICATE_FLAGS and SEED_FLAGS pass flags, e.g.
 # BENCH_FLAGS='-sizes 256MiB,1GiB'.
 BENCH_RESUME ?= -resume
 .PHONY: bench
@@ -222,6 +225,7 @@ bench: $(TOOLS)/minio
 	bench-out/etcdbackup-bench pitr-remote $(PITR_REMOTE_FLAGS)
 	bench-out/etcdbackup-bench pitr-restore $(BENCH_RESUME) $(PITR_RESTORE_FLAGS)
 	bench-out/etcdbackup-bench replicate $(REPLICATE_FLAGS)
+	bench-out/etcdbackup-bench seed $(SEED_FLAGS)
 
 # bench-pitr: continuous backup at 1,000 writes/s of 1 KiB for 60 s after
 # the follower's own full backup of the 1 GiB etcd: commit lag p50/p99,

@@ -167,12 +167,20 @@ func (s *Scheduler) followOnce(ctx context.Context, f *followRun) error {
 // (finding where to resume, or taking the first full backup, weighs as
 // much as a backup run), after the due runs that write to one of dests:
 // runs queued for other destinations do not hold it back, since a
-// follower kept waiting past etcd's compaction loses its chain. It returns
-// a function that frees the slot, and false if ctx ended first.
+// follower kept waiting past etcd's compaction loses its chain. A due run
+// that a free slot lets start goes first too: woken by the same release,
+// the followers would otherwise take every slot before dispatch starts it.
+// It returns a function that frees the slot, and false if ctx ended first.
 func (s *Scheduler) admit(ctx context.Context, dests []string) (release func(), ok bool) {
 	for {
 		s.mu.Lock()
-		if !s.queuedFor(dests) && s.inFlight < s.maxRuns && s.slotsFree(dests) {
+		if ctx.Err() != nil {
+			// Removed, replaced or stopped (under s.mu) while a freed
+			// slot woke it: the slot is for the others.
+			s.mu.Unlock()
+			return nil, false
+		}
+		if !s.queuedFor(dests) && !s.queuedStartable() && s.inFlight < s.maxRuns && s.slotsFree(dests) {
 			s.inFlight++
 			for _, d := range dests {
 				s.perDest[d]++
@@ -186,15 +194,38 @@ func (s *Scheduler) admit(ctx context.Context, dests []string) (release func(), 
 						delete(s.perDest, d)
 					}
 				}
+				s.freeSlot()
 				s.mu.Unlock()
 				s.signal()
 			}), true
 		}
+		freed := s.slotFreed
 		s.mu.Unlock()
-		if !s.sleep(ctx, admitRetry) {
+		if !s.sleepUntil(ctx, admitRetry, freed) {
 			return nil, false
 		}
 	}
+}
+
+// freeSlot wakes the continuous backups waiting for a run slot. The
+// caller holds s.mu.
+func (s *Scheduler) freeSlot() {
+	close(s.slotFreed)
+	s.slotFreed = make(chan struct{})
+}
+
+// queuedStartable reports whether dispatch is about to start a due run: one
+// that the free slots let start. The caller holds s.mu.
+func (s *Scheduler) queuedStartable() bool {
+	if !s.running || s.stopping || s.inFlight >= s.maxRuns {
+		return false
+	}
+	for _, e := range s.queue {
+		if s.slotsFree(e.job.Destinations) {
+			return true
+		}
+	}
+	return false
 }
 
 // queuedFor reports whether a due run waits for a slot on one of dests.
@@ -213,11 +244,18 @@ func (s *Scheduler) queuedFor(dests []string) bool {
 // sleep waits d on the scheduler's clock, and reports false if ctx ended
 // first.
 func (s *Scheduler) sleep(ctx context.Context, d time.Duration) bool {
+	return s.sleepUntil(ctx, d, nil)
+}
+
+// sleepUntil is sleep that also ends when early is closed.
+func (s *Scheduler) sleepUntil(ctx context.Context, d time.Duration, early <-chan struct{}) bool {
 	wake := make(chan struct{})
 	stop := s.clock.At(s.clock.Now().Add(d), func() { close(wake) })
 	defer stop()
 	select {
 	case <-wake:
+		return true
+	case <-early:
 		return true
 	case <-ctx.Done():
 		return false

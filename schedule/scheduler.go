@@ -160,6 +160,13 @@ type Scheduler struct {
 	stopping bool
 	runCtx   context.Context // parent of the runs of the current Start
 	checkCtx context.Context // parent of the Inventory checks
+
+	// slotFreed is closed, and replaced, whenever a run slot frees:
+	// continuous backups waiting to start (admit) take it at once rather
+	// than at their next retry, which would bound a scheduler's starts to
+	// its slots per admitRetry however short each start.
+	slotFreed chan struct{}
+
 	// followCtx is the parent of the continuous backups, and cancelFollow
 	// ends them.
 	followCtx    context.Context
@@ -262,6 +269,7 @@ func New(cfg Config) (*Scheduler, error) {
 		zones:       map[string]*time.Location{},
 		jobs:        map[string]*entry{},
 		perDest:     map[string]int{},
+		slotFreed:   make(chan struct{}),
 	}
 	if s.clock == nil {
 		s.clock = SystemClock{}
@@ -620,6 +628,7 @@ func (s *Scheduler) dispatch(now time.Time) {
 		s.checks = nil
 	}
 	kept := s.queue[:0]
+	started := false
 	for i, e := range s.queue {
 		if s.inFlight >= s.maxRuns {
 			kept = append(kept, s.queue[i:]...)
@@ -630,9 +639,15 @@ func (s *Scheduler) dispatch(now time.Time) {
 			continue
 		}
 		s.startRun(e, now)
+		started = true
 	}
 	clear(s.queue[len(kept):])
 	s.queue = kept
+	if started && s.inFlight < s.maxRuns {
+		// The continuous backups that let these runs go first (admit)
+		// take the slots left.
+		s.freeSlot()
+	}
 }
 
 func (s *Scheduler) slotsFree(destinations []string) bool {
@@ -730,6 +745,7 @@ func (s *Scheduler) execute(ctx context.Context, wg *sync.WaitGroup, e *entry, r
 		}
 	}
 	e.run = nil
+	s.freeSlot()
 	// A one-shot run cancelled at RunTimeout did not happen: it runs
 	// again at once (or at the next Start).
 	timedOut := out.err != nil && errors.Is(context.Cause(ctx), ErrRunTimeout)

@@ -15,6 +15,7 @@
 //	bench-out/etcdbackup-bench pitr          # continuous backup: commit lag, follower RSS, replay speed
 //	bench-out/etcdbackup-bench pitr-remote   # its commit lag against the remote stores
 //	bench-out/etcdbackup-bench pitr-restore  # a point restore after an hour of writes
+//	bench-out/etcdbackup-bench seed          # 1,000 continuous jobs of one scheduler over 10 etcds
 //	bench-out/etcdbackup-bench report        # render BENCHMARKS.md again from bench-out/results.json
 //
 // Every step saves what it measured in bench-out/results.json and renders
@@ -99,6 +100,8 @@ func main() {
 		err = runReplicator(args[1:])
 	case len(args) > 0 && args[0] == "followers":
 		err = runFollowers(args[1:])
+	case len(args) > 0 && args[0] == "seed":
+		err = runSeed(args[1:])
 	default:
 		err = runBench(args)
 	}

@@ -42,6 +42,8 @@ type results struct {
 	Replication *replicationReport `json:",omitempty"`
 	// ContinuousRemote is what "pitr-remote" measured, by store name.
 	ContinuousRemote map[string]*pitrReport `json:",omitempty"`
+	// Seed is what the "seed" subcommand measured.
+	Seed *seedReport `json:",omitempty"`
 }
 
 // machine describes where the figures were measured.

@@ -1,0 +1,62 @@
+//go:build !benchlean
+
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestRenderSeed: the seed-scale table judges every target from the
+// results, says why a missed one was missed, and says when the mode did
+// not run.
+func TestRenderSeed(t *testing.T) {
+	if got := renderSeed(nil, 2); !strings.Contains(got, "Not measured by this run") {
+		t.Errorf("no results: %q", got)
+	}
+	p := &seedReport{Jobs: 1000, Etcds: 10, Writes: 10, Slots: 4, Phase: 2 * time.Minute, Base: 40 << 20,
+		StartupPeak: 900 << 20, SteadyPeak: 1100 << 20, SteadyEnd: 800 << 20, Segments: 5000,
+		LagP50: time.Second, LagP99: 3 * time.Second, LagMax: 4 * time.Second, CPU: 180, Fulls: 1000, MaxFulls: 4}
+	got := renderSeed(p, 2)
+	for _, w := range []string{
+		"| start-up peak RSS (VmHWM) | 900 MiB", "<= 1.5 GiB: met |",
+		"| steady RSS, peak of the phase (end) | 1.1 GiB (800 MiB)", "<= 1 GiB: **missed** |",
+		"| commit lag p99 | 3s | <= 2s: **missed** |",
+		"| full backups taken during the start-up; most in flight at once | 1000; 4 | <= the run slots (4): met |",
+		"| CPU per follower under writes | 0.150% of a core (the process: 1.50 cores) |",
+		"The commit lag missed its target: the process used 1.50 of the machine's 2 cores",
+		"The RSS missed its target",
+	} {
+		if !strings.Contains(got, w) {
+			t.Errorf("seed section lacks %q:\n%s", w, got)
+		}
+	}
+	p.StartedJobs, p.Timeout = 700, 30*time.Minute
+	if got := renderSeed(p, 2); !strings.Contains(got, "| jobs that committed their first segment within the start-up bound (30m0s) | 700 of 1000 | all: **missed** |") {
+		t.Errorf("a start-up that ran out of time is not judged:\n%s", got)
+	}
+	p.SteadyPeak, p.LagP99, p.FirstCommits = 900<<20, time.Second, time.Minute
+	if got := renderSeed(p, 2); strings.Contains(got, "missed") {
+		t.Errorf("every target met, yet:\n%s", got)
+	}
+}
+
+// TestSeedConfigCheck: flags the mode cannot measure with are refused
+// before any etcd starts; without writes no job would ever commit the
+// segment the start-up waits for.
+func TestSeedConfigCheck(t *testing.T) {
+	ok := seedConfig{jobs: 3, etcds: 1, writes: 1, slots: 1, phase: time.Second, dest: "file"}
+	if err := ok.check(); err != nil {
+		t.Fatalf("valid flags refused: %v", err)
+	}
+	for name, c := range map[string]seedConfig{
+		"no writes": {jobs: 3, etcds: 1, writes: 0, slots: 1, phase: time.Second, dest: "file"},
+		"no jobs":   {jobs: 0, etcds: 1, writes: 1, slots: 1, phase: time.Second, dest: "file"},
+		"bad dest":  {jobs: 3, etcds: 1, writes: 1, slots: 1, phase: time.Second, dest: "gcs"},
+	} {
+		if err := c.check(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
