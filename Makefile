@@ -222,10 +222,10 @@ bench: $(TOOLS)/minio
 	$(RELEASE_BUILD) -o "$$cli/etcdbackup" ./examples/etcdbackup && \
 	bench-out/etcdbackup-bench -cli "$$cli/etcdbackup" $(BENCH_RESUME) $(BENCH_FLAGS)
 	bench-out/etcdbackup-bench pitr $(BENCH_RESUME) $(PITR_FLAGS)
-	bench-out/etcdbackup-bench pitr-remote $(PITR_REMOTE_FLAGS)
+	bench-out/etcdbackup-bench pitr-remote $(BENCH_RESUME) $(PITR_REMOTE_FLAGS)
 	bench-out/etcdbackup-bench pitr-restore $(BENCH_RESUME) $(PITR_RESTORE_FLAGS)
-	bench-out/etcdbackup-bench replicate $(REPLICATE_FLAGS)
-	bench-out/etcdbackup-bench seed $(SEED_FLAGS)
+	bench-out/etcdbackup-bench replicate $(BENCH_RESUME) $(REPLICATE_FLAGS)
+	bench-out/etcdbackup-bench seed $(BENCH_RESUME) $(SEED_FLAGS)
 
 # bench-pitr: continuous backup at 1,000 writes/s of 1 KiB for 60 s after
 # the follower's own full backup of the 1 GiB etcd: commit lag p50/p99,
