@@ -1,6 +1,8 @@
 package backup
 
 import (
+	"errors"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -22,9 +24,16 @@ import (
 //	etcdbackup_follower_segment_failures_total{cluster,destination} counter
 //	etcdbackup_follower_destination_behind{cluster,destination}      gauge: 1 while the destination lacks segments others hold
 //	etcdbackup_follower_destination_chains_total{cluster,destination} counter: chains started on the destination alone, after it lost revisions
+//	etcdbackup_follower_recovery_tail_revisions{cluster}       gauge: revisions of an old chain's tail a recovery still catches up (0 when none)
+//
+// While a recovery takes its full backup (RecoveryStarted), the lag in
+// revisions is etcd's head minus the old chain's last committed revision;
+// once the full backup starts the new chain, the lag is the new chain's,
+// and the tail's own backlog is the recovery gauge. A tail that ends
+// short of its full backup because etcd compacted it counts as a gap.
 type FollowerMetrics struct {
-	lagRevisions, lagSeconds, committed, chainSegments, lastCommit, behind *prometheus.GaugeVec
-	segments, bytes, gaps, failures, destChains                            *prometheus.CounterVec
+	lagRevisions, lagSeconds, committed, chainSegments, lastCommit, behind, recovery *prometheus.GaugeVec
+	segments, bytes, gaps, failures, destChains                                      *prometheus.CounterVec
 }
 
 var _ interface {
@@ -45,6 +54,7 @@ const (
 	MetricFollowerFailures      = "etcdbackup_follower_segment_failures_total"
 	MetricFollowerBehind        = "etcdbackup_follower_destination_behind"
 	MetricFollowerDestChains    = "etcdbackup_follower_destination_chains_total"
+	MetricFollowerRecoveryTail  = "etcdbackup_follower_recovery_tail_revisions"
 )
 
 // NewFollowerMetrics returns unregistered collectors for follower events.
@@ -62,6 +72,7 @@ func NewFollowerMetrics() *FollowerMetrics {
 		committed:     gauge(MetricFollowerCommitted, "Last revision committed on a first target."),
 		chainSegments: gauge(MetricFollowerChainSegments, "Segments of the current chain."),
 		lastCommit:    gauge(MetricFollowerLastCommit, "Unix time of the last segment committed on a first target."),
+		recovery:      gauge(MetricFollowerRecoveryTail, "Revisions of an old chain's tail that a recovery after an outage still catches up in the background."),
 		behind: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: MetricFollowerBehind,
 			Help: "1 while the destination lacks segments the follower committed on another (it failed and catches up, or lost them)."}, dest),
 		segments: counter(MetricFollowerSegments, "Segments committed on a first target.", cluster),
@@ -74,7 +85,7 @@ func NewFollowerMetrics() *FollowerMetrics {
 }
 
 func (m *FollowerMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.lagRevisions, m.lagSeconds, m.committed, m.chainSegments, m.lastCommit, m.behind,
+	return []prometheus.Collector{m.lagRevisions, m.lagSeconds, m.committed, m.chainSegments, m.lastCommit, m.behind, m.recovery,
 		m.segments, m.bytes, m.gaps, m.failures, m.destChains}
 }
 
@@ -118,6 +129,17 @@ func (m *FollowerMetrics) ObserveFollow(e FollowEvent) {
 		m.behind.WithLabelValues(c, e.Destination).Set(0)
 	case ChainGap, ChainRewound:
 		m.gaps.WithLabelValues(c).Inc()
+	case RecoveryStarted:
+		m.lagRevisions.WithLabelValues(c).Set(float64(max(e.HeadRevision-e.Committed, 0)))
+		m.lagSeconds.WithLabelValues(c).Set(e.Lag.Seconds())
+		m.recovery.WithLabelValues(c).Set(float64(max(e.HeadRevision-e.Committed, 0)))
+	case RecoverySegmentCommitted:
+		m.recovery.WithLabelValues(c).Set(float64(max(e.HeadRevision-e.Committed, 0)))
+	case RecoveryDone:
+		m.recovery.WithLabelValues(c).Set(0)
+		if errors.Is(e.Err, ErrCompacted) {
+			m.gaps.WithLabelValues(c).Inc()
+		}
 	}
 }
 

@@ -71,3 +71,45 @@ etcdbackup_follower_segments_total{cluster="prod-a"} 1
 `
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want)))
 }
+
+// TestFollowerMetricsDuringRecovery: a recovery's start shows how far
+// behind the follower is; the tail's commits move the recovery gauge,
+// never the chain's committed revision or lag; a tail cut short by
+// compaction is a gap.
+func TestFollowerMetricsDuringRecovery(t *testing.T) {
+	m := backup.NewFollowerMetrics()
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(m))
+	gauge := func(name string) float64 {
+		fams, err := reg.Gather()
+		require.NoError(t, err)
+		for _, f := range fams {
+			if f.GetName() == name {
+				if c := f.GetMetric()[0].GetCounter(); c != nil {
+					return c.GetValue()
+				}
+				return f.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		return -1
+	}
+	m.ObserveFollow(backup.FollowEvent{Kind: backup.ChainResumed, Cluster: "prod-a", Revision: 101})
+	m.ObserveFollow(backup.FollowEvent{Kind: backup.RecoveryStarted, Cluster: "prod-a", Revision: 101, Committed: 100,
+		HeadRevision: 300100, Lag: 2 * time.Second})
+	require.Equal(t, 300000.0, gauge(backup.MetricFollowerLagRevisions))
+	require.Equal(t, 2.0, gauge(backup.MetricFollowerLagSeconds))
+	require.Equal(t, 300000.0, gauge(backup.MetricFollowerRecoveryTail))
+	m.ObserveFollow(backup.FollowEvent{Kind: backup.ChainStarted, Cluster: "prod-a", Revision: 300201})
+	m.ObserveFollow(backup.FollowEvent{Kind: backup.SegmentCommitted, Cluster: "prod-a", Revision: 300201, Committed: 300250,
+		HeadRevision: 300260, Lag: 300 * time.Millisecond})
+	m.ObserveFollow(backup.FollowEvent{Kind: backup.RecoverySegmentCommitted, Cluster: "prod-a", Revision: 101, Committed: 1100,
+		HeadRevision: 300200, Lag: time.Minute})
+	require.Equal(t, 300250.0, gauge(backup.MetricFollowerCommitted))
+	require.Equal(t, 10.0, gauge(backup.MetricFollowerLagRevisions))
+	require.Equal(t, 0.3, gauge(backup.MetricFollowerLagSeconds))
+	require.Equal(t, 299100.0, gauge(backup.MetricFollowerRecoveryTail))
+	m.ObserveFollow(backup.FollowEvent{Kind: backup.RecoveryDone, Cluster: "prod-a", Committed: 1100, HeadRevision: 300200,
+		Err: backup.ErrCompacted})
+	require.Zero(t, gauge(backup.MetricFollowerRecoveryTail))
+	require.Equal(t, 1.0, gauge(backup.MetricFollowerGaps))
+}

@@ -90,6 +90,7 @@ func renderReport(r *results, chart string) (string, error) {
 	w("%s", renderLogical(r))
 	w("%s", renderContinuous(r.Continuous))
 	w("%s", renderPointRestore(r.PointRestore))
+	w("%s", renderRecovery(r.Recovery))
 
 	w("## How to read the figures\n\n")
 	w("- **wall**: from the first request to etcd to the last byte stored (for etcdbackup: the manifest committed), timed inside the process; process start is not included.\n")

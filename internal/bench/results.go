@@ -26,6 +26,8 @@ type results struct {
 	// what "pitr-restore" did; nil when they did not run.
 	Continuous   *pitrReport `json:",omitempty"`
 	PointRestore *pitrReport `json:",omitempty"`
+	// Recovery is what the "recovery" subcommand measured.
+	Recovery *recoveryReport `json:",omitempty"`
 }
 
 // machine describes where the figures were measured.
