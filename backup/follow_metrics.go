@@ -28,8 +28,9 @@ import (
 //
 // While a recovery takes its full backup (RecoveryStarted), the lag in
 // revisions is etcd's head minus the old chain's last committed revision;
-// once the full backup starts the new chain, the lag is the new chain's,
-// and the tail's own backlog is the recovery gauge. A tail that ends
+// once the full backup starts the new chain (ChainStarted with its
+// HeadRevision), the lag is the new chain's, and the tail's own backlog is
+// the recovery gauge. A tail that ends
 // short of its full backup because etcd compacted it counts as a gap.
 type FollowerMetrics struct {
 	lagRevisions, lagSeconds, committed, chainSegments, lastCommit, behind, recovery *prometheus.GaugeVec
@@ -110,6 +111,11 @@ func (m *FollowerMetrics) ObserveFollow(e FollowEvent) {
 	case ChainStarted, ChainResumed:
 		m.chainSegments.WithLabelValues(c).Set(float64(e.ChainLength))
 		m.committed.WithLabelValues(c).Set(float64(e.Revision - 1))
+		if e.HeadRevision > 0 {
+			// A recovery's new chain: its lag from its full backup on.
+			m.lagRevisions.WithLabelValues(c).Set(float64(max(e.HeadRevision-e.Committed, 0)))
+			m.lagSeconds.WithLabelValues(c).Set(e.Lag.Seconds())
+		}
 	case SegmentCommitted:
 		m.segments.WithLabelValues(c).Inc()
 		m.chainSegments.WithLabelValues(c).Set(float64(e.ChainLength))

@@ -99,7 +99,13 @@ func TestFollowerMetricsDuringRecovery(t *testing.T) {
 	require.Equal(t, 300000.0, gauge(backup.MetricFollowerLagRevisions))
 	require.Equal(t, 2.0, gauge(backup.MetricFollowerLagSeconds))
 	require.Equal(t, 300000.0, gauge(backup.MetricFollowerRecoveryTail))
-	m.ObserveFollow(backup.FollowEvent{Kind: backup.ChainStarted, Cluster: "prod-a", Revision: 300201})
+	// The new full is committed: the lag is the new chain's from there,
+	// before its first segment.
+	m.ObserveFollow(backup.FollowEvent{Kind: backup.ChainStarted, Cluster: "prod-a", Revision: 300201, Committed: 300200,
+		HeadRevision: 300230, Lag: 4 * time.Second})
+	require.Equal(t, 30.0, gauge(backup.MetricFollowerLagRevisions))
+	require.Equal(t, 4.0, gauge(backup.MetricFollowerLagSeconds))
+	require.Equal(t, 300200.0, gauge(backup.MetricFollowerCommitted))
 	m.ObserveFollow(backup.FollowEvent{Kind: backup.SegmentCommitted, Cluster: "prod-a", Revision: 300201, Committed: 300250,
 		HeadRevision: 300260, Lag: 300 * time.Millisecond})
 	m.ObserveFollow(backup.FollowEvent{Kind: backup.RecoverySegmentCommitted, Cluster: "prod-a", Revision: 101, Committed: 1100,

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
+
+	"google.golang.org/grpc/metadata"
 )
 
 // DefaultRecoveryRevisions is how far behind etcd's head, by default, a
@@ -63,6 +66,7 @@ func (st *followState) recover(ctx context.Context) (started bool, err error) {
 		ChainLength: st.chainLength, Lag: st.uncommittedFor()})
 	f.logger().Warn("follower far behind etcd's head: taking a full backup first, the chain's tail is caught up in the background",
 		"cluster", f.Cluster, "chain", chain, "revision", from, "head_revision", head)
+	began := f.Pipeline.now()
 	c, err := f.takeFull(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -77,7 +81,7 @@ func (st *followState) recover(ctx context.Context) (started bool, err error) {
 	st.storeAbandoned(ctx) // what the old chain held is its tail's start
 	tail, lost := st.tail(c.high)
 	st.restart(c)
-	f.event(FollowEvent{Kind: ChainStarted, Chain: c.chain, Revision: c.next})
+	f.event(newChainStarted(c, f.Pipeline.now().Sub(began)))
 	if tail == nil {
 		f.event(FollowEvent{Kind: RecoveryDone, Chain: chain, Revision: from, HeadRevision: c.high, Committed: st.committed, Err: lost})
 		return true, nil
@@ -92,6 +96,22 @@ func (st *followState) recover(ctx context.Context) (started bool, err error) {
 		tail.runTail(tctx)
 	})
 	return true, nil
+}
+
+// newChainStarted is the ChainStarted event of a recovery's new chain,
+// with its lag: etcd's head as far as the prewatch showed it, minus the
+// full backup's upper revision, and, when the head is past it, the time
+// since the full backup began (no revision past it is older).
+func newChainStarted(c chainStart, took time.Duration) FollowEvent {
+	head := c.high
+	if n := len(c.held); n > 0 && c.held[n-1].Header.Revision > head {
+		head = c.held[n-1].Header.Revision
+	}
+	var lag time.Duration
+	if head > c.next-1 {
+		lag = took
+	}
+	return FollowEvent{Kind: ChainStarted, Chain: c.chain, Revision: c.next, Committed: c.next - 1, HeadRevision: head, Lag: lag}
 }
 
 // endTails ends a recovery's tail, if one runs, once Run returns: it
@@ -143,12 +163,12 @@ func (st *followState) tail(until int64) (_ *followState, lost error) {
 // runTail catches the tail up: it watches from st.next to st.until,
 // storing segments of the old chain as the follower does, until it holds
 // st.until, or it cannot go on (RecoveryDone with Err), or ctx ends (it
-// stores what it holds, as Run does). Its watch shares the client's watch
-// stream with the chain followed: with a gRPC stream of its own (other
-// metadata), the chain's watch was seen to receive nothing under the race
-// detector, for a reason not found.
+// stores what it holds, as Run does). Its watch runs on a gRPC watch
+// stream of its own (see tailStream): nothing it holds or waits for is
+// the chain followed's.
 func (st *followState) runTail(ctx context.Context) {
 	f := st.f
+	ctx = tailStream(ctx)
 	from := st.next
 	st.targets.start(ctx)
 	defer st.targets.stop()
@@ -190,6 +210,16 @@ func (st *followState) runTail(ctx context.Context) {
 		return
 	}
 	f.logger().Info("recovery tail caught up", "cluster", f.Cluster, "chain", st.chain, "committed_revision", st.committed)
+}
+
+// tailStream returns ctx with the metadata that puts a tail's watch on a
+// gRPC watch stream of its own. The client multiplexes the watches of one
+// context's metadata on one stream, and etcd answers a progress request
+// on a stream only once every watcher on it is synced: a tail catching up
+// on the follower's stream would hold back the progress notifications
+// the chain followed learns etcd's head from (its lag).
+func tailStream(ctx context.Context) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, "etcdbackup-watch", "recovery-tail")
 }
 
 // tailEnd stores what the tail holds: it reached its last revision.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"slices"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -283,5 +284,80 @@ func TestFollowerRecoversAfterDestinationOutage(t *testing.T) {
 		require.Equal(t, rev, res.Revision)
 		requireSameAt(t, cli, restored, rev)
 		srv.Stop()
+	}
+}
+
+// refusedTail refuses the segments of chain from revision from on.
+type refusedTail struct {
+	inner backup.Uploader
+	chain string
+	from  int64
+}
+
+func (u *refusedTail) refused(m *backup.Manifest) bool {
+	return m.IsDelta() && m.Chain == u.chain && m.FirstRevision >= u.from
+}
+
+func (u *refusedTail) Upload(ctx context.Context, m *backup.Manifest, r io.Reader) error {
+	if u.refused(m) {
+		return errors.New("destination refuses the segment")
+	}
+	return u.inner.Upload(ctx, m, r)
+}
+
+func (u *refusedTail) Commit(ctx context.Context, m *backup.Manifest) error {
+	if u.refused(m) {
+		return errors.New("destination refuses the segment")
+	}
+	return u.inner.Commit(ctx, m)
+}
+
+// TestFollowerRecoveryNewChainWhileTailCannotStore: while the old chain's
+// tail cannot store (its commits wait, or the destination refuses them),
+// the new chain commits every write made after it started, round after
+// round, and its newest revision restores exactly.
+func TestFollowerRecoveryNewChainWhileTailCannotStore(t *testing.T) {
+	for _, mode := range []string{"blocked", "refused"} {
+		t.Run(mode, func(t *testing.T) {
+			b := memBucket(t)
+			etcd := etcdtest.Start(t)
+			cli := etcd.Client(t)
+
+			rec := &followEvents{}
+			stop := runFollower(t, recoveryFollower(t, etcd, b, rec))
+			require.Eventually(t, func() bool { return rec.count(backup.ChainStarted) == 1 }, 30*time.Second, 10*time.Millisecond)
+			oldChain, _ := rec.first(backup.ChainStarted)
+			a := workload(t, cli, "/a", 6)
+			waitCommitted(t, rec, a[len(a)-1])
+			require.NoError(t, stop())
+			oldEnd := rec.committed()
+			putsPast(t, cli, "/bulk", a[len(a)-1]+3000)
+
+			rec = &followEvents{}
+			f := recoveryFollower(t, etcd, b, rec)
+			f.FinalCommitTimeout = 2 * time.Second
+			gate := make(chan struct{})
+			defer close(gate)
+			if mode == "blocked" {
+				f.Targets[0].Uploader = &gatedTail{inner: f.Targets[0].Uploader, chain: oldChain.Chain, from: oldEnd + 1, gate: gate}
+			} else {
+				f.Targets[0].Uploader = &refusedTail{inner: f.Targets[0].Uploader, chain: oldChain.Chain, from: oldEnd + 1}
+			}
+			stop = runFollower(t, f)
+			defer func() { _ = stop() }()
+			require.Eventually(t, func() bool { return rec.count(backup.ChainStarted) == 1 }, 30*time.Second, 10*time.Millisecond)
+			var last int64
+			for round := range 3 {
+				revs := workload(t, cli, "/d"+strconv.Itoa(round), 6)
+				last = revs[len(revs)-1]
+				waitCommitted(t, rec, last)
+			}
+			_, ok := rec.first(backup.RecoverySegmentCommitted)
+			require.False(t, ok, "the tail stored nothing")
+			restored, res, srv := restorePoint(t, b, restore.Point{Cluster: "prod-a", Revision: last})
+			require.Equal(t, last, res.Revision)
+			requireSameAt(t, cli, restored, last)
+			srv.Stop()
+		})
 	}
 }
