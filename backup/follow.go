@@ -104,8 +104,11 @@ const (
 //     (RecoverySegmentCommitted), each target continuing its own;
 //  3. RecoveryDone: the tail reached the full backup's revision (Err nil),
 //     or ended short of it (Err: etcd compacted it, its history changed,
-//     no target could store it, or Run's context ended; a follower that
-//     starts again resumes the new chain, not the tail).
+//     no target could store it, or Run's context ended). A follower that
+//     starts again follows the new chain and resumes the tail from the old
+//     chain's last segment (RecoveryStarted on the old chain, then
+//     RecoveryDone): a tail etcd compacted meanwhile is reported then,
+//     with ErrCompacted, and its revisions stay a gap.
 //
 // The restore points are: during recovery, every revision of the old
 // chain up to its last committed segment (growing as the tail commits)
@@ -422,6 +425,9 @@ func (f *Follower) Run(ctx context.Context) error {
 	defer st.targets.stop()
 	defer st.endTails() // a recovery's tail stores what it holds too
 	f.logger().Info("follower started", "cluster", f.Cluster, "chain", chain, "revision", next)
+	if at != nil {
+		st.resumeTail(ctx) // of a recovery this follower was stopped in
+	}
 	for {
 		st.watchStarted = f.Pipeline.now()
 		err := st.drainHeld(ctx)

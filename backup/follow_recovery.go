@@ -88,13 +88,7 @@ func (st *followState) recover(ctx context.Context) (started bool, err error) {
 	}
 	// The tail ends with Run: on its context's end it stores what it
 	// holds, as Run does; on an error of Run, at once.
-	tctx, cancel := context.WithCancel(ctx)
-	st.stopTail = cancel
-	st.tailRunning.Store(true)
-	st.tails.Go(func() {
-		defer st.tailRunning.Store(false)
-		tail.runTail(tctx)
-	})
+	st.startTail(ctx, tail)
 	return true, nil
 }
 
@@ -129,6 +123,12 @@ func (st *followState) endTails() {
 // What the targets' backlogs held is dropped (they hold nothing the tail
 // does not read again), so that restart does not report it lost.
 func (st *followState) tail(until int64) (_ *followState, lost error) {
+	return st.tailFrom(until, st.lastPut, func(t *targetState) (string, int64, bool) { return t.chain, t.committed, t.lost })
+}
+
+// tailFrom is tail with each target's chain, last committed revision and
+// whether it is lost given by at, and the chain's last put.
+func (st *followState) tailFrom(until int64, lastPut *PutMark, at func(*targetState) (string, int64, bool)) (_ *followState, lost error) {
 	tf := *st.f
 	tf.Observer = recoveryObserver{f: st.f, until: until}
 	all := &followTargets{f: &tf, maxBytes: st.f.maxBacklogBytes(), changed: make(chan struct{}, 1), recovery: true}
@@ -136,7 +136,8 @@ func (st *followState) tail(until int64) (_ *followState, lost error) {
 	chain := st.chain
 	for _, t := range st.targets.list {
 		t.mu.Lock()
-		ts := &targetState{t: t.t, catalog: t.catalog, chain: t.chain, committed: t.committed, lost: t.lost, behind: t.behind,
+		tch, tcommitted, tlost := at(t)
+		ts := &targetState{t: t.t, catalog: t.catalog, chain: tch, committed: tcommitted, lost: tlost, behind: t.behind,
 			wake: make(chan struct{}, 1)}
 		t.backlog, t.bytes = nil, 0
 		t.mu.Unlock()
@@ -157,7 +158,81 @@ func (st *followState) tail(until int64) (_ *followState, lost error) {
 	}
 	return &followState{f: &tf, codec: codec, builder: newSegmentBuilder(), leases: map[int64]bool{}, targets: all,
 		next: next, committed: next - 1, chain: chain, chainLength: st.chainLength, clusterID: st.clusterID,
-		lastPut: st.lastPut, until: until}, nil
+		lastPut: lastPut, until: until}, nil
+}
+
+// startTail runs tail in the background until Run returns (endTails).
+func (st *followState) startTail(ctx context.Context, tail *followState) {
+	tctx, cancel := context.WithCancel(ctx)
+	st.stopTail = cancel
+	st.tailRunning.Store(true)
+	st.tails.Go(func() {
+		defer st.tailRunning.Store(false)
+		tail.runTail(tctx)
+	})
+}
+
+// unfinishedTail finds, in a catalog's entries, the tail of a recovery a
+// follower stopped before it was caught up: the segments of another chain
+// end at last, below the upper revision of the full backup the chain
+// followed started from (until), and no chain holds the revisions between.
+func unfinishedTail(entries []Entry, chain string) (last *Manifest, until int64) {
+	var base *Manifest
+	for _, e := range entries {
+		if e.ID == chain && e.ChainBase() {
+			base = e.Manifest
+		}
+	}
+	if base == nil {
+		return nil, 0
+	}
+	until = base.Etcd.Revision.High
+	for _, e := range entries {
+		m := e.Manifest
+		if e.Kind != KindDelta || m.Chain == chain || m.LastRevision >= until {
+			continue
+		}
+		if last == nil || m.LastRevision > last.LastRevision {
+			last = m
+		}
+	}
+	if last == nil || last.LastRevision+1 > base.Etcd.Revision.Low {
+		return nil, 0 // no chain before, or it reaches the full backup
+	}
+	return last, until
+}
+
+// resumeTail resumes, when the follower starts, the tail of a recovery it
+// was stopped in (RecoveryStarted, then RecoveryDone as for any tail):
+// the old chain's segments end below the full backup the chain followed
+// started from. A tail etcd compacted meanwhile ends at once, reported
+// with ErrCompacted; the revisions between are then a gap.
+func (st *followState) resumeTail(ctx context.Context) {
+	f := st.f
+	if len(f.Catalogs) == 0 {
+		return
+	}
+	entries, err := ListBackups(ctx, f.Catalogs[0], f.Cluster)
+	if err != nil {
+		return // resume read the catalogs already: a failure here is transient
+	}
+	last, until := unfinishedTail(entries, st.chain)
+	if last == nil {
+		return
+	}
+	f.event(FollowEvent{Kind: RecoveryStarted, Chain: last.Chain, Revision: last.LastRevision + 1, HeadRevision: until,
+		Committed: last.LastRevision})
+	f.logger().Warn("the chain's tail before its full backup was not caught up: catching it up in the background",
+		"cluster", f.Cluster, "chain", last.Chain, "revision", last.LastRevision+1, "until", until)
+	tail, lost := st.tailFrom(until, last.LastPut, func(t *targetState) (string, int64, bool) {
+		return last.Chain, last.LastRevision, t.lost
+	})
+	if tail == nil {
+		f.event(FollowEvent{Kind: RecoveryDone, Chain: last.Chain, Revision: last.LastRevision + 1, HeadRevision: until,
+			Committed: last.LastRevision, Err: lost})
+		return
+	}
+	st.startTail(ctx, tail)
 }
 
 // runTail catches the tail up: it watches from st.next to st.until,
