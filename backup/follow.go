@@ -105,10 +105,13 @@ const (
 //  3. RecoveryDone: the tail reached the full backup's revision (Err nil),
 //     or ended short of it (Err: etcd compacted it, its history changed,
 //     no target could store it, or Run's context ended). A follower that
-//     starts again follows the new chain and resumes the tail from the old
+//     starts again follows the new chain and resumes the tail the new
+//     chain's last segment records (Manifest.Recovery) from the old
 //     chain's last segment (RecoveryStarted on the old chain, then
-//     RecoveryDone): a tail etcd compacted meanwhile is reported then,
-//     with ErrCompacted, and its revisions stay a gap.
+//     RecoveryDone). A tail that ends short for good is reported once as
+//     the gap it leaves (ChainGap on the old chain, then RecoveryDone
+//     with Err): a tail etcd compacted meanwhile is reported then, with
+//     ErrCompacted, and its revisions stay a gap.
 //
 // The restore points are: during recovery, every revision of the old
 // chain up to its last committed segment (growing as the tail commits)
@@ -425,9 +428,7 @@ func (f *Follower) Run(ctx context.Context) error {
 	defer st.targets.stop()
 	defer st.endTails() // a recovery's tail stores what it holds too
 	f.logger().Info("follower started", "cluster", f.Cluster, "chain", chain, "revision", next)
-	if at != nil {
-		st.resumeTail(ctx) // of a recovery this follower was stopped in
-	}
+	st.resumeTail(ctx, at) // of a recovery this follower was stopped in
 	for {
 		st.watchStarted = f.Pipeline.now()
 		err := st.drainHeld(ctx)
@@ -862,8 +863,12 @@ type followState struct {
 	// tried again there.
 	tails       sync.WaitGroup
 	tailRunning atomic.Bool
-	stopTail    context.CancelFunc
-	refused     int64
+	// recovering is the tail running and not ended, recorded in the
+	// chain's segments (Manifest.Recovery) so that a follower started
+	// again resumes it; nil when none.
+	recovering atomic.Pointer[RecoveryTail]
+	stopTail   context.CancelFunc
+	refused    int64
 }
 
 // drainHeld receives what a prewatch held while the chain's full backup
@@ -1245,6 +1250,7 @@ func (st *followState) flush(ctx context.Context) (retried bool, err error) {
 			return false, err
 		}
 		seg.base.LastPut, seg.base.WatchStarted = b.lastPut, st.segmentWatchStarted
+		seg.base.Recovery = st.recovering.Load()
 		st.pending = &pendingSegment{encodedSegment: seg, sum: b.sum, raw: len(raw), firstReceived: st.firstReceived, lastPut: b.lastPut}
 		b.release() // encoded: raw is no longer read
 		st.builder = newSegmentBuilder()

@@ -1,8 +1,6 @@
 package backup
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -30,8 +28,9 @@ import (
 // revisions is etcd's head minus the old chain's last committed revision;
 // once the full backup starts the new chain (ChainStarted with its
 // HeadRevision), the lag is the new chain's, and the tail's own backlog is
-// the recovery gauge. A tail that ends
-// short of its full backup because etcd compacted it counts as a gap.
+// the recovery gauge. A tail that ends short of its full backup for good
+// (etcd compacted it, ...) is reported as a gap (ChainGap), and counted
+// once, when it ends.
 type FollowerMetrics struct {
 	lagRevisions, lagSeconds, committed, chainSegments, lastCommit, behind, recovery *prometheus.GaugeVec
 	segments, bytes, gaps, failures, destChains                                      *prometheus.CounterVec
@@ -143,9 +142,6 @@ func (m *FollowerMetrics) ObserveFollow(e FollowEvent) {
 		m.recovery.WithLabelValues(c).Set(float64(max(e.HeadRevision-e.Committed, 0)))
 	case RecoveryDone:
 		m.recovery.WithLabelValues(c).Set(0)
-		if errors.Is(e.Err, ErrCompacted) {
-			m.gaps.WithLabelValues(c).Inc()
-		}
 	}
 }
 

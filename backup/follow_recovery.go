@@ -30,7 +30,10 @@ const (
 	RecoverySegmentCommitted FollowEventKind = "RecoverySegmentCommitted"
 	// RecoveryDone: the old chain's tail holds every revision up to
 	// HeadRevision (Committed), or, with Err, it ended at Committed short
-	// of it: the revisions between are not restorable from any chain.
+	// of it: the revisions between are not restorable from any chain
+	// (reported first as ChainGap on Chain), unless the follower stopped
+	// (a follower started again resumes the tail) or the recovery's full
+	// backup failed (the follower catches up on its chain).
 	RecoveryDone FollowEventKind = "RecoveryDone"
 )
 
@@ -40,6 +43,10 @@ var (
 	errTailDone = errors.New("recovery tail caught up")
 	errTailLost = errors.New("every destination lost revisions of the recovery tail")
 )
+
+// ErrNoTailChain ends a recovery's tail resumed when the old chain it
+// continues is no longer in the catalog (retention removed it).
+var ErrNoTailChain = errors.New("the recovery tail's chain is gone")
 
 func (f *Follower) recoveryRevisions() int64 {
 	if f.RecoveryRevisions != 0 {
@@ -83,7 +90,7 @@ func (st *followState) recover(ctx context.Context) (started bool, err error) {
 	st.restart(c)
 	f.event(newChainStarted(c, f.Pipeline.now().Sub(began)))
 	if tail == nil {
-		f.event(FollowEvent{Kind: RecoveryDone, Chain: chain, Revision: from, HeadRevision: c.high, Committed: st.committed, Err: lost})
+		f.tailEnded(FollowEvent{Chain: chain, Revision: from, HeadRevision: c.high, Committed: st.committed, Err: lost})
 		return true, nil
 	}
 	// The tail ends with Run: on its context's end it stores what it
@@ -161,75 +168,77 @@ func (st *followState) tailFrom(until int64, lastPut *PutMark, at func(*targetSt
 		lastPut: lastPut, until: until}, nil
 }
 
-// startTail runs tail in the background until Run returns (endTails).
+// startTail runs tail in the background until Run returns (endTails),
+// recording it in the chain's segments until it ends (Manifest.Recovery):
+// a follower stopped meanwhile resumes it when it starts again.
 func (st *followState) startTail(ctx context.Context, tail *followState) {
 	tctx, cancel := context.WithCancel(ctx)
 	st.stopTail = cancel
 	st.tailRunning.Store(true)
+	rec := &RecoveryTail{Chain: tail.chain, Until: tail.until}
+	st.recovering.Store(rec)
 	st.tails.Go(func() {
 		defer st.tailRunning.Store(false)
-		tail.runTail(tctx)
+		if !tail.runTail(tctx) {
+			st.recovering.CompareAndSwap(rec, nil) // ended: nothing to resume
+		}
 	})
 }
 
-// unfinishedTail finds, in a catalog's entries, the tail of a recovery a
-// follower stopped before it was caught up: the segments of another chain
-// end at last, below the upper revision of the full backup the chain
-// followed started from (until), and no chain holds the revisions between.
-func unfinishedTail(entries []Entry, chain string) (last *Manifest, until int64) {
-	var base *Manifest
-	for _, e := range entries {
-		if e.ID == chain && e.ChainBase() {
-			base = e.Manifest
-		}
-	}
-	if base == nil {
-		return nil, 0
-	}
-	until = base.Etcd.Revision.High
+// unfinishedTail returns where the old chain's tail of rec ends in a
+// catalog's entries: its last segment's revision and last put (its full
+// backup's revision when it has no segment); found is false when the
+// catalog holds nothing of that chain.
+func unfinishedTail(entries []Entry, rec *RecoveryTail) (last int64, lastPut *PutMark, found bool) {
 	for _, e := range entries {
 		m := e.Manifest
-		if e.Kind != KindDelta || m.Chain == chain || m.LastRevision >= until {
-			continue
-		}
-		if last == nil || m.LastRevision > last.LastRevision {
-			last = m
+		switch {
+		case e.Kind == KindDelta && m.Chain == rec.Chain && m.LastRevision > last:
+			last, lastPut, found = m.LastRevision, m.LastPut, true
+		case e.ID == rec.Chain && e.ChainBase() && !found:
+			last, found = m.Etcd.Revision.Low, true
 		}
 	}
-	if last == nil || last.LastRevision+1 > base.Etcd.Revision.Low {
-		return nil, 0 // no chain before, or it reaches the full backup
-	}
-	return last, until
+	return last, lastPut, found
 }
 
 // resumeTail resumes, when the follower starts, the tail of a recovery it
 // was stopped in (RecoveryStarted, then RecoveryDone as for any tail):
-// the old chain's segments end below the full backup the chain followed
-// started from. A tail etcd compacted meanwhile ends at once, reported
-// with ErrCompacted; the revisions between are then a gap.
-func (st *followState) resumeTail(ctx context.Context) {
+// the chain's last segment (at) records it, and the old chain's segments
+// end below its last revision. A tail etcd compacted meanwhile ends at
+// once, reported with ErrCompacted; the revisions between are then a gap.
+// A chain whose full backup merely has a hole before it (a compaction gap
+// reported when the chain started) has no tail to resume.
+func (st *followState) resumeTail(ctx context.Context, at *Manifest) {
 	f := st.f
-	if len(f.Catalogs) == 0 {
+	if at == nil || at.Recovery == nil || len(f.Catalogs) == 0 {
 		return
 	}
+	rec := at.Recovery
 	entries, err := ListBackups(ctx, f.Catalogs[0], f.Cluster)
 	if err != nil {
-		return // resume read the catalogs already: a failure here is transient
-	}
-	last, until := unfinishedTail(entries, st.chain)
-	if last == nil {
+		st.recovering.Store(rec) // not ended: a follower started again tries it
+		f.logger().Warn("recovery tail not resumed: its chain not listed", "cluster", f.Cluster, "chain", rec.Chain, "error", err)
 		return
 	}
-	f.event(FollowEvent{Kind: RecoveryStarted, Chain: last.Chain, Revision: last.LastRevision + 1, HeadRevision: until,
-		Committed: last.LastRevision})
+	last, lastPut, found := unfinishedTail(entries, rec)
+	if found && last >= rec.Until {
+		return // caught up after the chain's last segment was stored
+	}
+	f.event(FollowEvent{Kind: RecoveryStarted, Chain: rec.Chain, Revision: last + 1, HeadRevision: rec.Until, Committed: last})
+	if !found {
+		// Its chain is gone (retention): nothing continues it.
+		f.tailEnded(FollowEvent{Chain: rec.Chain, Revision: last + 1, HeadRevision: rec.Until, Committed: last,
+			Err: fmt.Errorf("recovery tail of chain %s: %w", rec.Chain, ErrNoTailChain)})
+		return
+	}
 	f.logger().Warn("the chain's tail before its full backup was not caught up: catching it up in the background",
-		"cluster", f.Cluster, "chain", last.Chain, "revision", last.LastRevision+1, "until", until)
-	tail, lost := st.tailFrom(until, last.LastPut, func(t *targetState) (string, int64, bool) {
-		return last.Chain, last.LastRevision, t.lost
+		"cluster", f.Cluster, "chain", rec.Chain, "revision", last+1, "until", rec.Until)
+	tail, lost := st.tailFrom(rec.Until, lastPut, func(t *targetState) (string, int64, bool) {
+		return rec.Chain, last, t.lost
 	})
 	if tail == nil {
-		f.event(FollowEvent{Kind: RecoveryDone, Chain: last.Chain, Revision: last.LastRevision + 1, HeadRevision: until,
-			Committed: last.LastRevision, Err: lost})
+		f.tailEnded(FollowEvent{Chain: rec.Chain, Revision: last + 1, HeadRevision: rec.Until, Committed: last, Err: lost})
 		return
 	}
 	st.startTail(ctx, tail)
@@ -241,7 +250,10 @@ func (st *followState) resumeTail(ctx context.Context) {
 // stores what it holds, as Run does). Its watch runs on a gRPC watch
 // stream of its own (see tailStream): nothing it holds or waits for is
 // the chain followed's.
-func (st *followState) runTail(ctx context.Context) {
+//
+// stopped reports whether it ended because ctx did (a follower started
+// again resumes it).
+func (st *followState) runTail(ctx context.Context) (stopped bool) {
 	f := st.f
 	ctx = tailStream(ctx)
 	from := st.next
@@ -262,7 +274,7 @@ func (st *followState) runTail(ctx context.Context) {
 			if ferr := st.finalFlush(ctx); ferr != nil {
 				f.logger().Warn("recovery tail: last segment not stored", "cluster", f.Cluster, "error", ferr)
 			}
-			end = fmt.Errorf("follower stopped: %w", context.Cause(ctx))
+			end, stopped = fmt.Errorf("follower stopped: %w", context.Cause(ctx)), true
 			break
 		}
 		if errors.Is(err, ErrCompacted) || errors.Is(err, ErrRewound) || errors.Is(err, errTailLost) {
@@ -278,13 +290,31 @@ func (st *followState) runTail(ctx context.Context) {
 			continue // ctx ended: store what is held, above
 		}
 	}
-	f.event(FollowEvent{Kind: RecoveryDone, Chain: st.chain, Revision: from, HeadRevision: st.until, Committed: st.committed, Err: end})
+	done := FollowEvent{Kind: RecoveryDone, Chain: st.chain, Revision: from, HeadRevision: st.until, Committed: st.committed, Err: end}
+	if stopped {
+		f.event(done) // resumed by a follower started again: no gap yet
+	} else {
+		f.tailEnded(done)
+	}
 	if end != nil {
 		f.logger().Warn("recovery tail ended short of the full backup: the revisions between are not restorable", "cluster", f.Cluster,
 			"chain", st.chain, "committed_revision", st.committed, "until", st.until, "error", end)
-		return
+		return stopped
 	}
 	f.logger().Info("recovery tail caught up", "cluster", f.Cluster, "chain", st.chain, "committed_revision", st.committed)
+	return false
+}
+
+// tailEnded reports a recovery's tail ended (RecoveryDone, e): with
+// e.Err, short of its last revision for good, first as the gap it leaves
+// in the old chain (ChainGap from the first revision it lacks), as a
+// compaction gap is.
+func (f *Follower) tailEnded(e FollowEvent) {
+	if e.Err != nil {
+		f.event(FollowEvent{Kind: ChainGap, Chain: e.Chain, Revision: e.Committed + 1, Err: e.Err})
+	}
+	e.Kind = RecoveryDone
+	f.event(e)
 }
 
 // tailStream returns ctx with the metadata that puts a tail's watch on a
@@ -320,7 +350,7 @@ func (o recoveryObserver) ObserveFollow(e FollowEvent) {
 	switch e.Kind {
 	case SegmentCommitted:
 		e.Kind, e.HeadRevision = RecoverySegmentCommitted, o.until
-	case SegmentStored, SegmentFailed, WatchRestarted, RecoveryDone:
+	case SegmentStored, SegmentFailed, WatchRestarted, RecoveryDone, ChainGap:
 	default:
 		return
 	}
