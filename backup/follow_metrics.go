@@ -1,6 +1,8 @@
 package backup
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -28,12 +30,20 @@ import (
 // revisions is etcd's head minus the old chain's last committed revision;
 // once the full backup starts the new chain (ChainStarted with its
 // HeadRevision), the lag is the new chain's, and the tail's own backlog is
-// the recovery gauge. A tail that ends short of its full backup for good
+// the recovery gauge; a tail a follower started again resumes (RecoveryStarted
+// on another chain than the one it follows) sets the recovery gauge
+// only. A tail that ends short of its full backup for good
 // (etcd compacted it, ...) is reported as a gap (ChainGap), and counted
 // once, when it ends.
 type FollowerMetrics struct {
 	lagRevisions, lagSeconds, committed, chainSegments, lastCommit, behind, recovery *prometheus.GaugeVec
 	segments, bytes, gaps, failures, destChains                                      *prometheus.CounterVec
+
+	// followed is each cluster's chain followed (ChainStarted,
+	// ChainResumed): a recovery's tail resumed on another chain has a
+	// backlog, not a lag.
+	mu       sync.Mutex
+	followed map[string]string
 }
 
 var _ interface {
@@ -108,6 +118,12 @@ func (m *FollowerMetrics) ObserveFollow(e FollowEvent) {
 	c := e.Cluster
 	switch e.Kind {
 	case ChainStarted, ChainResumed:
+		m.mu.Lock()
+		if m.followed == nil {
+			m.followed = map[string]string{}
+		}
+		m.followed[c] = e.Chain
+		m.mu.Unlock()
 		m.chainSegments.WithLabelValues(c).Set(float64(e.ChainLength))
 		m.committed.WithLabelValues(c).Set(float64(e.Revision - 1))
 		if e.HeadRevision > 0 {
@@ -135,8 +151,13 @@ func (m *FollowerMetrics) ObserveFollow(e FollowEvent) {
 	case ChainGap, ChainRewound:
 		m.gaps.WithLabelValues(c).Inc()
 	case RecoveryStarted:
-		m.lagRevisions.WithLabelValues(c).Set(float64(max(e.HeadRevision-e.Committed, 0)))
-		m.lagSeconds.WithLabelValues(c).Set(e.Lag.Seconds())
+		m.mu.Lock()
+		followed := m.followed[c] == e.Chain
+		m.mu.Unlock()
+		if followed { // not a tail resumed: the chain followed is behind
+			m.lagRevisions.WithLabelValues(c).Set(float64(max(e.HeadRevision-e.Committed, 0)))
+			m.lagSeconds.WithLabelValues(c).Set(e.Lag.Seconds())
+		}
 		m.recovery.WithLabelValues(c).Set(float64(max(e.HeadRevision-e.Committed, 0)))
 	case RecoverySegmentCommitted:
 		m.recovery.WithLabelValues(c).Set(float64(max(e.HeadRevision-e.Committed, 0)))

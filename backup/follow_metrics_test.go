@@ -121,3 +121,21 @@ func TestFollowerMetricsDuringRecovery(t *testing.T) {
 	require.Zero(t, gauge(backup.MetricFollowerRecoveryTail))
 	require.Equal(t, 1.0, gauge(backup.MetricFollowerGaps))
 }
+
+// TestFollowerMetricsResumedTail: a follower started again mid-recovery
+// resumes its chain, then the old chain's tail (RecoveryStarted on the
+// old chain): the tail's backlog is the recovery gauge, never the lag of
+// the chain followed.
+func TestFollowerMetricsResumedTail(t *testing.T) {
+	m := backup.NewFollowerMetrics()
+	m.ObserveFollow(backup.FollowEvent{Kind: backup.ChainResumed, Cluster: "prod-a", Chain: "new", Revision: 300301})
+	m.ObserveFollow(backup.FollowEvent{Kind: backup.SegmentCommitted, Cluster: "prod-a", Chain: "new", Committed: 300400,
+		HeadRevision: 300402, Lag: 200 * time.Millisecond})
+	m.ObserveFollow(backup.FollowEvent{Kind: backup.RecoveryStarted, Cluster: "prod-a", Chain: "old", Revision: 101, Committed: 100,
+		HeadRevision: 300100})
+	require.NoError(t, testutil.CollectAndCompare(m, strings.NewReader(`
+# HELP etcdbackup_follower_lag_revisions Revisions etcd is ahead of the last segment committed.
+# TYPE etcdbackup_follower_lag_revisions gauge
+etcdbackup_follower_lag_revisions{cluster="prod-a"} 2
+`), backup.MetricFollowerLagRevisions))
+}
