@@ -226,6 +226,7 @@ bench: $(TOOLS)/minio
 	bench-out/etcdbackup-bench pitr-restore $(BENCH_RESUME) $(PITR_RESTORE_FLAGS)
 	bench-out/etcdbackup-bench replicate $(REPLICATE_FLAGS)
 	bench-out/etcdbackup-bench seed $(SEED_FLAGS)
+	bench-out/etcdbackup-bench recovery $(RECOVERY_FLAGS)
 
 # bench-pitr: continuous backup at 1,000 writes/s of 1 KiB for 60 s after
 # the follower's own full backup of the 1 GiB etcd: commit lag p50/p99,
@@ -252,3 +253,15 @@ bench-pitr-restore: $(TOOLS)/minio
 	go build -o bench-out/etcdbackup-bench ./internal/bench
 	go build -tags benchlean -o bench-out/etcdbackup-bench-lean ./internal/bench
 	bench-out/etcdbackup-bench pitr-restore $(PITR_RESTORE_FLAGS)
+
+# bench-recovery: a follower of the 1 GiB etcd stops, 300,000 puts are
+# written, then it starts again while etcd takes 2,000 writes/s of 1 KiB:
+# when the newest state is protected again, when the lag is back under
+# 2 s, when the old chain's tail is caught up, and the lag along the way.
+# Adds its figures to bench-out/results.json and renders BENCHMARKS.md
+# again. RECOVERY_FLAGS passes flags, e.g. RECOVERY_FLAGS='-full 0 -behind 60000'.
+.PHONY: bench-recovery
+bench-recovery: $(TOOLS)/minio
+	go build -o bench-out/etcdbackup-bench ./internal/bench
+	go build -tags benchlean -o bench-out/etcdbackup-bench-lean ./internal/bench
+	bench-out/etcdbackup-bench recovery $(RECOVERY_FLAGS)

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -81,6 +83,47 @@ const (
 // revisions etcd compacted starts lost (TargetLost) while the others go
 // on with their chains.
 //
+// # Recovery
+//
+// etcd catches a watch up from an old revision on its slow path: every
+// 100 ms its unsynced watchers read the whole backlog, from the oldest of
+// their revisions to the head, and deliver 1,000 revisions of it, so that
+// catching up costs the square of the backlog (about 1,800 revisions/s
+// when 300,000 behind). A cluster that writes faster is never caught up.
+// So when the follower is more than RecoveryRevisions behind etcd's head
+// (checked before each watch: at start and after a destination outage),
+// it protects the head first and the past after:
+//
+//  1. RecoveryStarted: it takes a full backup at once; once committed,
+//     the head is protected again, within the time of one full backup
+//     whatever the backlog (ChainStarted: a new chain follows from it,
+//     with the lag of a new chain);
+//  2. meanwhile (and after) the old chain's tail, from its last committed
+//     revision to the full backup's upper revision, is caught up in the
+//     background on its own watch and stored as segments of the old chain
+//     (RecoverySegmentCommitted), each target continuing its own;
+//  3. RecoveryDone: the tail reached the full backup's revision (Err nil),
+//     or ended short of it (Err: etcd compacted it, its history changed,
+//     no target could store it, or Run's context ended). A follower that
+//     starts again follows the new chain and resumes the tail the new
+//     chain's last segment records (Manifest.Recovery) from the old
+//     chain's last segment (RecoveryStarted on the old chain, then
+//     RecoveryDone). A tail that ends short for good is reported once as
+//     the gap it leaves (ChainGap on the old chain, then RecoveryDone
+//     with Err): a tail etcd compacted meanwhile is reported then, with
+//     ErrCompacted, and its revisions stay a gap.
+//
+// The restore points are: during recovery, every revision of the old
+// chain up to its last committed segment (growing as the tail commits)
+// and every revision from the new full backup's upper revision on, as the
+// new chain commits; the revisions between are refused as a gap
+// (restore.ErrNoChain) until the tail holds them. After a complete
+// recovery, every revision from the old chain's full backup on. A
+// recovery whose full backup fails is reported (RecoveryDone with Err)
+// and the follower catches up on its chain as without recovery. One tail
+// runs at a time: a follower far behind again while one runs catches up
+// on its chain.
+//
 // Run one follower per cluster (a host holds a lock, as the scheduler
 // does for backups): two followers of one cluster would store overlapping
 // segments. Restore tolerates overlaps, since it applies each revision
@@ -135,6 +178,14 @@ type Follower struct {
 	// RetryInterval is the first wait after a failed store or watch; it
 	// doubles up to ten times as long. Zero means one second.
 	RetryInterval time.Duration
+	// RecoveryRevisions bounds how far behind etcd's head the follower
+	// catches up on the chain it follows: past it (a follower restarted
+	// after a long stop, a destination down for minutes), it takes a full
+	// backup at once and follows a new chain from it, while the old
+	// chain's tail is caught up in the background (see Recovery below).
+	// Zero means DefaultRecoveryRevisions; negative never recovers this
+	// way (the follower catches up on its chain, however far behind).
+	RecoveryRevisions int64
 	// Observer receives the follower's events; nil means none.
 	Observer FollowObserver
 }
@@ -378,7 +429,9 @@ func (f *Follower) Run(ctx context.Context) error {
 	}
 	st.targets.start(ctx)
 	defer st.targets.stop()
+	defer st.endTails() // a recovery's tail stores what it holds too
 	f.logger().Info("follower started", "cluster", f.Cluster, "chain", chain, "revision", next)
+	st.resumeTail(ctx, at) // of a recovery this follower was stopped in
 	for {
 		st.watchStarted = f.Pipeline.now()
 		err := st.drainHeld(ctx)
@@ -387,6 +440,12 @@ func (f *Follower) Run(ctx context.Context) error {
 		}
 		if err == nil {
 			err = st.checkHistory(ctx)
+		}
+		if err == nil && st.farBehind() {
+			var started bool
+			if started, err = st.recover(ctx); started && err == nil {
+				continue // the new chain: what its prewatch held, then its watch
+			}
 		}
 		if err == nil {
 			err = st.watch(ctx)
@@ -440,6 +499,7 @@ func (st *followState) startChain(ctx context.Context, start func(context.Contex
 type chainStart struct {
 	next    int64
 	chain   string
+	high    int64 // the full backup's upper revision, when taken
 	held    []clientv3.WatchResponse
 	missing []string
 }
@@ -513,7 +573,7 @@ func (f *Follower) takeFull(ctx context.Context) (chainStart, error) {
 						"destination", o.Destination, "error", o.Err)
 				}
 			}
-			return chainStart{next: res.Snapshot.RevisionLow + 1, chain: res.ID, held: held, missing: missing}, nil
+			return chainStart{next: res.Snapshot.RevisionLow + 1, chain: res.ID, high: res.Snapshot.RevisionHigh, held: held, missing: missing}, nil
 		case err == nil:
 			unbounded++
 			if unbounded == maxUnboundedFulls {
@@ -798,6 +858,20 @@ type followState struct {
 	// without bound); heldBytes is what it holds in held.
 	watchCh   clientv3.WatchChan
 	heldBytes int
+	// until, for a recovery's tail, is the last revision it catches up;
+	// zero for the chain followed.
+	until int64
+	// tails runs a recovery's tail (one at a time, tailRunning); refused
+	// is the resume point of a recovery whose full backup failed, not
+	// tried again there.
+	tails       sync.WaitGroup
+	tailRunning atomic.Bool
+	// recovering is the tail running and not ended, recorded in the
+	// chain's segments (Manifest.Recovery) so that a follower started
+	// again resumes it; nil when none.
+	recovering atomic.Pointer[RecoveryTail]
+	stopTail   context.CancelFunc
+	refused    int64
 }
 
 // drainHeld receives what a prewatch held while the chain's full backup
@@ -1096,6 +1170,9 @@ func (st *followState) receive(ctx context.Context, wr clientv3.WatchResponse) e
 			evs = evs[n:]
 			continue
 		}
+		if st.until > 0 && rev > st.until {
+			return st.tailEnd(ctx) // a recovery's tail: caught up
+		}
 		r := SegmentRevision{Revision: rev, Received: now, Events: toSegment(evs[:n])}
 		r.Leases = st.newLeases(ctx, r.Events)
 		if err := st.builder.add(r); err != nil {
@@ -1106,6 +1183,9 @@ func (st *followState) receive(ctx context.Context, wr clientv3.WatchResponse) e
 		}
 		st.next = rev + 1
 		evs = evs[n:]
+		if st.until > 0 && st.next > st.until {
+			return st.tailEnd(ctx)
+		}
 		// A catching-up watch delivers up to 1,000 revisions in one
 		// response: the segment is cut between revisions, inside it.
 		if st.builder.size() >= st.f.maxSegmentBytes() {
@@ -1176,6 +1256,7 @@ func (st *followState) flush(ctx context.Context) (retried bool, err error) {
 		// holds deletes only: a follower resuming after it checks it.
 		lastPut := cmp.Or(b.lastPut, st.lastPut)
 		seg.base.LastPut, seg.base.WatchStarted = lastPut, st.segmentWatchStarted
+		seg.base.Recovery = st.recovering.Load()
 		st.pending = &pendingSegment{encodedSegment: seg, sum: b.sum, raw: len(raw), firstReceived: st.firstReceived, lastPut: lastPut}
 		b.release() // encoded: raw is no longer read
 		st.builder = newSegmentBuilder()
@@ -1225,6 +1306,9 @@ func (st *followState) await(ctx context.Context, p *pendingSegment) (stopped bo
 		held, failing := st.targets.progress(p.sum.LastRevision)
 		if held {
 			break
+		}
+		if failing && st.targets.recovery && st.targets.allLost() {
+			return stopped, errTailLost
 		}
 		if failing && !stopped && st.stopWatch != nil {
 			st.stopWatch()
