@@ -861,13 +861,20 @@ type followState struct {
 
 // drainHeld receives what a prewatch held while the chain's full backup
 // was taken: the revisions after the full backup's, up to where the
-// prewatch stopped. The watch then continues from there.
+// prewatch stopped. The prewatch's watch then continues from there (see
+// openWatch).
 //
 // The watch loop holds what arrives while a segment is stored the same way
 // (see await), and drains it before reading on. errRewatch (the watch was
 // cancelled meanwhile) drops what is left: the next watch reads it again,
 // from st.next.
 func (st *followState) drainHeld(ctx context.Context) error {
+	if p := st.pre; p != nil && st.stopWatch == nil {
+		// The prewatch's watch runs on: what it delivers while a held
+		// segment is stored is held and bounded as in the watch loop.
+		st.stopWatch, st.watchCh = p.cancel, p.wch
+		defer func() { st.stopWatch, st.watchCh = nil, nil }()
+	}
 	held := st.held
 	st.held, st.heldBytes = nil, 0
 	for _, wr := range held {
