@@ -416,7 +416,7 @@ func (f *Follower) Run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		next, chain, st.held, missing, points = start.next, start.chain, start.held, start.missing, nil
+		next, chain, st.held, st.pre, missing, points = start.next, start.chain, start.held, start.pre, start.missing, nil
 		f.event(FollowEvent{Kind: ChainStarted, Chain: chain, Revision: next})
 	} else {
 		st.chainLength = length
@@ -480,6 +480,8 @@ func (f *Follower) Run(ctx context.Context) error {
 // storeAbandoned) and follows the one start returns. It returns nil when
 // ctx ended meanwhile.
 func (st *followState) startChain(ctx context.Context, start func(context.Context) (chainStart, error)) error {
+	st.pre.close()
+	st.pre = nil
 	st.storeAbandoned(ctx)
 	c, err := start(ctx)
 	if err != nil {
@@ -494,13 +496,15 @@ func (st *followState) startChain(ctx context.Context, start func(context.Contex
 }
 
 // chainStart is where a chain starts: at next, after the full backup
-// chain; held is what a prewatch received while it was taken, and missing
-// the targets it did not reach.
+// chain; held is what a prewatch received while it was taken, pre that
+// prewatch, whose watch continues after held (see followState.openWatch),
+// and missing the targets it did not reach.
 type chainStart struct {
 	next    int64
 	chain   string
 	high    int64 // the full backup's upper revision, when taken
 	held    []clientv3.WatchResponse
+	pre     *prewatch
 	missing []string
 }
 
@@ -550,7 +554,9 @@ const maxUnboundedFulls = 3
 // A watch opens before the full backup starts, and held returns what it
 // received while the backup was taken, uploaded and committed (see
 // prewatch): a cluster that compacts more often than a full backup takes
-// still leaves the chain its first revisions.
+// still leaves the chain its first revisions, and its watch, still open,
+// becomes the chain's: no watch has to start from a revision etcd may
+// have compacted meanwhile.
 //
 // A full backup that reached some targets starts the chain; the others
 // are returned as missing (they catch up with a full backup of their own).
@@ -560,11 +566,15 @@ func (f *Follower) takeFull(ctx context.Context) (chainStart, error) {
 	for attempt := 1; ; attempt++ {
 		res, pre, held, err := f.fullInSlot(ctx, req)
 		reached := err == nil || (res != nil && len(res.Succeeded()) > 0)
+		bounded := reached && res.Snapshot.RevisionLow > 0 && res.Snapshot.RevisionHigh >= res.Snapshot.RevisionLow
+		if !bounded || pre == nil || pre.failed || pre.from > res.Snapshot.RevisionLow+1 {
+			// It started after the full's revision (a member that lagged):
+			// a gap; or it failed (see startPrewatch).
+			pre.close()
+			pre, held = nil, nil
+		}
 		switch {
-		case reached && res.Snapshot.RevisionLow > 0 && res.Snapshot.RevisionHigh >= res.Snapshot.RevisionLow:
-			if pre == nil || pre.from > res.Snapshot.RevisionLow+1 {
-				held = nil // it started after the full's revision (a member that lagged): a gap
-			}
+		case bounded:
 			var missing []string
 			for _, o := range res.Outcomes {
 				if o.Err != nil {
@@ -573,7 +583,7 @@ func (f *Follower) takeFull(ctx context.Context) (chainStart, error) {
 						"destination", o.Destination, "error", o.Err)
 				}
 			}
-			return chainStart{next: res.Snapshot.RevisionLow + 1, chain: res.ID, high: res.Snapshot.RevisionHigh, held: held, missing: missing}, nil
+			return chainStart{next: res.Snapshot.RevisionLow + 1, chain: res.ID, high: res.Snapshot.RevisionHigh, held: held, pre: pre, missing: missing}, nil
 		case err == nil:
 			unbounded++
 			if unbounded == maxUnboundedFulls {
@@ -598,6 +608,7 @@ func (f *Follower) takeFull(ctx context.Context) (chainStart, error) {
 // RunSlots is free, with a prewatch opened in the slot (not while it
 // waits for one: what etcd writes meanwhile is in the snapshot, and a
 // host's followers waiting for slots would each hold up to maxHeldBytes).
+// The prewatch is returned stopped (see prewatch.stop), its watch open.
 func (f *Follower) fullInSlot(ctx context.Context, req Request) (*Result, *prewatch, []clientv3.WatchResponse, error) {
 	release, err := f.Pipeline.Slots.take(ctx)
 	if err != nil {
@@ -614,59 +625,108 @@ func (f *Follower) fullInSlot(ctx context.Context, req Request) (*Result, *prewa
 // full backup commits, as without one.
 const maxHeldBytes = 64 << 20
 
+// prewatchCreateTimeout bounds the wait for etcd to create a prewatch's
+// watch; past it, the full backup is taken without one.
+const prewatchCreateTimeout = 10 * time.Second
+
 // prewatch watches every key from etcd's revision before a full backup,
-// holding the responses in memory, up to maxHeldBytes.
+// holding the responses in memory, up to maxHeldBytes. Once stopped, its
+// watch stays open, unread, for the chain's watch to continue (see
+// followState.openWatch), until close.
 type prewatch struct {
-	from   int64 // the first revision watched
+	// from is the first revision watched, or later: etcd starts a watch
+	// without a start revision (which compaction never cancels) after
+	// its current revision, and the created response's header may be
+	// a later one (etcd wrote meanwhile). The revisions before from
+	// that it holds are also held in order, and received once.
+	from int64
+	// resume is where wch continues after held, or later.
+	resume int64
+	wctx   context.Context
+	wch    clientv3.WatchChan
 	cancel context.CancelFunc
+	stopc  chan struct{}
 	done   chan struct{}
 	held   []clientv3.WatchResponse
 	failed bool
 }
 
-// startPrewatch opens a prewatch, or returns nil when etcd cannot be asked
-// its revision.
+// startPrewatch opens a prewatch, or returns nil when etcd does not create
+// its watch.
 func (f *Follower) startPrewatch(ctx context.Context) *prewatch {
-	resp, err := f.Client.Get(clientv3.WithRequireLeader(ctx), "\x00", clientv3.WithCountOnly())
-	if err != nil {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	wch := f.Client.Watch(wctx, "", clientv3.WithPrefix(), clientv3.WithCreatedNotify(), clientv3.WithProgressNotify())
+	timer := time.NewTimer(prewatchCreateTimeout)
+	defer timer.Stop()
+	var created clientv3.WatchResponse
+	select {
+	case created = <-wch:
+	case <-timer.C:
+	}
+	if !created.Created || created.Err() != nil || created.Header.Revision == 0 {
+		cancel()
 		return nil
 	}
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	wch := f.Client.Watch(wctx, "", clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
-	p := &prewatch{from: resp.Header.Revision + 1, cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(p.done)
-		size := 0
-		for wr := range wch {
-			if p.failed {
-				continue // drain until the channel closes
-			}
-			for _, ev := range wr.Events {
-				size += len(ev.Kv.Key) + len(ev.Kv.Value) + 64
-			}
-			if wr.CompactRevision != 0 || wr.Err() != nil || size > maxHeldBytes {
-				p.failed, p.held = true, nil
-				cancel()
-				continue
-			}
-			p.held = append(p.held, wr)
-		}
-	}()
+	from := created.Header.Revision + 1
+	p := &prewatch{from: from, resume: from, wctx: wctx, wch: wch, cancel: cancel,
+		stopc: make(chan struct{}), done: make(chan struct{})}
+	go p.hold()
 	return p
 }
 
-// stop ends the prewatch and returns what it held, from its start without
-// a gap; nil when it failed.
+// hold holds what the prewatch's watch delivers until stop, or until it
+// fails: then it cancels the watch and drains it until it closes.
+func (p *prewatch) hold() {
+	defer close(p.done)
+	size := 0
+	for {
+		var wr clientv3.WatchResponse
+		var ok bool
+		select {
+		case <-p.stopc:
+			if !p.failed {
+				return
+			}
+			wr, ok = <-p.wch
+		case wr, ok = <-p.wch:
+		}
+		switch {
+		case !ok:
+			p.failed, p.held = true, nil // the watch ended (ctx did)
+			return
+		case p.failed:
+			continue // drain until the channel closes
+		}
+		for _, ev := range wr.Events {
+			size += len(ev.Kv.Key) + len(ev.Kv.Value) + 64
+			p.resume = max(p.resume, ev.Kv.ModRevision+1)
+		}
+		if wr.CompactRevision != 0 || wr.Err() != nil || size > maxHeldBytes {
+			p.failed, p.held = true, nil
+			p.cancel()
+			continue
+		}
+		p.held = append(p.held, wr)
+	}
+}
+
+// stop stops holding and returns what the prewatch held, from its start
+// without a gap (nil when it failed); its watch stays open unless it
+// failed or ended (failed is then set).
 func (p *prewatch) stop() []clientv3.WatchResponse {
 	if p == nil {
 		return nil
 	}
-	p.cancel()
+	close(p.stopc)
 	<-p.done
-	if p.failed {
-		return nil
-	}
 	return p.held
+}
+
+// close ends the prewatch's watch.
+func (p *prewatch) close() {
+	if p != nil {
+		p.cancel()
+	}
 }
 
 // resume returns where to start: after the last segment, or after the
@@ -837,8 +897,10 @@ type followState struct {
 	// nil when unknown.
 	lastPut *PutMark
 	// held is what a prewatch received while the chain's full backup was
-	// taken, to receive before watching.
+	// taken, to receive before watching; pre is that prewatch, whose
+	// watch the chain's first watch continues (see openWatch).
 	held          []clientv3.WatchResponse
+	pre           *prewatch
 	firstReceived time.Time // of the segment's first revision
 	// watchStarted is when the running watch started (before its held
 	// revisions are received); segmentWatchStarted is watchStarted when
@@ -876,13 +938,20 @@ type followState struct {
 
 // drainHeld receives what a prewatch held while the chain's full backup
 // was taken: the revisions after the full backup's, up to where the
-// prewatch stopped. The watch then continues from there.
+// prewatch stopped. The prewatch's watch then continues from there (see
+// openWatch).
 //
 // The watch loop holds what arrives while a segment is stored the same way
 // (see await), and drains it before reading on. errRewatch (the watch was
 // cancelled meanwhile) drops what is left: the next watch reads it again,
 // from st.next.
 func (st *followState) drainHeld(ctx context.Context) error {
+	if p := st.pre; p != nil && st.stopWatch == nil {
+		// The prewatch's watch runs on: what it delivers while a held
+		// segment is stored is held and bounded as in the watch loop.
+		st.stopWatch, st.watchCh = p.cancel, p.wch
+		defer func() { st.stopWatch, st.watchCh = nil, nil }()
+	}
 	held := st.held
 	st.held, st.heldBytes = nil, 0
 	for _, wr := range held {
@@ -894,6 +963,8 @@ func (st *followState) drainHeld(ctx context.Context) error {
 		if err := st.receive(ctx, wr); err != nil {
 			if errors.Is(err, errRewatch) {
 				st.held, st.heldBytes = nil, 0
+				st.pre.close() // it buffered meanwhile, and continues after what is dropped
+				st.pre = nil
 			}
 			return err
 		}
@@ -947,7 +1018,7 @@ func (st *followState) storeAbandoned(ctx context.Context) {
 // (storeAbandoned).
 func (st *followState) restart(c chainStart) {
 	st.next, st.chain, st.committed, st.chainLength = c.next, c.chain, c.next-1, 0
-	st.builder, st.pending, st.held = newSegmentBuilder(), nil, c.held
+	st.builder, st.pending, st.held, st.pre = newSegmentBuilder(), nil, c.held, c.pre
 	st.head, st.clusterID, st.lastPut, st.heads = 0, 0, nil, nil
 	st.leases = map[int64]bool{}
 	st.targets.restart(c.next, c.chain, c.missing)
@@ -1071,13 +1142,12 @@ func (st *followState) checkHeader(h *etcdserverpb.ResponseHeader) error {
 // watch watches from st.next until the watch ends, a segment had to be
 // retried (to drop what the watch buffered meanwhile), or ctx ends.
 func (st *followState) watch(ctx context.Context) error {
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	wctx, cancel, wch := st.openWatch(ctx)
 	defer cancel()
 	// Only while the watch runs: a store after it ended (of what a
 	// prewatch held) has no watch to stop, and must not be cut short.
 	st.stopWatch = cancel
 	defer func() { st.stopWatch = nil }()
-	wch := st.f.Client.Watch(wctx, "", clientv3.WithPrefix(), clientv3.WithRev(st.next), clientv3.WithProgressNotify())
 	st.watchCh = wch // read by await while a segment is stored
 	defer func() { st.watchCh = nil }()
 	interval := st.f.flushInterval()
@@ -1130,6 +1200,23 @@ func (st *followState) watch(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// openWatch opens a watch from st.next; or, for a chain's first watch,
+// continues the prewatch's when it delivers every revision from st.next
+// on: a watch from st.next would be cancelled if etcd compacted past it
+// since the prewatch stopped (what it delivers before st.next, receive
+// skips).
+func (st *followState) openWatch(ctx context.Context) (context.Context, context.CancelFunc, clientv3.WatchChan) {
+	if p := st.pre; p != nil {
+		st.pre = nil
+		if p.resume <= st.next {
+			return p.wctx, p.cancel, p.wch
+		}
+		p.close()
+	}
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	return wctx, cancel, st.f.Client.Watch(wctx, "", clientv3.WithPrefix(), clientv3.WithRev(st.next), clientv3.WithProgressNotify())
 }
 
 // receive adds a watch response's revisions to the segment.
