@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -81,6 +83,47 @@ const (
 // revisions etcd compacted starts lost (TargetLost) while the others go
 // on with their chains.
 //
+// # Recovery
+//
+// etcd catches a watch up from an old revision on its slow path: every
+// 100 ms its unsynced watchers read the whole backlog, from the oldest of
+// their revisions to the head, and deliver 1,000 revisions of it, so that
+// catching up costs the square of the backlog (about 1,800 revisions/s
+// when 300,000 behind). A cluster that writes faster is never caught up.
+// So when the follower is more than RecoveryRevisions behind etcd's head
+// (checked before each watch: at start and after a destination outage),
+// it protects the head first and the past after:
+//
+//  1. RecoveryStarted: it takes a full backup at once; once committed,
+//     the head is protected again, within the time of one full backup
+//     whatever the backlog (ChainStarted: a new chain follows from it,
+//     with the lag of a new chain);
+//  2. meanwhile (and after) the old chain's tail, from its last committed
+//     revision to the full backup's upper revision, is caught up in the
+//     background on its own watch and stored as segments of the old chain
+//     (RecoverySegmentCommitted), each target continuing its own;
+//  3. RecoveryDone: the tail reached the full backup's revision (Err nil),
+//     or ended short of it (Err: etcd compacted it, its history changed,
+//     no target could store it, or Run's context ended). A follower that
+//     starts again follows the new chain and resumes the tail the new
+//     chain's last segment records (Manifest.Recovery) from the old
+//     chain's last segment (RecoveryStarted on the old chain, then
+//     RecoveryDone). A tail that ends short for good is reported once as
+//     the gap it leaves (ChainGap on the old chain, then RecoveryDone
+//     with Err): a tail etcd compacted meanwhile is reported then, with
+//     ErrCompacted, and its revisions stay a gap.
+//
+// The restore points are: during recovery, every revision of the old
+// chain up to its last committed segment (growing as the tail commits)
+// and every revision from the new full backup's upper revision on, as the
+// new chain commits; the revisions between are refused as a gap
+// (restore.ErrNoChain) until the tail holds them. After a complete
+// recovery, every revision from the old chain's full backup on. A
+// recovery whose full backup fails is reported (RecoveryDone with Err)
+// and the follower catches up on its chain as without recovery. One tail
+// runs at a time: a follower far behind again while one runs catches up
+// on its chain.
+//
 // Run one follower per cluster (a host holds a lock, as the scheduler
 // does for backups): two followers of one cluster would store overlapping
 // segments. Restore tolerates overlaps, since it applies each revision
@@ -135,6 +178,14 @@ type Follower struct {
 	// RetryInterval is the first wait after a failed store or watch; it
 	// doubles up to ten times as long. Zero means one second.
 	RetryInterval time.Duration
+	// RecoveryRevisions bounds how far behind etcd's head the follower
+	// catches up on the chain it follows: past it (a follower restarted
+	// after a long stop, a destination down for minutes), it takes a full
+	// backup at once and follows a new chain from it, while the old
+	// chain's tail is caught up in the background (see Recovery below).
+	// Zero means DefaultRecoveryRevisions; negative never recovers this
+	// way (the follower catches up on its chain, however far behind).
+	RecoveryRevisions int64
 	// Observer receives the follower's events; nil means none.
 	Observer FollowObserver
 }
@@ -365,7 +416,7 @@ func (f *Follower) Run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		next, chain, st.held, missing, points = start.next, start.chain, start.held, start.missing, nil
+		next, chain, st.held, st.pre, missing, points = start.next, start.chain, start.held, start.pre, start.missing, nil
 		f.event(FollowEvent{Kind: ChainStarted, Chain: chain, Revision: next})
 	} else {
 		st.chainLength = length
@@ -378,7 +429,9 @@ func (f *Follower) Run(ctx context.Context) error {
 	}
 	st.targets.start(ctx)
 	defer st.targets.stop()
+	defer st.endTails() // a recovery's tail stores what it holds too
 	f.logger().Info("follower started", "cluster", f.Cluster, "chain", chain, "revision", next)
+	st.resumeTail(ctx, at) // of a recovery this follower was stopped in
 	for {
 		st.watchStarted = f.Pipeline.now()
 		err := st.drainHeld(ctx)
@@ -387,6 +440,12 @@ func (f *Follower) Run(ctx context.Context) error {
 		}
 		if err == nil {
 			err = st.checkHistory(ctx)
+		}
+		if err == nil && st.farBehind() {
+			var started bool
+			if started, err = st.recover(ctx); started && err == nil {
+				continue // the new chain: what its prewatch held, then its watch
+			}
 		}
 		if err == nil {
 			err = st.watch(ctx)
@@ -421,6 +480,8 @@ func (f *Follower) Run(ctx context.Context) error {
 // storeAbandoned) and follows the one start returns. It returns nil when
 // ctx ended meanwhile.
 func (st *followState) startChain(ctx context.Context, start func(context.Context) (chainStart, error)) error {
+	st.pre.close()
+	st.pre = nil
 	st.storeAbandoned(ctx)
 	c, err := start(ctx)
 	if err != nil {
@@ -435,12 +496,15 @@ func (st *followState) startChain(ctx context.Context, start func(context.Contex
 }
 
 // chainStart is where a chain starts: at next, after the full backup
-// chain; held is what a prewatch received while it was taken, and missing
-// the targets it did not reach.
+// chain; held is what a prewatch received while it was taken, pre that
+// prewatch, whose watch continues after held (see followState.openWatch),
+// and missing the targets it did not reach.
 type chainStart struct {
 	next    int64
 	chain   string
+	high    int64 // the full backup's upper revision, when taken
 	held    []clientv3.WatchResponse
+	pre     *prewatch
 	missing []string
 }
 
@@ -490,7 +554,9 @@ const maxUnboundedFulls = 3
 // A watch opens before the full backup starts, and held returns what it
 // received while the backup was taken, uploaded and committed (see
 // prewatch): a cluster that compacts more often than a full backup takes
-// still leaves the chain its first revisions.
+// still leaves the chain its first revisions, and its watch, still open,
+// becomes the chain's: no watch has to start from a revision etcd may
+// have compacted meanwhile.
 //
 // A full backup that reached some targets starts the chain; the others
 // are returned as missing (they catch up with a full backup of their own).
@@ -500,11 +566,15 @@ func (f *Follower) takeFull(ctx context.Context) (chainStart, error) {
 	for attempt := 1; ; attempt++ {
 		res, pre, held, err := f.fullInSlot(ctx, req)
 		reached := err == nil || (res != nil && len(res.Succeeded()) > 0)
+		bounded := reached && res.Snapshot.RevisionLow > 0 && res.Snapshot.RevisionHigh >= res.Snapshot.RevisionLow
+		if !bounded || pre == nil || pre.failed || pre.from > res.Snapshot.RevisionLow+1 {
+			// It started after the full's revision (a member that lagged):
+			// a gap; or it failed (see startPrewatch).
+			pre.close()
+			pre, held = nil, nil
+		}
 		switch {
-		case reached && res.Snapshot.RevisionLow > 0 && res.Snapshot.RevisionHigh >= res.Snapshot.RevisionLow:
-			if pre == nil || pre.from > res.Snapshot.RevisionLow+1 {
-				held = nil // it started after the full's revision (a member that lagged): a gap
-			}
+		case bounded:
 			var missing []string
 			for _, o := range res.Outcomes {
 				if o.Err != nil {
@@ -513,7 +583,7 @@ func (f *Follower) takeFull(ctx context.Context) (chainStart, error) {
 						"destination", o.Destination, "error", o.Err)
 				}
 			}
-			return chainStart{next: res.Snapshot.RevisionLow + 1, chain: res.ID, held: held, missing: missing}, nil
+			return chainStart{next: res.Snapshot.RevisionLow + 1, chain: res.ID, high: res.Snapshot.RevisionHigh, held: held, pre: pre, missing: missing}, nil
 		case err == nil:
 			unbounded++
 			if unbounded == maxUnboundedFulls {
@@ -538,6 +608,7 @@ func (f *Follower) takeFull(ctx context.Context) (chainStart, error) {
 // RunSlots is free, with a prewatch opened in the slot (not while it
 // waits for one: what etcd writes meanwhile is in the snapshot, and a
 // host's followers waiting for slots would each hold up to maxHeldBytes).
+// The prewatch is returned stopped (see prewatch.stop), its watch open.
 func (f *Follower) fullInSlot(ctx context.Context, req Request) (*Result, *prewatch, []clientv3.WatchResponse, error) {
 	release, err := f.Pipeline.Slots.take(ctx)
 	if err != nil {
@@ -554,59 +625,108 @@ func (f *Follower) fullInSlot(ctx context.Context, req Request) (*Result, *prewa
 // full backup commits, as without one.
 const maxHeldBytes = 64 << 20
 
+// prewatchCreateTimeout bounds the wait for etcd to create a prewatch's
+// watch; past it, the full backup is taken without one.
+const prewatchCreateTimeout = 10 * time.Second
+
 // prewatch watches every key from etcd's revision before a full backup,
-// holding the responses in memory, up to maxHeldBytes.
+// holding the responses in memory, up to maxHeldBytes. Once stopped, its
+// watch stays open, unread, for the chain's watch to continue (see
+// followState.openWatch), until close.
 type prewatch struct {
-	from   int64 // the first revision watched
+	// from is the first revision watched, or later: etcd starts a watch
+	// without a start revision (which compaction never cancels) after
+	// its current revision, and the created response's header may be
+	// a later one (etcd wrote meanwhile). The revisions before from
+	// that it holds are also held in order, and received once.
+	from int64
+	// resume is where wch continues after held, or later.
+	resume int64
+	wctx   context.Context
+	wch    clientv3.WatchChan
 	cancel context.CancelFunc
+	stopc  chan struct{}
 	done   chan struct{}
 	held   []clientv3.WatchResponse
 	failed bool
 }
 
-// startPrewatch opens a prewatch, or returns nil when etcd cannot be asked
-// its revision.
+// startPrewatch opens a prewatch, or returns nil when etcd does not create
+// its watch.
 func (f *Follower) startPrewatch(ctx context.Context) *prewatch {
-	resp, err := f.Client.Get(clientv3.WithRequireLeader(ctx), "\x00", clientv3.WithCountOnly())
-	if err != nil {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	wch := f.Client.Watch(wctx, "", clientv3.WithPrefix(), clientv3.WithCreatedNotify(), clientv3.WithProgressNotify())
+	timer := time.NewTimer(prewatchCreateTimeout)
+	defer timer.Stop()
+	var created clientv3.WatchResponse
+	select {
+	case created = <-wch:
+	case <-timer.C:
+	}
+	if !created.Created || created.Err() != nil || created.Header.Revision == 0 {
+		cancel()
 		return nil
 	}
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	wch := f.Client.Watch(wctx, "", clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
-	p := &prewatch{from: resp.Header.Revision + 1, cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(p.done)
-		size := 0
-		for wr := range wch {
-			if p.failed {
-				continue // drain until the channel closes
-			}
-			for _, ev := range wr.Events {
-				size += len(ev.Kv.Key) + len(ev.Kv.Value) + 64
-			}
-			if wr.CompactRevision != 0 || wr.Err() != nil || size > maxHeldBytes {
-				p.failed, p.held = true, nil
-				cancel()
-				continue
-			}
-			p.held = append(p.held, wr)
-		}
-	}()
+	from := created.Header.Revision + 1
+	p := &prewatch{from: from, resume: from, wctx: wctx, wch: wch, cancel: cancel,
+		stopc: make(chan struct{}), done: make(chan struct{})}
+	go p.hold()
 	return p
 }
 
-// stop ends the prewatch and returns what it held, from its start without
-// a gap; nil when it failed.
+// hold holds what the prewatch's watch delivers until stop, or until it
+// fails: then it cancels the watch and drains it until it closes.
+func (p *prewatch) hold() {
+	defer close(p.done)
+	size := 0
+	for {
+		var wr clientv3.WatchResponse
+		var ok bool
+		select {
+		case <-p.stopc:
+			if !p.failed {
+				return
+			}
+			wr, ok = <-p.wch
+		case wr, ok = <-p.wch:
+		}
+		switch {
+		case !ok:
+			p.failed, p.held = true, nil // the watch ended (ctx did)
+			return
+		case p.failed:
+			continue // drain until the channel closes
+		}
+		for _, ev := range wr.Events {
+			size += len(ev.Kv.Key) + len(ev.Kv.Value) + 64
+			p.resume = max(p.resume, ev.Kv.ModRevision+1)
+		}
+		if wr.CompactRevision != 0 || wr.Err() != nil || size > maxHeldBytes {
+			p.failed, p.held = true, nil
+			p.cancel()
+			continue
+		}
+		p.held = append(p.held, wr)
+	}
+}
+
+// stop stops holding and returns what the prewatch held, from its start
+// without a gap (nil when it failed); its watch stays open unless it
+// failed or ended (failed is then set).
 func (p *prewatch) stop() []clientv3.WatchResponse {
 	if p == nil {
 		return nil
 	}
-	p.cancel()
+	close(p.stopc)
 	<-p.done
-	if p.failed {
-		return nil
-	}
 	return p.held
+}
+
+// close ends the prewatch's watch.
+func (p *prewatch) close() {
+	if p != nil {
+		p.cancel()
+	}
 }
 
 // resume returns where to start: after the last segment, or after the
@@ -777,8 +897,10 @@ type followState struct {
 	// nil when unknown.
 	lastPut *PutMark
 	// held is what a prewatch received while the chain's full backup was
-	// taken, to receive before watching.
+	// taken, to receive before watching; pre is that prewatch, whose
+	// watch the chain's first watch continues (see openWatch).
 	held          []clientv3.WatchResponse
+	pre           *prewatch
 	firstReceived time.Time // of the segment's first revision
 	// watchStarted is when the running watch started (before its held
 	// revisions are received); segmentWatchStarted is watchStarted when
@@ -798,17 +920,38 @@ type followState struct {
 	// without bound); heldBytes is what it holds in held.
 	watchCh   clientv3.WatchChan
 	heldBytes int
+	// until, for a recovery's tail, is the last revision it catches up;
+	// zero for the chain followed.
+	until int64
+	// tails runs a recovery's tail (one at a time, tailRunning); refused
+	// is the resume point of a recovery whose full backup failed, not
+	// tried again there.
+	tails       sync.WaitGroup
+	tailRunning atomic.Bool
+	// recovering is the tail running and not ended, recorded in the
+	// chain's segments (Manifest.Recovery) so that a follower started
+	// again resumes it; nil when none.
+	recovering atomic.Pointer[RecoveryTail]
+	stopTail   context.CancelFunc
+	refused    int64
 }
 
 // drainHeld receives what a prewatch held while the chain's full backup
 // was taken: the revisions after the full backup's, up to where the
-// prewatch stopped. The watch then continues from there.
+// prewatch stopped. The prewatch's watch then continues from there (see
+// openWatch).
 //
 // The watch loop holds what arrives while a segment is stored the same way
 // (see await), and drains it before reading on. errRewatch (the watch was
 // cancelled meanwhile) drops what is left: the next watch reads it again,
 // from st.next.
 func (st *followState) drainHeld(ctx context.Context) error {
+	if p := st.pre; p != nil && st.stopWatch == nil {
+		// The prewatch's watch runs on: what it delivers while a held
+		// segment is stored is held and bounded as in the watch loop.
+		st.stopWatch, st.watchCh = p.cancel, p.wch
+		defer func() { st.stopWatch, st.watchCh = nil, nil }()
+	}
 	held := st.held
 	st.held, st.heldBytes = nil, 0
 	for _, wr := range held {
@@ -820,6 +963,8 @@ func (st *followState) drainHeld(ctx context.Context) error {
 		if err := st.receive(ctx, wr); err != nil {
 			if errors.Is(err, errRewatch) {
 				st.held, st.heldBytes = nil, 0
+				st.pre.close() // it buffered meanwhile, and continues after what is dropped
+				st.pre = nil
 			}
 			return err
 		}
@@ -873,7 +1018,7 @@ func (st *followState) storeAbandoned(ctx context.Context) {
 // (storeAbandoned).
 func (st *followState) restart(c chainStart) {
 	st.next, st.chain, st.committed, st.chainLength = c.next, c.chain, c.next-1, 0
-	st.builder, st.pending, st.held = newSegmentBuilder(), nil, c.held
+	st.builder, st.pending, st.held, st.pre = newSegmentBuilder(), nil, c.held, c.pre
 	st.head, st.clusterID, st.lastPut, st.heads = 0, 0, nil, nil
 	st.leases = map[int64]bool{}
 	st.targets.restart(c.next, c.chain, c.missing)
@@ -997,13 +1142,12 @@ func (st *followState) checkHeader(h *etcdserverpb.ResponseHeader) error {
 // watch watches from st.next until the watch ends, a segment had to be
 // retried (to drop what the watch buffered meanwhile), or ctx ends.
 func (st *followState) watch(ctx context.Context) error {
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	wctx, cancel, wch := st.openWatch(ctx)
 	defer cancel()
 	// Only while the watch runs: a store after it ended (of what a
 	// prewatch held) has no watch to stop, and must not be cut short.
 	st.stopWatch = cancel
 	defer func() { st.stopWatch = nil }()
-	wch := st.f.Client.Watch(wctx, "", clientv3.WithPrefix(), clientv3.WithRev(st.next), clientv3.WithProgressNotify())
 	st.watchCh = wch // read by await while a segment is stored
 	defer func() { st.watchCh = nil }()
 	interval := st.f.flushInterval()
@@ -1058,6 +1202,23 @@ func (st *followState) watch(ctx context.Context) error {
 	}
 }
 
+// openWatch opens a watch from st.next; or, for a chain's first watch,
+// continues the prewatch's when it delivers every revision from st.next
+// on: a watch from st.next would be cancelled if etcd compacted past it
+// since the prewatch stopped (what it delivers before st.next, receive
+// skips).
+func (st *followState) openWatch(ctx context.Context) (context.Context, context.CancelFunc, clientv3.WatchChan) {
+	if p := st.pre; p != nil {
+		st.pre = nil
+		if p.resume <= st.next {
+			return p.wctx, p.cancel, p.wch
+		}
+		p.close()
+	}
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	return wctx, cancel, st.f.Client.Watch(wctx, "", clientv3.WithPrefix(), clientv3.WithRev(st.next), clientv3.WithProgressNotify())
+}
+
 // receive adds a watch response's revisions to the segment.
 func (st *followState) receive(ctx context.Context, wr clientv3.WatchResponse) error {
 	if wr.CompactRevision != 0 {
@@ -1096,6 +1257,9 @@ func (st *followState) receive(ctx context.Context, wr clientv3.WatchResponse) e
 			evs = evs[n:]
 			continue
 		}
+		if st.until > 0 && rev > st.until {
+			return st.tailEnd(ctx) // a recovery's tail: caught up
+		}
 		r := SegmentRevision{Revision: rev, Received: now, Events: toSegment(evs[:n])}
 		r.Leases = st.newLeases(ctx, r.Events)
 		if err := st.builder.add(r); err != nil {
@@ -1106,6 +1270,9 @@ func (st *followState) receive(ctx context.Context, wr clientv3.WatchResponse) e
 		}
 		st.next = rev + 1
 		evs = evs[n:]
+		if st.until > 0 && st.next > st.until {
+			return st.tailEnd(ctx)
+		}
 		// A catching-up watch delivers up to 1,000 revisions in one
 		// response: the segment is cut between revisions, inside it.
 		if st.builder.size() >= st.f.maxSegmentBytes() {
@@ -1176,6 +1343,7 @@ func (st *followState) flush(ctx context.Context) (retried bool, err error) {
 		// holds deletes only: a follower resuming after it checks it.
 		lastPut := cmp.Or(b.lastPut, st.lastPut)
 		seg.base.LastPut, seg.base.WatchStarted = lastPut, st.segmentWatchStarted
+		seg.base.Recovery = st.recovering.Load()
 		st.pending = &pendingSegment{encodedSegment: seg, sum: b.sum, raw: len(raw), firstReceived: st.firstReceived, lastPut: lastPut}
 		b.release() // encoded: raw is no longer read
 		st.builder = newSegmentBuilder()
@@ -1225,6 +1393,9 @@ func (st *followState) await(ctx context.Context, p *pendingSegment) (stopped bo
 		held, failing := st.targets.progress(p.sum.LastRevision)
 		if held {
 			break
+		}
+		if failing && st.targets.recovery && st.targets.allLost() {
+			return stopped, errTailLost
 		}
 		if failing && !stopped && st.stopWatch != nil {
 			st.stopWatch()

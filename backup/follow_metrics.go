@@ -1,6 +1,8 @@
 package backup
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -22,9 +24,26 @@ import (
 //	etcdbackup_follower_segment_failures_total{cluster,destination} counter
 //	etcdbackup_follower_destination_behind{cluster,destination}      gauge: 1 while the destination lacks segments others hold
 //	etcdbackup_follower_destination_chains_total{cluster,destination} counter: chains started on the destination alone, after it lost revisions
+//	etcdbackup_follower_recovery_tail_revisions{cluster}       gauge: revisions of an old chain's tail a recovery still catches up (0 when none)
+//
+// While a recovery takes its full backup (RecoveryStarted), the lag in
+// revisions is etcd's head minus the old chain's last committed revision;
+// once the full backup starts the new chain (ChainStarted with its
+// HeadRevision), the lag is the new chain's, and the tail's own backlog is
+// the recovery gauge; a tail a follower started again resumes (RecoveryStarted
+// on another chain than the one it follows) sets the recovery gauge
+// only. A tail that ends short of its full backup for good
+// (etcd compacted it, ...) is reported as a gap (ChainGap), and counted
+// once, when it ends.
 type FollowerMetrics struct {
-	lagRevisions, lagSeconds, committed, chainSegments, lastCommit, behind *prometheus.GaugeVec
-	segments, bytes, gaps, failures, destChains                            *prometheus.CounterVec
+	lagRevisions, lagSeconds, committed, chainSegments, lastCommit, behind, recovery *prometheus.GaugeVec
+	segments, bytes, gaps, failures, destChains                                      *prometheus.CounterVec
+
+	// followed is each cluster's chain followed (ChainStarted,
+	// ChainResumed): a recovery's tail resumed on another chain has a
+	// backlog, not a lag.
+	mu       sync.Mutex
+	followed map[string]string
 }
 
 var _ interface {
@@ -45,6 +64,7 @@ const (
 	MetricFollowerFailures      = "etcdbackup_follower_segment_failures_total"
 	MetricFollowerBehind        = "etcdbackup_follower_destination_behind"
 	MetricFollowerDestChains    = "etcdbackup_follower_destination_chains_total"
+	MetricFollowerRecoveryTail  = "etcdbackup_follower_recovery_tail_revisions"
 )
 
 // NewFollowerMetrics returns unregistered collectors for follower events.
@@ -62,6 +82,7 @@ func NewFollowerMetrics() *FollowerMetrics {
 		committed:     gauge(MetricFollowerCommitted, "Last revision committed on a first target."),
 		chainSegments: gauge(MetricFollowerChainSegments, "Segments of the current chain."),
 		lastCommit:    gauge(MetricFollowerLastCommit, "Unix time of the last segment committed on a first target."),
+		recovery:      gauge(MetricFollowerRecoveryTail, "Revisions of an old chain's tail that a recovery after an outage still catches up in the background."),
 		behind: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: MetricFollowerBehind,
 			Help: "1 while the destination lacks segments the follower committed on another (it failed and catches up, or lost them)."}, dest),
 		segments: counter(MetricFollowerSegments, "Segments committed on a first target.", cluster),
@@ -74,7 +95,7 @@ func NewFollowerMetrics() *FollowerMetrics {
 }
 
 func (m *FollowerMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.lagRevisions, m.lagSeconds, m.committed, m.chainSegments, m.lastCommit, m.behind,
+	return []prometheus.Collector{m.lagRevisions, m.lagSeconds, m.committed, m.chainSegments, m.lastCommit, m.behind, m.recovery,
 		m.segments, m.bytes, m.gaps, m.failures, m.destChains}
 }
 
@@ -97,8 +118,19 @@ func (m *FollowerMetrics) ObserveFollow(e FollowEvent) {
 	c := e.Cluster
 	switch e.Kind {
 	case ChainStarted, ChainResumed:
+		m.mu.Lock()
+		if m.followed == nil {
+			m.followed = map[string]string{}
+		}
+		m.followed[c] = e.Chain
+		m.mu.Unlock()
 		m.chainSegments.WithLabelValues(c).Set(float64(e.ChainLength))
 		m.committed.WithLabelValues(c).Set(float64(e.Revision - 1))
+		if e.HeadRevision > 0 {
+			// A recovery's new chain: its lag from its full backup on.
+			m.lagRevisions.WithLabelValues(c).Set(float64(max(e.HeadRevision-e.Committed, 0)))
+			m.lagSeconds.WithLabelValues(c).Set(e.Lag.Seconds())
+		}
 	case SegmentCommitted:
 		m.segments.WithLabelValues(c).Inc()
 		m.chainSegments.WithLabelValues(c).Set(float64(e.ChainLength))
@@ -118,6 +150,19 @@ func (m *FollowerMetrics) ObserveFollow(e FollowEvent) {
 		m.behind.WithLabelValues(c, e.Destination).Set(0)
 	case ChainGap, ChainRewound:
 		m.gaps.WithLabelValues(c).Inc()
+	case RecoveryStarted:
+		m.mu.Lock()
+		followed := m.followed[c] == e.Chain
+		m.mu.Unlock()
+		if followed { // not a tail resumed: the chain followed is behind
+			m.lagRevisions.WithLabelValues(c).Set(float64(max(e.HeadRevision-e.Committed, 0)))
+			m.lagSeconds.WithLabelValues(c).Set(e.Lag.Seconds())
+		}
+		m.recovery.WithLabelValues(c).Set(float64(max(e.HeadRevision-e.Committed, 0)))
+	case RecoverySegmentCommitted:
+		m.recovery.WithLabelValues(c).Set(float64(max(e.HeadRevision-e.Committed, 0)))
+	case RecoveryDone:
+		m.recovery.WithLabelValues(c).Set(0)
 	}
 }
 

@@ -71,3 +71,71 @@ etcdbackup_follower_segments_total{cluster="prod-a"} 1
 `
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want)))
 }
+
+// TestFollowerMetricsDuringRecovery: a recovery's start shows how far
+// behind the follower is; the tail's commits move the recovery gauge,
+// never the chain's committed revision or lag; a tail cut short by
+// compaction is a gap.
+func TestFollowerMetricsDuringRecovery(t *testing.T) {
+	m := backup.NewFollowerMetrics()
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(m))
+	gauge := func(name string) float64 {
+		fams, err := reg.Gather()
+		require.NoError(t, err)
+		for _, f := range fams {
+			if f.GetName() == name {
+				if c := f.GetMetric()[0].GetCounter(); c != nil {
+					return c.GetValue()
+				}
+				return f.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		return -1
+	}
+	m.ObserveFollow(backup.FollowEvent{Kind: backup.ChainResumed, Cluster: "prod-a", Revision: 101})
+	m.ObserveFollow(backup.FollowEvent{Kind: backup.RecoveryStarted, Cluster: "prod-a", Revision: 101, Committed: 100,
+		HeadRevision: 300100, Lag: 2 * time.Second})
+	require.Equal(t, 300000.0, gauge(backup.MetricFollowerLagRevisions))
+	require.Equal(t, 2.0, gauge(backup.MetricFollowerLagSeconds))
+	require.Equal(t, 300000.0, gauge(backup.MetricFollowerRecoveryTail))
+	// The new full is committed: the lag is the new chain's from there,
+	// before its first segment.
+	m.ObserveFollow(backup.FollowEvent{Kind: backup.ChainStarted, Cluster: "prod-a", Revision: 300201, Committed: 300200,
+		HeadRevision: 300230, Lag: 4 * time.Second})
+	require.Equal(t, 30.0, gauge(backup.MetricFollowerLagRevisions))
+	require.Equal(t, 4.0, gauge(backup.MetricFollowerLagSeconds))
+	require.Equal(t, 300200.0, gauge(backup.MetricFollowerCommitted))
+	m.ObserveFollow(backup.FollowEvent{Kind: backup.SegmentCommitted, Cluster: "prod-a", Revision: 300201, Committed: 300250,
+		HeadRevision: 300260, Lag: 300 * time.Millisecond})
+	m.ObserveFollow(backup.FollowEvent{Kind: backup.RecoverySegmentCommitted, Cluster: "prod-a", Revision: 101, Committed: 1100,
+		HeadRevision: 300200, Lag: time.Minute})
+	require.Equal(t, 300250.0, gauge(backup.MetricFollowerCommitted))
+	require.Equal(t, 10.0, gauge(backup.MetricFollowerLagRevisions))
+	require.Equal(t, 0.3, gauge(backup.MetricFollowerLagSeconds))
+	require.Equal(t, 299100.0, gauge(backup.MetricFollowerRecoveryTail))
+	// A tail etcd compacted: its gap reported (once) as a compaction gap.
+	m.ObserveFollow(backup.FollowEvent{Kind: backup.ChainGap, Cluster: "prod-a", Revision: 1101, Err: backup.ErrCompacted})
+	m.ObserveFollow(backup.FollowEvent{Kind: backup.RecoveryDone, Cluster: "prod-a", Committed: 1100, HeadRevision: 300200,
+		Err: backup.ErrCompacted})
+	require.Zero(t, gauge(backup.MetricFollowerRecoveryTail))
+	require.Equal(t, 1.0, gauge(backup.MetricFollowerGaps))
+}
+
+// TestFollowerMetricsResumedTail: a follower started again mid-recovery
+// resumes its chain, then the old chain's tail (RecoveryStarted on the
+// old chain): the tail's backlog is the recovery gauge, never the lag of
+// the chain followed.
+func TestFollowerMetricsResumedTail(t *testing.T) {
+	m := backup.NewFollowerMetrics()
+	m.ObserveFollow(backup.FollowEvent{Kind: backup.ChainResumed, Cluster: "prod-a", Chain: "new", Revision: 300301})
+	m.ObserveFollow(backup.FollowEvent{Kind: backup.SegmentCommitted, Cluster: "prod-a", Chain: "new", Committed: 300400,
+		HeadRevision: 300402, Lag: 200 * time.Millisecond})
+	m.ObserveFollow(backup.FollowEvent{Kind: backup.RecoveryStarted, Cluster: "prod-a", Chain: "old", Revision: 101, Committed: 100,
+		HeadRevision: 300100})
+	require.NoError(t, testutil.CollectAndCompare(m, strings.NewReader(`
+# HELP etcdbackup_follower_lag_revisions Revisions etcd is ahead of the last segment committed.
+# TYPE etcdbackup_follower_lag_revisions gauge
+etcdbackup_follower_lag_revisions{cluster="prod-a"} 2
+`), backup.MetricFollowerLagRevisions))
+}

@@ -69,6 +69,9 @@ type followTargets struct {
 	list     []*targetState
 	maxBytes int
 	changed  chan struct{} // a target stored or failed (one waiter: Run)
+	// recovery: the targets of a recovery's tail, which never take a
+	// full backup: a target lost there has lost the tail's points.
+	recovery bool
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 }
@@ -155,6 +158,19 @@ func (all *followTargets) progress(last int64) (held, failing bool) {
 		t.mu.Unlock()
 	}
 	return held, failing
+}
+
+// allLost reports whether every target is lost.
+func (all *followTargets) allLost() bool {
+	for _, t := range all.list {
+		t.mu.Lock()
+		lost := t.lost
+		t.mu.Unlock()
+		if !lost {
+			return false
+		}
+	}
+	return true
 }
 
 // awaitDrained waits until every target that is not failing holds its
@@ -262,6 +278,8 @@ func (t *targetState) run(ctx context.Context, all *followTargets) {
 	for ctx.Err() == nil {
 		seg, chain, gen, lost := t.next(f)
 		switch {
+		case lost && all.recovery:
+			return
 		case lost:
 			attempt++
 			pace := f.retry()

@@ -121,6 +121,12 @@ type Manifest struct {
 	// previous segment was stored cannot know which of them were written
 	// by then. Zero in older manifests.
 	WatchStarted time.Time `json:"watchStarted,omitzero"`
+	// Recovery is, for a delta segment of the chain a recovery started
+	// (see Follower), the old chain's tail that recovery had not caught
+	// up yet when the segment was stored: a follower started again on the
+	// chain resumes that tail. Nil for every other segment, and once the
+	// tail ended (caught up, or reported short of its revision).
+	Recovery *RecoveryTail `json:"recovery,omitempty"`
 	// Keys is, for a logical backup, the number of keys it holds. Its
 	// revision is exact: Etcd.Revision.Low and High are equal.
 	Keys int64 `json:"keys,omitempty"`
@@ -135,6 +141,15 @@ type Manifest struct {
 	// from. Empty in segments of older versions, whose config is their
 	// chain's full backup's (retention.ChainName).
 	Config string `json:"config,omitempty"`
+}
+
+// RecoveryTail is a recovery's tail not caught up yet (Manifest.Recovery).
+type RecoveryTail struct {
+	// Chain is the old chain whose tail the recovery catches up, and
+	// Until the last revision of that tail: the upper revision of the full
+	// backup the new chain started from.
+	Chain string `json:"chain"`
+	Until int64  `json:"until"`
 }
 
 // SyntheticInfo records what a synthetic full backup was made from.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -107,6 +108,24 @@ func (s slowUploader) Upload(ctx context.Context, m *backup.Manifest, r io.Reade
 	return s.Uploader.Upload(ctx, m, r)
 }
 
+// slowFirstSegment stores a full backup in delay, the first segment in
+// first, and the other segments at once.
+type slowFirstSegment struct {
+	slowUploader
+	first    time.Duration
+	segments atomic.Int32
+}
+
+func (s *slowFirstSegment) Upload(ctx context.Context, m *backup.Manifest, r io.Reader) error {
+	switch {
+	case !m.IsDelta():
+		return s.slowUploader.Upload(ctx, m, r)
+	case s.segments.Add(1) == 1:
+		return slowUploader{s.Uploader, s.first}.Upload(ctx, m, r)
+	}
+	return s.slowUploader.Uploader.Upload(ctx, m, r)
+}
+
 // TestFollowerSlowStore: MinIO behind a proxy that delays every write by
 // 300 ms, slower than Follower.SlowStore: the follower cancels its watch
 // while a segment is stored (etcd's client would buffer the writes
@@ -154,6 +173,19 @@ func TestFollowerSlowStore(t *testing.T) {
 // full backup holds the revisions after it, so the chain starts (no
 // ChainGap, no second full backup) and its end restores exactly.
 func TestFollowerCompactionFasterThanFull(t *testing.T) {
+	testFollowerCompactionFasterThanFull(t, 0)
+}
+
+// TestFollowerCompactionWhileHeldStored: as above, with segments so small
+// that what the watch opened before the full backup held is cut into
+// segments (the full backup takes four seconds to store, the first
+// segment one and a half), before the chain's watch reads on: that watch continues the one that
+// held, as etcd compacted meanwhile past where a new one would start.
+func TestFollowerCompactionWhileHeldStored(t *testing.T) {
+	testFollowerCompactionFasterThanFull(t, 2048)
+}
+
+func testFollowerCompactionFasterThanFull(t *testing.T, maxSegmentBytes int) {
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
 	b := memBucket(t)
@@ -173,8 +205,13 @@ func TestFollowerCompactionFasterThanFull(t *testing.T) {
 		}
 	}()
 	rec := &followEvents{}
-	f := boundsFollower(t, etcd, slowUploader{&backup.BucketUploader{Bucket: b}, time.Second}, b, rec)
+	var u backup.Uploader = slowUploader{&backup.BucketUploader{Bucket: b}, time.Second}
+	if maxSegmentBytes > 0 {
+		u = &slowFirstSegment{slowUploader: slowUploader{&backup.BucketUploader{Bucket: b}, 4 * time.Second}, first: 1500 * time.Millisecond}
+	}
+	f := boundsFollower(t, etcd, u, b, rec)
 	f.SlowStore = time.Minute
+	f.MaxSegmentBytes = maxSegmentBytes
 	stop := runFollower(t, f)
 	require.Eventually(t, func() bool { return rec.count(backup.SegmentCommitted) >= 2 }, 30*time.Second, 10*time.Millisecond,
 		"the chain starts although etcd compacts faster than a full backup is stored")

@@ -299,7 +299,7 @@ func exportedMetrics(t *testing.T) map[string]family {
 	fm := backup.NewFollowerMetrics()
 	require.NoError(t, reg.Register(fm))
 	for _, kind := range []backup.FollowEventKind{backup.ChainStarted, backup.SegmentCommitted, backup.SegmentFailed, backup.ChainGap,
-		backup.TargetBehind, backup.TargetRestarted, backup.SegmentStored} {
+		backup.TargetBehind, backup.TargetRestarted, backup.SegmentStored, backup.RecoveryStarted} {
 		fm.ObserveFollow(backup.FollowEvent{Kind: kind, Time: now, Cluster: "prod", Destination: "main", HeadRevision: 10, Committed: 8,
 			Revision: 2, ChainLength: 1, RawBytes: 100, StoredBytes: 50, Events: 3, Revisions: 2, Err: errors.New("x")})
 	}

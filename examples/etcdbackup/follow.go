@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -18,12 +19,15 @@ func runFollow(ctx context.Context, s *streams, args []string) error {
 		encoding encodingFlags
 		flush    time.Duration
 		maxBytes int
+		recovery int64
 		quiet    bool
 	)
 	dest.register(fs)
 	etcd.register(fs)
 	fs.DurationVar(&flush, "flush-interval", backup.DefaultFlushInterval, "longest time a revision waits before its segment is stored")
 	fs.IntVar(&maxBytes, "max-segment-bytes", backup.DefaultMaxSegmentBytes, "segment size that triggers a store before the interval")
+	fs.Int64Var(&recovery, "recovery-revisions", backup.DefaultRecoveryRevisions,
+		"revisions behind etcd's head past which a full backup protects the head first and the chain's tail follows in the background (0: never)")
 	encoding.register(fs)
 	fs.BoolVar(&quiet, "quiet", false, "print no progress")
 	if err := fs.parse(s, args); err != nil {
@@ -65,6 +69,8 @@ func runFollow(ctx context.Context, s *streams, args []string) error {
 		Catalogs:        []backup.Catalog{d},
 		FlushInterval:   flush,
 		MaxSegmentBytes: maxBytes,
+		// Zero is the library's default: here it means never.
+		RecoveryRevisions: cmp.Or(max(recovery, 0), -1),
 	}
 	if !quiet {
 		f.Observer = &followProgress{w: s.stderr}
@@ -132,5 +138,17 @@ func (p *followProgress) ObserveFollow(e backup.FollowEvent) {
 		fmt.Fprintf(p.w, "%s caught up to revision %d\n", e.Destination, e.Committed)
 	case backup.WatchRestarted:
 		fmt.Fprintf(p.w, "  watch restarted at revision %d: %s\n", e.Revision, oneLine(e.Err))
+	case backup.RecoveryStarted:
+		fmt.Fprintf(p.w, "RECOVERY: %s is %d revisions behind etcd's head (revision %d); a full backup protects the head first, the chain's tail from revision %d follows in the background\n",
+			e.Cluster, max(e.HeadRevision-e.Committed, 0), e.HeadRevision, e.Revision)
+	case backup.RecoverySegmentCommitted:
+		fmt.Fprintf(p.w, "  tail segment %d..%d of chain %s: %d revisions left to catch up\n", e.Revision, e.Committed, e.Chain,
+			max(e.HeadRevision-e.Committed, 0))
+	case backup.RecoveryDone:
+		if e.Err != nil {
+			fmt.Fprintf(p.w, "GAP: the tail of chain %s ended at revision %d, short of %d: %s\n", e.Chain, e.Committed, e.HeadRevision, oneLine(e.Err))
+			break
+		}
+		fmt.Fprintf(p.w, "recovery done: chain %s holds every revision up to %d\n", e.Chain, e.Committed)
 	}
 }

@@ -22,11 +22,18 @@ import (
 
 // pitrLine is one line the follower child writes on stdout.
 type pitrLine struct {
-	Kind        string `json:"kind"` // "chain", "segment", "end"
+	// "chain", "segment", "end"; for a recovery, "recovery" (started),
+	// "tail" (a segment of the old chain's tail) and "recovered".
+	Kind        string `json:"kind"`
 	First, Last int64  `json:",omitempty"`
 	Committed   int64  `json:",omitempty"` // Unix nanoseconds
 	HWM         int64  `json:",omitempty"`
 	ID          string `json:",omitempty"` // the segment's, for "segment"
+	// Head is etcd's revision as the follower saw it, Lag the event's lag
+	// in nanoseconds (FollowEvent.Lag).
+	Head int64  `json:",omitempty"`
+	Lag  int64  `json:",omitempty"`
+	Err  string `json:",omitempty"`
 }
 
 // runPITRFollower is the "pitr-follow" subcommand: a follower of env's
@@ -67,11 +74,21 @@ func runPITRFollower() error {
 		Observer: backup.FollowObserverFunc(func(e backup.FollowEvent) {
 			switch e.Kind {
 			case backup.ChainStarted, backup.ChainResumed:
-				emit(pitrLine{Kind: "chain"})
+				emit(pitrLine{Kind: "chain", First: e.Revision, Committed: e.Time.UnixNano()})
 			case backup.SegmentCommitted:
-				l := pitrLine{Kind: "segment", First: e.Revision, Last: e.Committed, Committed: e.Time.UnixNano()}
+				l := pitrLine{Kind: "segment", First: e.Revision, Last: e.Committed, Committed: e.Time.UnixNano(), Head: e.HeadRevision, Lag: int64(e.Lag)}
 				if len(e.Manifests) > 0 {
 					l.ID = e.Manifests[0].ID
+				}
+				emit(l)
+			case backup.RecoveryStarted:
+				emit(pitrLine{Kind: "recovery", First: e.Revision, Head: e.HeadRevision, Committed: e.Time.UnixNano()})
+			case backup.RecoverySegmentCommitted:
+				emit(pitrLine{Kind: "tail", First: e.Revision, Last: e.Committed, Head: e.HeadRevision, Committed: e.Time.UnixNano()})
+			case backup.RecoveryDone:
+				l := pitrLine{Kind: "recovered", First: e.Revision, Last: e.Committed, Head: e.HeadRevision, Committed: e.Time.UnixNano()}
+				if e.Err != nil {
+					l.Err = e.Err.Error()
 				}
 				emit(l)
 			}

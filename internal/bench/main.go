@@ -93,6 +93,8 @@ func main() {
 		err = runPITRRemote(args[1:])
 	case len(args) > 0 && args[0] == "pitr-restore":
 		err = runPITRRestore(args[1:])
+	case len(args) > 0 && args[0] == "recovery":
+		err = runRecovery(args[1:])
 	case len(args) > 0 && args[0] == "pitr-follow":
 		err = runPITRFollower()
 	case len(args) > 0 && args[0] == "replicate":

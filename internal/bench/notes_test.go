@@ -90,6 +90,9 @@ func fixtureResults() *results {
 		Base: 21 << 20, StartupPeak: 701 << 20, AllFollowing: 97 * time.Second, FirstCommits: 131 * time.Second, Timeout: 30 * time.Minute,
 		SteadyPeak: 613 << 20, SteadyEnd: 597 << 20, SteadyHeap: 311 << 20, Goroutines: 23011, Phase: 2 * time.Minute,
 		Segments: 119000, LagP50: 1103 * time.Millisecond, LagP99: 1907 * time.Millisecond, LagMax: 2707 * time.Millisecond, CPU: 131, StartCPU: 211, Fulls: 1000, MaxFulls: 4}
+	r.Recovery = &recoveryReport{Started: r.Started, Command: "make bench", Full: "1 GiB", Keys: 131072, Rate: 2000, Value: 1024, StartHead: 431073, Behind: 300000,
+		Protected: 41 * time.Second, LagUnder2s: 97 * time.Second, TailDone: 173 * time.Second, FullRevision: 433101,
+		Lags: []lagSample{{At: time.Second, Revisions: 300000, Lag: 61 * time.Second, Tail: 300000}, {At: 97 * time.Second, Revisions: 1900, Lag: 1900 * time.Millisecond, Tail: 7000}}}
 	return r
 }
 
@@ -224,6 +227,7 @@ func TestReportFromFixture(t *testing.T) {
 		"### Continuous backup to a remote store", "| 1000, 997 | 19 | 913ms | 1.712s | 1.811s | 83 MiB |",
 		"## Replication", "| replication lag p99 | 1.017s |", "| replicator peak RSS (VmHWM) | 37 MiB | <= 64 MiB: met |",
 		"### Seed scale: many continuous jobs in one process", "| start-up peak RSS (VmHWM) | 701 MiB", "| commit lag p99 | 1.907s |",
+		"### Recovery after an outage", "| lag back under 2 s | 1m37s |",
 	} {
 		if !strings.Contains(got, w) {
 			t.Errorf("report lacks %q", w)
@@ -246,12 +250,12 @@ func TestReportFromFixture(t *testing.T) {
 // that the run did not measure it.
 func TestReportNotMeasured(t *testing.T) {
 	r := loadFixture(t)
-	r.Continuous, r.ContinuousRemote, r.PointRestore, r.Replication, r.Seed = nil, nil, nil, nil, nil
+	r.Continuous, r.ContinuousRemote, r.PointRestore, r.Replication, r.Seed, r.Recovery = nil, nil, nil, nil, nil, nil
 	got, err := renderReport(r, "BENCHMARKS.png")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, w := range []string{"## Continuous backup", "### Continuous backup to a remote store", "### Restoring a point after many writes", "## Replication", "### Seed scale"} {
+	for _, w := range []string{"## Continuous backup", "### Continuous backup to a remote store", "### Restoring a point after many writes", "## Replication", "### Seed scale", "### Recovery after an outage"} {
 		i := strings.Index(got, w)
 		if i < 0 {
 			t.Errorf("report lacks %q", w)

@@ -110,7 +110,7 @@ func runPITR(args []string) error {
 
 // pitrCommand is the make command line of a continuous-backup subcommand.
 func pitrCommand(sub string, args []string) string {
-	v := map[string]string{"pitr": "PITR_FLAGS", "pitr-restore": "PITR_RESTORE_FLAGS"}[sub]
+	v := map[string]string{"pitr": "PITR_FLAGS", "pitr-restore": "PITR_RESTORE_FLAGS", "recovery": "RECOVERY_FLAGS"}[sub]
 	if len(args) == 0 {
 		return "make bench"
 	}

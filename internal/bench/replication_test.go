@@ -1,3 +1,5 @@
+//go:build !benchlean
+
 package main
 
 import (

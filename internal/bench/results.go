@@ -44,6 +44,8 @@ type results struct {
 	ContinuousRemote map[string]*pitrReport `json:",omitempty"`
 	// Seed is what the "seed" subcommand measured.
 	Seed *seedReport `json:",omitempty"`
+	// Recovery is what the "recovery" subcommand measured.
+	Recovery *recoveryReport `json:",omitempty"`
 }
 
 // machine describes where the figures were measured.

@@ -76,7 +76,7 @@ func resumable(path, commit string, clean bool, flags []string, m machine) (*res
 // a step that adds a section of its own adds it here.
 func (r *results) complete() bool {
 	return !r.Finished.IsZero() && r.Continuous != nil && len(r.ContinuousRemote) > 0 &&
-		r.PointRestore != nil && r.Replication != nil && r.Seed != nil
+		r.PointRestore != nil && r.Replication != nil && r.Seed != nil && r.Recovery != nil
 }
 
 // groupDone reports whether r records group run to its end on size.

@@ -66,6 +66,13 @@ func TestResumable(t *testing.T) {
 	if err := r.save(path); err != nil {
 		t.Fatal(err)
 	}
+	if got, why := resumable(path, "abc", true, flags, mach); got == nil {
+		t.Errorf("a run without its recovery step is not resumed: %s", why)
+	}
+	r.Recovery = &recoveryReport{}
+	if err := r.save(path); err != nil {
+		t.Fatal(err)
+	}
 	if got, _ := resumable(path, "abc", true, flags, mach); got != nil {
 		t.Error("a complete run is resumed")
 	}
