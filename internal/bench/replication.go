@@ -40,8 +40,10 @@ import (
 // replicationReport holds the figures of a run of the "replicate"
 // subcommand, saved with the results.
 type replicationReport struct {
-	Started  time.Time
-	Command  string
+	Started time.Time
+	Command string
+	// Commit is the commit measured ("" when the checkout was not clean).
+	Commit   string `json:",omitempty"`
 	Asked    int
 	Writes   int
 	Value    int
@@ -74,8 +76,17 @@ func runReplication(args []string) error {
 	work := fs.String("work", "bench-out", "directory for scratch files, logs and results")
 	out := fs.String("out", "BENCHMARKS.md", "report to render again with these figures")
 	chart := fs.String("chart", "BENCHMARKS.png", "chart to render again")
+	resume := fs.Bool("resume", false, "do nothing when the saved results hold this step of the same run, commit and flags")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	cmd := "make bench"
+	if a := withoutFlag(args, "resume"); len(a) > 0 {
+		cmd = "make bench REPLICATE_FLAGS='" + strings.Join(a, " ") + "'"
+	}
+	if *resume && stepDone(filepath.Join(*work, "results.json"), cmd, func(r *results) (time.Time, string, string) { return r.Replication.step() }) {
+		progress("replicate: done in the saved results of this commit")
+		return nil
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -84,11 +95,7 @@ func runReplication(args []string) error {
 		return err
 	}
 	defer os.RemoveAll(run)
-	cmd := "make bench"
-	if len(args) > 0 {
-		cmd = "make bench REPLICATE_FLAGS='" + strings.Join(args, " ") + "'"
-	}
-	rep := replicationReport{Started: time.Now().UTC(), Command: cmd, Asked: *rate, Value: *valueSize, Interval: *interval}
+	rep := replicationReport{Started: time.Now().UTC(), Command: cmd, Commit: cleanCommit(), Asked: *rate, Value: *valueSize, Interval: *interval}
 	from, err := startMinIO(ctx, minioBinary(), filepath.Join(run, "minio-a"), filepath.Join(logs, "replicate-minio-a.log"))
 	if err != nil {
 		return err

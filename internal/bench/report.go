@@ -91,10 +91,10 @@ func renderReport(r *results, chart string) (string, error) {
 	w("%s\n", renderTargets(r))
 	w("%s", renderLogical(r))
 	w("%s%s", renderContinuous(r.Continuous), sectionCommit(r, r.Continuous))
-	w("%s", renderContinuousRemote(r.ContinuousRemote))
+	w("%s%s", renderContinuousRemote(r.ContinuousRemote), stepCommit(r, r.remoteStep))
 	w("%s%s", renderPointRestore(r.PointRestore), sectionCommit(r, r.PointRestore))
-	w("%s", renderReplication(r.Replication))
-	w("%s", renderSeed(r.Seed, r.Machine.CPUs))
+	w("%s%s", renderReplication(r.Replication), stepCommit(r, r.Replication.step))
+	w("%s%s", renderSeed(r.Seed, r.Machine.CPUs), stepCommit(r, r.Seed.step))
 	w("%s", renderRecovery(r.Recovery))
 
 	w("## How to read the figures\n\n")

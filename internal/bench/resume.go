@@ -5,6 +5,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -46,9 +47,8 @@ func sourceCommit() (commit string, clean bool) {
 // resumable returns the saved results at path when a run with flags on
 // machine m can continue them: the same commit, a clean checkout
 // (sourceCommit), the same flags, the same machine (CPUs, memory, Go,
-// etcd, MinIO and library versions), and not every step done (the backup and restore groups, the
-// continuous backup and the point restore). Otherwise it returns nil and
-// why not.
+// etcd, MinIO and library versions), and not every step done
+// (complete). Otherwise it returns nil and why not.
 func resumable(path, commit string, clean bool, flags []string, m machine) (*results, string) {
 	r, err := loadResults(path)
 	switch {
@@ -64,10 +64,19 @@ func resumable(path, commit string, clean bool, flags []string, m machine) (*res
 		return nil, fmt.Sprintf("the saved results were run with flags %q", r.Flags)
 	case r.Machine != m:
 		return nil, fmt.Sprintf("the saved results were measured on another machine or toolchain (%+v)", r.Machine)
-	case !r.Finished.IsZero() && r.Continuous != nil && r.PointRestore != nil:
+	case r.complete():
 		return nil, "the saved run is complete"
 	}
 	return r, ""
+}
+
+// complete reports whether r holds every step of make bench: the groups
+// run to their end and the section of each subcommand. Until then a run
+// of make bench continues r (with -resume), the steps it holds skipped:
+// a step that adds a section of its own adds it here.
+func (r *results) complete() bool {
+	return !r.Finished.IsZero() && r.Continuous != nil && len(r.ContinuousRemote) > 0 &&
+		r.PointRestore != nil && r.Replication != nil && r.Seed != nil && r.Recovery != nil
 }
 
 // groupDone reports whether r records group run to its end on size.
@@ -112,14 +121,58 @@ func (p *pitrReport) step() (time.Time, string, string) {
 	return p.Started, p.Command, p.Commit
 }
 
+// step returns what stepDone needs of c, zero for nil.
+func (c *replicationReport) step() (time.Time, string, string) {
+	if c == nil {
+		return time.Time{}, "", ""
+	}
+	return c.Started, c.Command, c.Commit
+}
+
+// step returns what stepDone needs of p, zero for nil.
+func (p *seedReport) step() (time.Time, string, string) {
+	if p == nil {
+		return time.Time{}, "", ""
+	}
+	return p.Started, p.Command, p.Commit
+}
+
+// remoteStep returns what stepDone needs of pitr-remote's sections: the
+// earliest of stores', zero when one of stores is missing.
+func remoteStep(m map[string]*pitrReport, stores []string) (time.Time, string, string) {
+	var first *pitrReport
+	for _, name := range stores {
+		p := m[name]
+		if p == nil {
+			return time.Time{}, "", ""
+		}
+		if first == nil || p.Started.Before(first.Started) {
+			first = p
+		}
+	}
+	return first.step()
+}
+
+// remoteStep is remoteStep of every store r's pitr-remote section holds.
+func (r *results) remoteStep() (time.Time, string, string) {
+	return remoteStep(r.ContinuousRemote, slices.Sorted(maps.Keys(r.ContinuousRemote)))
+}
+
 // sectionCommit says when a step's section p was measured at another
 // commit than r's tables (a step run alone, as make bench-pitr does, adds
 // its section to whatever results are saved), "" otherwise.
 func sectionCommit(r *results, p *pitrReport) string {
-	if p == nil || (p.Commit == r.Commit && r.Commit != "") {
+	return stepCommit(r, p.step)
+}
+
+// stepCommit is sectionCommit of any step's section, found by step (zero
+// when absent).
+func stepCommit(r *results, step func() (time.Time, string, string)) string {
+	started, _, commit := step()
+	if started.IsZero() || (commit == r.Commit && r.Commit != "") {
 		return ""
 	}
-	return fmt.Sprintf("Measured at commit %s, not the commit of the tables above (%s).\n\n", commitText(p.Commit), commitText(r.Commit))
+	return fmt.Sprintf("Measured at commit %s, not the commit of the tables above (%s).\n\n", commitText(commit), commitText(r.Commit))
 }
 
 // withoutFlag returns args without the boolean flag name (-name, --name,
@@ -191,7 +244,7 @@ func (b *bench) startResults(cfg *config) error {
 // left in the checkout, another commit).
 func keepUnfinished(path string) error {
 	r, err := loadResults(path)
-	if err != nil || (!r.Finished.IsZero() && r.Continuous != nil && r.PointRestore != nil) {
+	if err != nil || r.complete() {
 		return nil
 	}
 	kept := filepath.Join(filepath.Dir(path), "results-"+r.Started.UTC().Format("20060102T150405Z")+".json")

@@ -53,7 +53,23 @@ func TestResumable(t *testing.T) {
 			t.Errorf("%s: resumed", name)
 		}
 	}
+	// Interrupted after the groups, pitr and pitr-restore: the later
+	// steps of make bench continue the same run.
 	r.Finished, r.Continuous, r.PointRestore = time.Now(), &pitrReport{}, &pitrReport{}
+	if err := r.save(path); err != nil {
+		t.Fatal(err)
+	}
+	if got, why := resumable(path, "abc", true, flags, mach); got == nil {
+		t.Errorf("a run without its pitr-remote, replicate and seed steps is not resumed: %s", why)
+	}
+	r.ContinuousRemote, r.Replication, r.Seed = map[string]*pitrReport{"tls": {}}, &replicationReport{}, &seedReport{}
+	if err := r.save(path); err != nil {
+		t.Fatal(err)
+	}
+	if got, why := resumable(path, "abc", true, flags, mach); got == nil {
+		t.Errorf("a run without its recovery step is not resumed: %s", why)
+	}
+	r.Recovery = &recoveryReport{}
 	if err := r.save(path); err != nil {
 		t.Fatal(err)
 	}
@@ -218,8 +234,7 @@ func TestRunCountsPerGroup(t *testing.T) {
 // results of any run).
 func TestSectionOfAnotherCommit(t *testing.T) {
 	r := loadFixture(t)
-	r.Commit = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
-	r.Continuous.Commit = r.Commit
+	r.Commit = fixtureCommit // every section's
 	r.PointRestore.Commit = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
 	got, err := renderReport(r, "c.png")
 	if err != nil {
@@ -299,5 +314,45 @@ func TestNewRunKeepsUnfinishedResults(t *testing.T) {
 	r, err := loadResults(kept[0])
 	if err != nil || len(r.Groups) != 1 || r.Commit != "abc" {
 		t.Errorf("kept %+v, %v", r, err)
+	}
+}
+
+// TestStepInEveryStep finds the section of each subcommand make bench
+// runs after the groups, so that a resumed make bench skips it.
+func TestStepInEveryStep(t *testing.T) {
+	at := time.Date(2026, 11, 27, 6, 0, 0, 0, time.UTC)
+	p := &pitrReport{Started: at.Add(time.Hour), Command: "make bench", Commit: "abc"}
+	r := &results{Commit: "abc", Started: at, Continuous: p, PointRestore: p,
+		ContinuousRemote: map[string]*pitrReport{"tls": p, "tls-100ms": p},
+		Replication:      &replicationReport{Started: p.Started, Command: p.Command, Commit: p.Commit},
+		Seed:             &seedReport{Started: p.Started, Command: p.Command, Commit: p.Commit}}
+	steps := map[string]func(*results) (time.Time, string, string){
+		"pitr": func(r *results) (time.Time, string, string) { return r.Continuous.step() },
+		"pitr-remote": func(r *results) (time.Time, string, string) {
+			return remoteStep(r.ContinuousRemote, []string{"tls", "tls-100ms"})
+		},
+		"pitr-restore": func(r *results) (time.Time, string, string) { return r.PointRestore.step() },
+		"replicate":    func(r *results) (time.Time, string, string) { return r.Replication.step() },
+		"seed":         func(r *results) (time.Time, string, string) { return r.Seed.step() },
+	}
+	for name, get := range steps {
+		if !stepIn(r, "abc", "make bench", get) {
+			t.Errorf("%s: the same run's step is measured again", name)
+		}
+		if stepIn(&results{Commit: "abc", Started: at}, "abc", "make bench", get) {
+			t.Errorf("%s: skipped without its section", name)
+		}
+	}
+	if stepIn(r, "abc", "make bench", func(r *results) (time.Time, string, string) {
+		return remoteStep(r.ContinuousRemote, []string{"tls", "tls-50ms"})
+	}) {
+		t.Error("pitr-remote skipped with a store missing")
+	}
+	if got := stepCommit(r, r.Seed.step); got != "" {
+		t.Errorf("a section of the tables' commit says %q", got)
+	}
+	r.Seed.Commit = ""
+	if got := stepCommit(r, r.Seed.step); !strings.Contains(got, "not recorded") {
+		t.Errorf("a section measured with changes says %q", got)
 	}
 }

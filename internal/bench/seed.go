@@ -55,6 +55,8 @@ type seedConfig struct {
 type seedReport struct {
 	Started time.Time
 	Command string
+	// Commit is the commit measured ("" when the checkout was not clean).
+	Commit string `json:",omitempty"`
 	// Jobs continuous jobs of one scheduler, over Etcds etcd processes,
 	// each written Writes times a second with 1 KiB values; Slots is the
 	// scheduler's MaxConcurrent (and MaxPerDestination: one destination).
@@ -111,11 +113,20 @@ func runSeed(args []string) error {
 	fs.StringVar(&c.work, "work", "bench-out", "directory for scratch files, logs and results")
 	fs.StringVar(&c.out, "out", "BENCHMARKS.md", "report to render again with these figures")
 	fs.StringVar(&c.chart, "chart", "BENCHMARKS.png", "chart to render again")
+	resume := fs.Bool("resume", false, "do nothing when the saved results hold this step of the same run, commit and flags")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if err := c.check(); err != nil {
 		return err
+	}
+	command := "make bench"
+	if a := withoutFlag(args, "resume"); len(a) > 0 {
+		command = "make bench SEED_FLAGS='" + strings.Join(a, " ") + "'"
+	}
+	if *resume && stepDone(filepath.Join(c.work, "results.json"), command, func(r *results) (time.Time, string, string) { return r.Seed.step() }) {
+		progress("seed: done in the saved results of this commit")
+		return nil
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -124,11 +135,8 @@ func runSeed(args []string) error {
 		return err
 	}
 	defer os.RemoveAll(run)
-	rep := seedReport{Started: time.Now().UTC(), Command: "make bench", Destination: c.dest, Jobs: c.jobs, Etcds: c.etcds, Writes: c.writes, Slots: c.slots,
+	rep := seedReport{Started: time.Now().UTC(), Command: command, Commit: cleanCommit(), Destination: c.dest, Jobs: c.jobs, Etcds: c.etcds, Writes: c.writes, Slots: c.slots,
 		GOMAXPROCS: runtime.GOMAXPROCS(0), Load: loadAverage(), Phase: c.phase, Timeout: c.timeout}
-	if len(args) > 0 {
-		rep.Command = "make bench SEED_FLAGS='" + strings.Join(args, " ") + "'"
-	}
 	var endpoints []string
 	for i := range c.etcds {
 		e, err := startEtcd(ctx, self, filepath.Join(run, fmt.Sprintf("etcd-%d", i)), filepath.Join(logs, fmt.Sprintf("seed-etcd-%d.log", i)), true)

@@ -151,7 +151,12 @@ func writeCertificate(dir string) (*tls.Certificate, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	path := filepath.Join(dir, "ca.pem")
+	// Absolute: the CLI reads it from a config file elsewhere, and resolves
+	// a relative caFile against the config's directory.
+	path, err := filepath.Abs(filepath.Join(dir, "ca.pem"))
+	if err != nil {
+		return nil, "", err
+	}
 	if err := os.WriteFile(path, certPEM, 0o600); err != nil {
 		return nil, "", fmt.Errorf("write certificate: %w", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -67,5 +68,25 @@ func TestStoreProxy(t *testing.T) {
 		if resp.StatusCode != http.StatusBadRequest {
 			t.Errorf("the proxy served plain HTTP: %s", resp.Status)
 		}
+	}
+}
+
+// TestCertificatePathAbsolute names the CA file by an absolute path when
+// the bench's -work is relative (as make bench's bench-out is): the CLI
+// resolves a config's relative caFile against the config's directory.
+func TestCertificatePathAbsolute(t *testing.T) {
+	t.Chdir(t.TempDir())
+	if err := os.Mkdir("run", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	_, caFile, err := writeCertificate("run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !filepath.IsAbs(caFile) {
+		t.Errorf("CA file %q is relative", caFile)
+	}
+	if _, err := os.Stat(caFile); err != nil {
+		t.Error(err)
 	}
 }
