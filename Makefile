@@ -194,32 +194,29 @@ fuzz:
 # whole of BENCHMARKS.md with BENCHMARKS.png from it: nothing in the report
 # is typed in. Filled etcds are cached in bench-out/etcd (git-ignored).
 # Time on a quiet 2-core machine with the defaults (loopback groups 5
-# rounds, restores 10, reference (ref) rows 2, remote stores on 1 GiB
+# rounds, restores 10, reference (ref) rows 3, remote stores on 1 GiB
 # only), estimated from the code, the last full run's wall times and
 # small runs:
 #   builds                                              2 min
 #   fills (once, then cached in bench-out/etcd)         2 min
 #   256 MiB, every group                               10 min
 #   1 GiB loopback: backups 11, restores 11, copy 1    23 min
-#   1 GiB remote stores (2 RTTs, CLI export rows too)  25-30 min
+#   1 GiB remote stores (3 RTTs, CLI export rows too)  40-45 min
 #   2 GiB: backups 19, restores 20, copy 2             41 min
 #   pitr                                                4 min
-#   pitr-remote (2 stores)                              3 min
+#   pitr-remote (3 stores)                              4-5 min
 #   pitr-restore                                       10-15 min, more on a slow disk
 #   replicate                                           2 min
 #   seed                                               5-10 min, up to 35 on a slow disk
 #   recovery (from the code: 300,000 puts, a full      5-8 min, at most about 15
 #     backup and the catch-up of the 1 GiB etcd)
-#   in all                                             about 2h15-2h35
+#   in all                                             about 2h35-2h55
 # While a compared mode of a judged group (loopback backups and
 # restores) has fewer than 5 quiet rounds, rounds are added up to
 # -max-runs 7 (restores 14): up to about 15 minutes more on a busy
-# machine; a mode still short of 5 quiet rounds gets "unclear". To fit
-# the run near 2 hours, the remote stores no longer run at 50 ms RTT
-# (between no added and 100 ms; about 14 minutes of groups and 1-2 of
-# pitr-remote) and reference rows run 2 rounds, not 3 (about 7 minutes;
-# they carry no wall-time verdict, and their peak-RSS verdicts keep the
-# median rule).
+# machine; a mode still short of 5 quiet rounds gets "unclear". The run
+# is longer than a 2-hour sitting: start it first, and run it again to
+# continue if it is interrupted (below).
 # Interrupted, `make bench` again on the same clean commit with the same
 # flags, machine and toolchain continues: the groups and steps done are
 # kept, the others run whole, and the report says when each ran (BENCH_RESUME=

@@ -40,10 +40,9 @@
 // of its own (as pitr) is a subcommand here that fills a field of results
 // through saveSection, recording its Started, Command and Commit
 // (cleanCommit), takes -resume and returns early when stepDone says the
-// saved results hold it; results.complete requires the field, so that a
-// run interrupted before the step is continued; renderReport renders the
-// field, saying "not measured by this run" when it is nil; the Makefile's
-// bench target runs it with $(BENCH_RESUME) and its time table counts it; notes_test.go's fixture holds a section of it;
+// saved results hold it; renderReport renders the field, saying "not
+// measured by this run" when it is nil; the Makefile's bench target runs
+// it with $(BENCH_RESUME); notes_test.go's fixture holds a section of it;
 // notes.md quotes its figures only through notesFuncs.
 package main
 
@@ -151,7 +150,7 @@ func parseConfig(args []string) (*config, error) {
 	runsLarge := fs.Int("runs-large", 5, "rounds of each mode per size above 1 GiB")
 	maxRuns := fs.Int("max-runs", 7, "rounds at most, when a compared mode has fewer than 5 quiet rounds after -runs (-runs-large)")
 	restoreRuns := fs.Int("restore-runs", 2, "the local restore group runs this many times as many rounds as the backup groups")
-	refRuns := fs.Int("ref-runs", 2, "reference modes (ref) run in this many rounds of their group at most")
+	refRuns := fs.Int("ref-runs", 3, "reference modes (ref) run in this many rounds of their group at most")
 	remoteSizes := fs.String("remote-sizes", "1GiB", "sizes the remote-store groups (TLS, added RTT) run on, comma-separated, among -sizes")
 	modeList := fs.String("modes", "", "modes to run, comma-separated (default: all)")
 	work := fs.String("work", "bench-out", "directory for the fill cache, logs, temporary files and results")

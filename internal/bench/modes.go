@@ -82,6 +82,7 @@ type remoteStore struct {
 // remoteStores are the stores the remote modes run against.
 var remoteStores = []remoteStore{
 	{name: "tls", rtt: 0},
+	{name: "tls-50ms", rtt: 50 * time.Millisecond},
 	{name: "tls-100ms", rtt: 100 * time.Millisecond},
 }
 

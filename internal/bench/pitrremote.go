@@ -28,7 +28,7 @@ import (
 
 func runPITRRemote(args []string) error {
 	fs := flag.NewFlagSet("pitr-remote", flag.ContinueOnError)
-	stores := fs.String("stores", "tls,tls-100ms", "remote stores to follow into, comma-separated")
+	stores := fs.String("stores", "tls,tls-50ms,tls-100ms", "remote stores to follow into, comma-separated")
 	duration := fs.Duration("duration", 20*time.Second, "how long the writes run against each store")
 	rate := fs.Int("rate", 1000, "writes per second")
 	valueSize := fs.Int("value", 1024, "value size in bytes")
