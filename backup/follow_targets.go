@@ -259,8 +259,17 @@ func (t *targetState) next(f *Follower) (seg *pendingSegment, chain string, gen 
 func (t *targetState) run(ctx context.Context, all *followTargets) {
 	f := all.f
 	attempt := 0
+	// The attempts at doubted whose commit failed: the first of them the
+	// store holds after all is the segment's commit.
+	var (
+		doubted *pendingSegment
+		tried   []*Manifest
+	)
 	for ctx.Err() == nil {
 		seg, chain, gen, lost := t.next(f)
+		if seg != doubted {
+			doubted, tried = seg, nil
+		}
 		switch {
 		case lost:
 			attempt++
@@ -287,9 +296,15 @@ func (t *targetState) run(ctx context.Context, all *followTargets) {
 			}
 		default:
 			attempt++
-			s := *seg.encodedSegment
-			s.base.Chain = chain
-			m, err := s.storeOnce(ctx, t.t, f.Pipeline.now(), attempt)
+			m, err := committedInDoubt(ctx, t.t, t.catalog, tried)
+			if err == nil && m == nil {
+				s := *seg.encodedSegment
+				s.base.Chain = chain
+				m, err = s.storeOnce(ctx, t.t, f.Pipeline.now(), attempt)
+				if err != nil && m != nil {
+					tried = append(tried, m)
+				}
+			}
 			if err != nil {
 				t.failed(ctx, f, attempt, err)
 				all.notify()

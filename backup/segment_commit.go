@@ -127,7 +127,10 @@ func segmentName(first int64, attempt int) string {
 }
 
 // storeOnce uploads and commits seg on t, named for attempt, created at
-// now. It returns the committed manifest.
+// now. It returns the committed manifest; when the commit fails, it returns
+// the manifest it tried with the error: the store may hold it all the same
+// (an answer lost after the write), which the next attempt checks first
+// (committedInDoubt).
 func (seg *encodedSegment) storeOnce(ctx context.Context, t Target, now time.Time, attempt int) (*Manifest, error) {
 	m := seg.base
 	m.Name = segmentName(m.FirstRevision, attempt)
@@ -148,9 +151,41 @@ func (seg *encodedSegment) storeOnce(ctx context.Context, t Target, now time.Tim
 	}
 	m.Completed = now.UTC()
 	if err := t.Uploader.Commit(ctx, &m); err != nil {
-		return nil, fmt.Errorf("commit: %w", err)
+		return &m, fmt.Errorf("commit: %w", err)
 	}
 	return &m, nil
+}
+
+// committedInDoubt returns the manifest of tried, the attempts of a segment
+// whose commit failed, that the target holds after all, or nil when it
+// holds none of them: a commit whose answer was lost may have landed, and
+// committing the segment again under the next attempt's name would put
+// its revisions twice in the chain. An error says the target could not be
+// asked, and the next attempt must wait. A target that cannot be read
+// (an Uploader other than BucketUploader, without a catalog of its own) is
+// not asked.
+func committedInDoubt(ctx context.Context, t Target, c Catalog, tried []*Manifest) (*Manifest, error) {
+	if u, ok := t.Uploader.(*BucketUploader); ok {
+		c = u.Bucket
+	}
+	if c == nil {
+		return nil, nil
+	}
+	for _, m := range tried {
+		body, err := m.Marshal()
+		if err != nil {
+			return nil, err
+		}
+		key := ClusterPrefix(m.Cluster) + ManifestKey(m.DataKey)
+		held, _, err := holds(ctx, c, key, body)
+		if err != nil {
+			return nil, fmt.Errorf("read back manifest %s of an earlier attempt: %w", key, err)
+		}
+		if held {
+			return m, nil
+		}
+	}
+	return nil, nil
 }
 
 // retryPolicy paces the attempts of a segment's commit.

@@ -1,0 +1,114 @@
+package backup_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/etcdbackup/etcdbackup/backup"
+	"github.com/etcdbackup/etcdbackup/internal/etcdtest"
+	"github.com/etcdbackup/etcdbackup/internal/faultproxy"
+	"github.com/etcdbackup/etcdbackup/internal/miniotest"
+	"github.com/etcdbackup/etcdbackup/storage/s3"
+)
+
+// blindManifest loses every answer about the first delta segment's
+// manifest (its PUT, which MinIO stores, and the read-backs after it)
+// until the follower reports the failed attempt: a store that went down
+// right after it wrote the manifest, and came back.
+type blindManifest struct {
+	mu   sync.Mutex
+	path string
+	open atomic.Bool
+}
+
+func (b *blindManifest) match(r *http.Request) bool {
+	if b.open.Load() || !strings.HasSuffix(r.URL.Path, backup.ManifestSuffix) || !strings.Contains(r.URL.Path, "-delta-") {
+		return false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.path == "" && r.Method == http.MethodPut {
+		b.path = r.URL.Path
+	}
+	return r.URL.Path == b.path
+}
+
+func (b *blindManifest) ObserveFollow(e backup.FollowEvent) {
+	if e.Kind == backup.SegmentFailed {
+		b.open.Store(true)
+	}
+}
+
+// TestFollowerRetryFindsCommitInDoubt: the commit of a segment lands, but
+// its answer and the read-back after it are lost, so the attempt fails in
+// doubt. The next attempt must find the manifest the first one wrote
+// instead of committing the segment a second time: the chain holds each
+// revision once.
+func TestFollowerRetryFindsCommitInDoubt(t *testing.T) {
+	ctx := t.Context()
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	srv := miniotest.Start(t)
+	bucket := srv.NewBucket(t, miniotest.BucketOptions{})
+	direct := newS3(t, srv, bucket)
+	proxy := faultproxy.StartHTTP(t, srv.Endpoint())
+	opts := srv.S3Options(bucket)
+	opts.Endpoint, opts.MaxRetries = proxy.Addr(), 1
+	through, err := s3.New(opts)
+	require.NoError(t, err)
+	blind := &blindManifest{}
+	proxy.SetRules(faultproxy.Rule{Name: "blind", Match: blind.match, Action: faultproxy.LoseAnswer})
+
+	snapshotter, err := backup.NewEtcdSnapshotter(backup.EtcdConfig{Endpoints: etcd.Endpoints()})
+	require.NoError(t, err)
+	rec := &segmentRanges{}
+	f := &backup.Follower{
+		Client:        cli,
+		Pipeline:      &backup.Pipeline{Snapshotter: snapshotter, Compression: backup.None},
+		Cluster:       "prod-a",
+		Targets:       []backup.Target{{Destination: "minio", Uploader: &backup.BucketUploader{Bucket: through}}},
+		Catalogs:      []backup.Catalog{direct},
+		FlushInterval: 100 * time.Millisecond,
+		RetryInterval: 50 * time.Millisecond,
+		Observer:      backup.FollowObservers{rec, blind},
+	}
+	fctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- f.Run(fctx) }()
+	require.Eventually(t, rec.started.Load, 30*time.Second, 10*time.Millisecond)
+	var last int64
+	for i := range 30 {
+		resp, err := cli.Put(ctx, fmt.Sprintf("/k/%d", i%5), fmt.Sprintf("v%d", i))
+		require.NoError(t, err)
+		last = resp.Header.Revision
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.Eventually(t, func() bool { return rec.last() >= last }, 30*time.Second, 10*time.Millisecond)
+	cancel()
+	require.NoError(t, <-done)
+	require.True(t, blind.open.Load(), "an attempt failed in doubt")
+	require.Positive(t, proxy.Fired()["blind"])
+
+	entries, err := backup.ListBackups(ctx, direct, "prod-a")
+	require.NoError(t, err)
+	var prev int64
+	for _, e := range entries {
+		require.NotEqual(t, backup.KindInvalid, e.Kind, "invalid entry %s: %v", e.Key, e.Problem)
+		if e.Kind != backup.KindDelta {
+			continue
+		}
+		if prev != 0 {
+			require.Equal(t, prev+1, e.Manifest.FirstRevision, "segment %s: no gap, no double", e.ID)
+		}
+		prev = e.Manifest.LastRevision
+	}
+	require.Equal(t, last, prev, "the chain ends at the last revision written")
+}
