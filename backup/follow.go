@@ -48,7 +48,13 @@ const (
 // SlowStore, it cancels the watch and watches again once the segment is
 // stored, so memory does not grow with the length of an outage or with
 // the slowness of a store. Segments are cut at MaxSegmentBytes between
-// revisions, inside a watch response too.
+// revisions, inside a watch response too. A commit whose answer was lost
+// (a store that went down, or a link that broke, after it wrote the
+// manifest) is in doubt: before its next attempt writes the segment again
+// under a name of its own, the target reads back the manifests of the
+// attempts in doubt, and takes the one it holds as the segment's commit,
+// so that no revision is in a chain twice. That read needs a
+// BucketUploader target or a catalog per target.
 //
 // The follower asks etcd its revision and cluster ID before each watch and
 // checks every response: a revision below what it committed, or another
