@@ -53,8 +53,9 @@ const (
 // manifest) is in doubt: before its next attempt writes the segment again
 // under a name of its own, the target reads back the manifests of the
 // attempts in doubt, and takes the one it holds as the segment's commit,
-// so that no revision is in a chain twice. That read needs a
-// BucketUploader target or a catalog per target.
+// so that no revision is in a chain twice. That read needs an Uploader
+// that is a BucketUploader or a Catalog (a destination), or a catalog per
+// target.
 //
 // The follower asks etcd its revision and cluster ID before each watch and
 // checks every response: a revision below what it committed, or another

@@ -161,12 +161,16 @@ func (seg *encodedSegment) storeOnce(ctx context.Context, t Target, now time.Tim
 // holds none of them: a commit whose answer was lost may have landed, and
 // committing the segment again under the next attempt's name would put
 // its revisions twice in the chain. An error says the target could not be
-// asked, and the next attempt must wait. A target that cannot be read
-// (an Uploader other than BucketUploader, without a catalog of its own) is
-// not asked.
+// asked, and the next attempt must wait. The target is read through its
+// Uploader when that is a BucketUploader or a Catalog itself (a
+// destination), else through c, its own catalog; without either it is not
+// asked.
 func committedInDoubt(ctx context.Context, t Target, c Catalog, tried []*Manifest) (*Manifest, error) {
-	if u, ok := t.Uploader.(*BucketUploader); ok {
+	switch u := t.Uploader.(type) {
+	case *BucketUploader:
 		c = u.Bucket
+	case Catalog:
+		c = u
 	}
 	if c == nil {
 		return nil, nil
