@@ -112,3 +112,64 @@ func TestFollowerRetryFindsCommitInDoubt(t *testing.T) {
 	}
 	require.Equal(t, last, prev, "the chain ends at the last revision written")
 }
+
+// TestFollowerRetryWithoutReadPermission: a writer whose credentials may
+// put objects but not get them (a common hardening) cannot read back the
+// manifest of an attempt whose commit is in doubt. Its next attempt must
+// store the segment anew, as before the read-back existed, rather than
+// wait for a read the store never allows: a segment stored twice costs
+// storage (restore replays each revision once), a follower that stops
+// storing loses the revisions after it.
+func TestFollowerRetryWithoutReadPermission(t *testing.T) {
+	ctx := t.Context()
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	srv := miniotest.Start(t)
+	bucket := srv.NewBucket(t, miniotest.BucketOptions{})
+	direct := newS3(t, srv, bucket)
+	proxy := faultproxy.StartHTTP(t, srv.Endpoint())
+	opts := srv.S3Options(bucket)
+	opts.Endpoint, opts.MaxRetries = proxy.Addr(), 1
+	through, err := s3.New(opts)
+	require.NoError(t, err)
+	delta := func(r *http.Request) bool {
+		return strings.HasSuffix(r.URL.Path, backup.ManifestSuffix) && strings.Contains(r.URL.Path, "-delta-")
+	}
+	proxy.SetRules(
+		faultproxy.Rule{Name: "lost", Times: 1, Action: faultproxy.LoseAnswer,
+			Match: func(r *http.Request) bool { return r.Method == http.MethodPut && delta(r) }},
+		faultproxy.Rule{Name: "denied", Action: faultproxy.AccessDenied,
+			Match: func(r *http.Request) bool { return r.Method == http.MethodGet && delta(r) }},
+	)
+
+	snapshotter, err := backup.NewEtcdSnapshotter(backup.EtcdConfig{Endpoints: etcd.Endpoints()})
+	require.NoError(t, err)
+	rec := &segmentRanges{}
+	f := &backup.Follower{
+		Client:        cli,
+		Pipeline:      &backup.Pipeline{Snapshotter: snapshotter, Compression: backup.None},
+		Cluster:       "prod-a",
+		Targets:       []backup.Target{{Destination: "minio", Uploader: &backup.BucketUploader{Bucket: through}}},
+		Catalogs:      []backup.Catalog{direct},
+		FlushInterval: 100 * time.Millisecond,
+		RetryInterval: 50 * time.Millisecond,
+		Observer:      rec,
+	}
+	fctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- f.Run(fctx) }()
+	require.Eventually(t, rec.started.Load, 30*time.Second, 10*time.Millisecond)
+	var last int64
+	for i := range 30 {
+		resp, err := cli.Put(ctx, fmt.Sprintf("/k/%d", i%5), fmt.Sprintf("v%d", i))
+		require.NoError(t, err)
+		last = resp.Header.Revision
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.Eventually(t, func() bool { return rec.last() >= last }, 30*time.Second, 10*time.Millisecond,
+		"the follower stores the revisions after a commit it cannot read back")
+	cancel()
+	require.NoError(t, <-done)
+	require.Positive(t, proxy.Fired()["lost"])
+	require.Positive(t, proxy.Fired()["denied"])
+}

@@ -5,11 +5,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"time"
 
 	"filippo.io/age"
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/etcdbackup/etcdbackup/storage"
 )
 
 // segmentCodec encodes delta segments as the pipeline encodes snapshots:
@@ -161,7 +164,10 @@ func (seg *encodedSegment) storeOnce(ctx context.Context, t Target, now time.Tim
 // holds none of them: a commit whose answer was lost may have landed, and
 // committing the segment again under the next attempt's name would put
 // its revisions twice in the chain. An error says the target could not be
-// asked, and the next attempt must wait. The target is read through its
+// asked, and the next attempt must wait; a target that refuses the read
+// (storage.ErrPermission: credentials that may write but not read) never
+// answers, so it counts as holding none, and the segment is stored anew
+// (restore replays a revision stored twice once). The target is read through its
 // Uploader when that is a BucketUploader or a Catalog itself (a
 // destination), else through c, its own catalog; without either it is not
 // asked.
@@ -182,6 +188,11 @@ func committedInDoubt(ctx context.Context, t Target, c Catalog, tried []*Manifes
 		}
 		key := ClusterPrefix(m.Cluster) + ManifestKey(m.DataKey)
 		held, _, err := holds(ctx, c, key, body)
+		if errors.Is(err, storage.ErrPermission) {
+			// Credentials that may write but not read: the store never
+			// answers, and a segment stored twice is replayed once.
+			return nil, nil
+		}
 		if err != nil {
 			return nil, fmt.Errorf("read back manifest %s of an earlier attempt: %w", key, err)
 		}
