@@ -173,3 +173,67 @@ func TestFollowerRetryWithoutReadPermission(t *testing.T) {
 	require.Positive(t, proxy.Fired()["lost"])
 	require.Positive(t, proxy.Fired()["denied"])
 }
+
+// failures counts a follower's failed segment attempts.
+type failures struct{ n atomic.Int64 }
+
+func (f *failures) ObserveFollow(e backup.FollowEvent) {
+	if e.Kind == backup.SegmentFailed {
+		f.n.Add(1)
+	}
+}
+
+// TestFollowerDoubtReadBacksBounded: a store that answers 500 to every
+// manifest write leaves each attempt's commit in doubt. The read-backs of
+// the attempts before stay bounded per attempt, instead of growing with
+// the length of the outage.
+func TestFollowerDoubtReadBacksBounded(t *testing.T) {
+	ctx := t.Context()
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	srv := miniotest.Start(t)
+	bucket := srv.NewBucket(t, miniotest.BucketOptions{})
+	direct := newS3(t, srv, bucket)
+	proxy := faultproxy.StartHTTP(t, srv.Endpoint())
+	opts := srv.S3Options(bucket)
+	opts.Endpoint, opts.MaxRetries = proxy.Addr(), 1
+	through, err := s3.New(opts)
+	require.NoError(t, err)
+	delta := func(r *http.Request) bool {
+		return strings.HasSuffix(r.URL.Path, backup.ManifestSuffix) && strings.Contains(r.URL.Path, "-delta-")
+	}
+	proxy.SetRules(
+		faultproxy.Rule{Name: "broken", Action: faultproxy.InternalError,
+			Match: func(r *http.Request) bool { return r.Method == http.MethodPut && delta(r) }},
+		faultproxy.Rule{Name: "reads", Action: faultproxy.Delay,
+			Match: func(r *http.Request) bool { return r.Method == http.MethodGet && delta(r) }},
+	)
+	snapshotter, err := backup.NewEtcdSnapshotter(backup.EtcdConfig{Endpoints: etcd.Endpoints()})
+	require.NoError(t, err)
+	rec, fails := &segmentRanges{}, &failures{}
+	f := &backup.Follower{
+		Client:             cli,
+		Pipeline:           &backup.Pipeline{Snapshotter: snapshotter, Compression: backup.None},
+		Cluster:            "prod-a",
+		Targets:            []backup.Target{{Destination: "minio", Uploader: &backup.BucketUploader{Bucket: through}}},
+		Catalogs:           []backup.Catalog{direct},
+		FlushInterval:      50 * time.Millisecond,
+		RetryInterval:      time.Millisecond,
+		FinalCommitTimeout: 100 * time.Millisecond,
+		Observer:           backup.FollowObservers{rec, fails},
+	}
+	fctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- f.Run(fctx) }()
+	require.Eventually(t, rec.started.Load, 30*time.Second, 10*time.Millisecond)
+	_, err = cli.Put(ctx, "/k", "v")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return fails.n.Load() >= 40 }, 30*time.Second, 10*time.Millisecond)
+	cancel()
+	<-done
+	n, reads := fails.n.Load(), int64(proxy.Fired()["reads"])
+	t.Logf("%d failed attempts, %d manifest reads", n, reads)
+	// Each attempt reads its own manifest back, and at most 8 earlier ones;
+	// FinalCommitTimeout's last attempt too.
+	require.LessOrEqual(t, reads, 10*(n+2))
+}

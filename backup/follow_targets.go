@@ -302,7 +302,7 @@ func (t *targetState) run(ctx context.Context, all *followTargets) {
 				s.base.Chain = chain
 				m, err = s.storeOnce(ctx, t.t, f.Pipeline.now(), attempt)
 				if err != nil && m != nil {
-					tried = append(tried, m)
+					tried = rememberDoubt(tried, m)
 				}
 			}
 			if err != nil {
@@ -322,6 +322,23 @@ func (t *targetState) run(ctx context.Context, all *followTargets) {
 			all.notify()
 		}
 	}
+}
+
+// maxDoubted bounds the attempts in doubt a segment's retry reads back:
+// the newest ones. A store that fails every manifest write in doubt (a
+// 500, a timeout) for hours would otherwise cost each attempt a read per
+// attempt before it, past SlowStore; a manifest that has not landed
+// after that many attempts hardly lands, and if it does, the segment is
+// stored twice, which restore replays once.
+const maxDoubted = 8
+
+// rememberDoubt adds m, an attempt whose commit is in doubt, to tried,
+// dropping the oldest beyond maxDoubted.
+func rememberDoubt(tried []*Manifest, m *Manifest) []*Manifest {
+	if len(tried) >= maxDoubted {
+		tried = slices.Delete(tried, 0, len(tried)-maxDoubted+1)
+	}
+	return append(tried, m)
 }
 
 // stored records that the target holds seg. Events are reported outside
