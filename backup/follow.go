@@ -52,10 +52,14 @@ const (
 // (a store that went down, or a link that broke, after it wrote the
 // manifest) is in doubt: before its next attempt writes the segment again
 // under a name of its own, the target reads back the manifests of the
-// attempts in doubt, and takes the one it holds as the segment's commit,
-// so that no revision is in a chain twice. That read needs an Uploader
-// that is a BucketUploader or a Catalog (a destination), or a catalog per
-// target.
+// attempts in doubt (the newest 8), and takes the one it holds as the
+// segment's commit, so that a revision is in a chain once. That read needs
+// an Uploader that is a BucketUploader or a Catalog (a destination), or a
+// catalog per target, and credentials that may read. Without it, or when
+// a manifest lands after the read found nothing, the segment is stored
+// twice: the two hold the same revisions and events, restore replays
+// them once (restore.FindPoint takes one segment per chain and range),
+// and retention deletes both together.
 //
 // The follower asks etcd its revision and cluster ID before each watch and
 // checks every response: a revision below what it committed, or another
