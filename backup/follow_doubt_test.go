@@ -3,7 +3,9 @@ package backup_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +18,7 @@ import (
 	"github.com/etcdbackup/etcdbackup/internal/etcdtest"
 	"github.com/etcdbackup/etcdbackup/internal/faultproxy"
 	"github.com/etcdbackup/etcdbackup/internal/miniotest"
+	"github.com/etcdbackup/etcdbackup/restore"
 	"github.com/etcdbackup/etcdbackup/storage/s3"
 )
 
@@ -172,6 +175,26 @@ func TestFollowerRetryWithoutReadPermission(t *testing.T) {
 	require.NoError(t, <-done)
 	require.Positive(t, proxy.Fired()["lost"])
 	require.Positive(t, proxy.Fired()["denied"])
+
+	// The segment is stored twice (the manifest of the attempt in doubt
+	// landed); restore plans each revision once, from one of the two.
+	entries, err := backup.ListBackups(ctx, direct, "prod-a")
+	require.NoError(t, err)
+	ranges := map[[2]int64]int{}
+	for _, e := range entries {
+		if e.Kind == backup.KindDelta {
+			ranges[[2]int64{e.Manifest.FirstRevision, e.Manifest.LastRevision}]++
+		}
+	}
+	require.Contains(t, slices.Collect(maps.Values(ranges)), 2, "a segment stored twice: %v", ranges)
+	plan, err := restore.FindPoint(ctx, []restore.Source{{Name: "minio", Catalog: direct}}, restore.Point{Cluster: "prod-a", Revision: last})
+	require.NoError(t, err)
+	next := plan.Full.Manifest.Etcd.Revision.Low + 1
+	for _, s := range plan.Segments {
+		require.Equal(t, next, s.Manifest.FirstRevision, "segment %s: each revision once", s.ID)
+		next = s.Manifest.LastRevision + 1
+	}
+	require.Equal(t, last+1, next)
 }
 
 // failures counts a follower's failed segment attempts.
