@@ -3,6 +3,7 @@ package backup_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"slices"
@@ -259,4 +260,96 @@ func TestFollowerDoubtReadBacksBounded(t *testing.T) {
 	// Each attempt reads its own manifest back, and at most 8 earlier ones;
 	// FinalCommitTimeout's last attempt too.
 	require.LessOrEqual(t, reads, 10*(n+2))
+}
+
+// uploadFirst is an Uploader that refuses a Commit without its Upload, as
+// a socket uploader does: it is no Catalog.
+type uploadFirst struct {
+	u        backup.BucketUploader
+	mu       sync.Mutex
+	uploaded map[string]bool
+}
+
+func (s *uploadFirst) Upload(ctx context.Context, m *backup.Manifest, r io.Reader) error {
+	s.mu.Lock()
+	s.uploaded[m.ID] = true
+	s.mu.Unlock()
+	return s.u.Upload(ctx, m, r)
+}
+
+func (s *uploadFirst) Commit(ctx context.Context, m *backup.Manifest) error {
+	s.mu.Lock()
+	ok := s.uploaded[m.ID]
+	delete(s.uploaded, m.ID)
+	s.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("commit %s: nothing was uploaded", m.ID)
+	}
+	return s.u.Commit(ctx, m)
+}
+
+func (s *uploadFirst) Discard(ctx context.Context, m *backup.Manifest) error {
+	return s.u.Discard(ctx, m)
+}
+
+// TestFollowerCommitInDoubtOwnCatalog: an Uploader that is no Catalog (a
+// socket uploader, say) with a catalog of its own: the retry finds the
+// manifest of the attempt in doubt through the catalog and takes it as
+// the commit, without asking the Uploader to commit it again.
+func TestFollowerCommitInDoubtOwnCatalog(t *testing.T) {
+	ctx := t.Context()
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	srv := miniotest.Start(t)
+	bucket := srv.NewBucket(t, miniotest.BucketOptions{})
+	direct := newS3(t, srv, bucket)
+	proxy := faultproxy.StartHTTP(t, srv.Endpoint())
+	opts := srv.S3Options(bucket)
+	opts.Endpoint, opts.MaxRetries = proxy.Addr(), 1
+	through, err := s3.New(opts)
+	require.NoError(t, err)
+	blind := &blindManifest{}
+	proxy.SetRules(faultproxy.Rule{Name: "blind", Match: blind.match, Action: faultproxy.LoseAnswer})
+	snapshotter, err := backup.NewEtcdSnapshotter(backup.EtcdConfig{Endpoints: etcd.Endpoints()})
+	require.NoError(t, err)
+	rec := &segmentRanges{}
+	f := &backup.Follower{
+		Client:   cli,
+		Pipeline: &backup.Pipeline{Snapshotter: snapshotter, Compression: backup.None},
+		Cluster:  "prod-a",
+		Targets: []backup.Target{{Destination: "minio",
+			Uploader: &uploadFirst{u: backup.BucketUploader{Bucket: through}, uploaded: map[string]bool{}}}},
+		Catalogs:      []backup.Catalog{direct},
+		FlushInterval: 100 * time.Millisecond,
+		RetryInterval: 50 * time.Millisecond,
+		Observer:      backup.FollowObservers{rec, blind},
+	}
+	fctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- f.Run(fctx) }()
+	require.Eventually(t, rec.started.Load, 30*time.Second, 10*time.Millisecond)
+	var last int64
+	for i := range 20 {
+		resp, err := cli.Put(ctx, fmt.Sprintf("/k/%d", i%5), fmt.Sprintf("v%d", i))
+		require.NoError(t, err)
+		last = resp.Header.Revision
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.Eventually(t, func() bool { return rec.last() >= last }, 30*time.Second, 10*time.Millisecond)
+	cancel()
+	require.NoError(t, <-done)
+	require.True(t, blind.open.Load(), "an attempt failed in doubt")
+	entries, err := backup.ListBackups(ctx, direct, "prod-a")
+	require.NoError(t, err)
+	var prev int64
+	for _, e := range entries {
+		if e.Kind != backup.KindDelta {
+			continue
+		}
+		if prev != 0 {
+			require.Equal(t, prev+1, e.Manifest.FirstRevision, "segment %s: no gap, no double", e.ID)
+		}
+		prev = e.Manifest.LastRevision
+	}
+	require.Equal(t, last, prev)
 }

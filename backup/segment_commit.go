@@ -170,15 +170,16 @@ func (seg *encodedSegment) storeOnce(ctx context.Context, t Target, now time.Tim
 // (restore replays a revision stored twice once). The target is read through its
 // Uploader when that is a BucketUploader or a Catalog itself (a
 // destination), else through c, its own catalog; without either it is not
-// asked. A manifest found is committed again through the Uploader, which
-// finds it in place (the commit rule of BucketUploader) and completes what
-// the commit in doubt skipped.
+// asked. A manifest found through an Uploader that is a Catalog is
+// committed again through it, which finds it in place (the commit rule of
+// BucketUploader) and completes what the commit in doubt skipped.
 func committedInDoubt(ctx context.Context, t Target, c Catalog, tried []*Manifest) (*Manifest, error) {
+	recommit := false
 	switch u := t.Uploader.(type) {
 	case *BucketUploader:
 		c = u.Bucket
 	case Catalog:
-		c = u
+		c, recommit = u, true
 	}
 	if c == nil {
 		return nil, nil
@@ -199,12 +200,15 @@ func committedInDoubt(ctx context.Context, t Target, c Catalog, tried []*Manifes
 			return nil, fmt.Errorf("read back manifest %s of an earlier attempt: %w", key, err)
 		}
 		if held {
-			// Commit again: the manifest is there, so the Uploader finds it
-			// and does what follows a commit (a destination locks the
-			// manifest under ObjectLock and adds the backup to its
-			// inventory), which the commit in doubt skipped.
-			if err := t.Uploader.Commit(ctx, m); err != nil {
-				return nil, fmt.Errorf("commit again the manifest %s of an earlier attempt: %w", key, err)
+			// Commit again through an Uploader that is a destination: it
+			// finds the manifest in place and does what follows a commit
+			// (it locks the manifest under ObjectLock and adds the backup
+			// to its inventory), which the commit in doubt skipped. Other
+			// Uploaders may refuse a Commit without its Upload.
+			if recommit {
+				if err := t.Uploader.Commit(ctx, m); err != nil {
+					return nil, fmt.Errorf("commit again the manifest %s of an earlier attempt: %w", key, err)
+				}
 			}
 			return m, nil
 		}
