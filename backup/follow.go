@@ -50,7 +50,18 @@ const (
 // SlowStore, it cancels the watch and watches again once the segment is
 // stored, so memory does not grow with the length of an outage or with
 // the slowness of a store. Segments are cut at MaxSegmentBytes between
-// revisions, inside a watch response too.
+// revisions, inside a watch response too. A commit whose answer was lost
+// (a store that went down, or a link that broke, after it wrote the
+// manifest) is in doubt: before its next attempt writes the segment again
+// under a name of its own, the target reads back the manifests of the
+// attempts in doubt (the newest 8), and takes the one it holds as the
+// segment's commit, so that a revision is in a chain once. That read needs
+// an Uploader that is a BucketUploader or a Catalog (a destination), or a
+// catalog per target, and credentials that may read. Without it, or when
+// a manifest lands after the read found nothing, the segment is stored
+// twice: the two hold the same revisions and events, restore replays
+// them once (restore.FindPoint takes one segment per chain and range),
+// and retention deletes both together.
 //
 // The follower asks etcd its revision and cluster ID before each watch and
 // checks every response: a revision below what it committed, or another

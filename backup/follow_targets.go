@@ -275,8 +275,17 @@ func (t *targetState) next(f *Follower) (seg *pendingSegment, chain string, gen 
 func (t *targetState) run(ctx context.Context, all *followTargets) {
 	f := all.f
 	attempt := 0
+	// The attempts at doubted whose commit failed: the first of them the
+	// store holds after all is the segment's commit.
+	var (
+		doubted *pendingSegment
+		tried   []*Manifest
+	)
 	for ctx.Err() == nil {
 		seg, chain, gen, lost := t.next(f)
+		if seg != doubted {
+			doubted, tried = seg, nil
+		}
 		switch {
 		case lost && all.recovery:
 			return
@@ -305,9 +314,15 @@ func (t *targetState) run(ctx context.Context, all *followTargets) {
 			}
 		default:
 			attempt++
-			s := *seg.encodedSegment
-			s.base.Chain = chain
-			m, err := s.storeOnce(ctx, t.t, f.Pipeline.now(), attempt)
+			m, err := committedInDoubt(ctx, t.t, t.catalog, tried)
+			if err == nil && m == nil {
+				s := *seg.encodedSegment
+				s.base.Chain = chain
+				m, err = s.storeOnce(ctx, t.t, f.Pipeline.now(), attempt)
+				if err != nil && m != nil {
+					tried = rememberDoubt(tried, m)
+				}
+			}
 			if err != nil {
 				t.failed(ctx, f, attempt, err)
 				all.notify()
@@ -325,6 +340,23 @@ func (t *targetState) run(ctx context.Context, all *followTargets) {
 			all.notify()
 		}
 	}
+}
+
+// maxDoubted bounds the attempts in doubt a segment's retry reads back:
+// the newest ones. A store that fails every manifest write in doubt (a
+// 500, a timeout) for hours would otherwise cost each attempt a read per
+// attempt before it, past SlowStore; a manifest that has not landed
+// after that many attempts hardly lands, and if it does, the segment is
+// stored twice, which restore replays once.
+const maxDoubted = 8
+
+// rememberDoubt adds m, an attempt whose commit is in doubt, to tried,
+// dropping the oldest beyond maxDoubted.
+func rememberDoubt(tried []*Manifest, m *Manifest) []*Manifest {
+	if len(tried) >= maxDoubted {
+		tried = slices.Delete(tried, 0, len(tried)-maxDoubted+1)
+	}
+	return append(tried, m)
 }
 
 // stored records that the target holds seg. Events are reported outside

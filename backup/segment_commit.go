@@ -5,11 +5,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"time"
 
 	"filippo.io/age"
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/etcdbackup/etcdbackup/storage"
 )
 
 // segmentCodec encodes delta segments as the pipeline encodes snapshots:
@@ -129,7 +132,10 @@ func segmentName(first int64, attempt int) string {
 }
 
 // storeOnce uploads and commits seg on t, named for attempt, created at
-// now. It returns the committed manifest.
+// now. It returns the committed manifest; when the commit fails, it returns
+// the manifest it tried with the error: the store may hold it all the same
+// (an answer lost after the write), which the next attempt checks first
+// (committedInDoubt).
 func (seg *encodedSegment) storeOnce(ctx context.Context, t Target, now time.Time, attempt int) (*Manifest, error) {
 	m := seg.base
 	m.Name = segmentName(m.FirstRevision, attempt)
@@ -150,9 +156,66 @@ func (seg *encodedSegment) storeOnce(ctx context.Context, t Target, now time.Tim
 	}
 	m.Completed = now.UTC()
 	if err := t.Uploader.Commit(ctx, &m); err != nil {
-		return nil, fmt.Errorf("commit: %w", err)
+		return &m, fmt.Errorf("commit: %w", err)
 	}
 	return &m, nil
+}
+
+// committedInDoubt returns the manifest of tried, the attempts of a segment
+// whose commit failed, that the target holds after all, or nil when it
+// holds none of them: a commit whose answer was lost may have landed, and
+// committing the segment again under the next attempt's name would put
+// its revisions twice in the chain. An error says the target could not be
+// asked, and the next attempt must wait; a target that refuses the read
+// (storage.ErrPermission: credentials that may write but not read) never
+// answers, so it counts as holding none, and the segment is stored anew
+// (restore replays a revision stored twice once). The target is read through its
+// Uploader when that is a BucketUploader or a Catalog itself (a
+// destination), else through c, its own catalog; without either it is not
+// asked. A manifest found through an Uploader that is a Catalog is
+// committed again through it, which finds it in place (the commit rule of
+// BucketUploader) and completes what the commit in doubt skipped.
+func committedInDoubt(ctx context.Context, t Target, c Catalog, tried []*Manifest) (*Manifest, error) {
+	recommit := false
+	switch u := t.Uploader.(type) {
+	case *BucketUploader:
+		c = u.Bucket
+	case Catalog:
+		c, recommit = u, true
+	}
+	if c == nil {
+		return nil, nil
+	}
+	for _, m := range tried {
+		body, err := m.Marshal()
+		if err != nil {
+			return nil, err
+		}
+		key := ClusterPrefix(m.Cluster) + ManifestKey(m.DataKey)
+		held, _, err := holds(ctx, c, key, body)
+		if errors.Is(err, storage.ErrPermission) {
+			// Credentials that may write but not read: the store never
+			// answers, and a segment stored twice is replayed once.
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read back manifest %s of an earlier attempt: %w", key, err)
+		}
+		if held {
+			// Commit again through an Uploader that is a destination: it
+			// finds the manifest in place and does what follows a commit
+			// (it locks the manifest under ObjectLock and adds the backup
+			// to its inventory), which the commit in doubt skipped. Other
+			// Uploaders may refuse a Commit without its Upload.
+			if recommit {
+				if err := t.Uploader.Commit(ctx, m); err != nil {
+					return nil, fmt.Errorf("commit again the manifest %s of an earlier attempt: %w", key, err)
+				}
+			}
+			return m, nil
+		}
+	}
+	return nil, nil
 }
 
 // retryPolicy paces the attempts of a segment's commit.

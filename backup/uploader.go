@@ -180,7 +180,7 @@ const maxManifestReadBack = 1 << 20
 // holds reports whether key holds exactly body, and whether it holds
 // anything. A missing key is (false, false, nil); an error reading it is
 // returned, since the key's content is then unknown.
-func holds(ctx context.Context, b storage.Bucket, key string, body []byte) (held, found bool, err error) {
+func holds(ctx context.Context, b Catalog, key string, body []byte) (held, found bool, err error) {
 	rc, err := b.Get(ctx, key)
 	if errors.Is(err, storage.ErrNotFound) {
 		return false, false, nil
