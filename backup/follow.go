@@ -1026,8 +1026,14 @@ func (st *followState) storeAbandoned(ctx context.Context) {
 
 // restart makes st and its targets follow the chain c, with an empty
 // segment: what the ended chain held was stored or dropped
-// (storeAbandoned).
+// (storeAbandoned); the ended chain's prewatch, if its first watch did
+// not continue it yet, is closed.
 func (st *followState) restart(c chainStart) {
+	if st.pre != c.pre {
+		// The ended chain's (a recovery right after a chain started, before
+		// its first watch): etcd's client would buffer it until Run ends.
+		st.pre.close()
+	}
 	st.next, st.chain, st.committed, st.chainLength = c.next, c.chain, c.next-1, 0
 	st.builder, st.pending, st.held, st.pre = newSegmentBuilder(), nil, c.held, c.pre
 	st.head, st.clusterID, st.lastPut, st.heads = 0, 0, nil, nil

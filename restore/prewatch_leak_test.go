@@ -1,0 +1,72 @@
+package restore_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/etcdbackup/etcdbackup/backup"
+	"github.com/etcdbackup/etcdbackup/internal/etcdtest"
+)
+
+// etcdWatchers is how many watchers the etcd servers of this process hold
+// (etcd's mvcc metrics, on the default registry).
+func etcdWatchers(t *testing.T) float64 {
+	t.Helper()
+	mfs, err := prometheus.DefaultGatherer.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() == "etcd_debugging_mvcc_watcher_total" {
+			n := 0.0
+			for _, m := range mf.GetMetric() {
+				n += m.GetGauge().GetValue()
+			}
+			return n
+		}
+	}
+	return 0
+}
+
+// TestFollowerRecoveryClosesFirstPrewatch: etcd writes more than
+// RecoveryRevisions while the follower's first full backup is stored, so
+// the follower recovers at once, before its first watch: the watch opened
+// before that first full backup is closed, not left open (etcd's client
+// would buffer every write of the cluster for it until Run ends). Once the
+// recovery is done, the follower holds one watch.
+func TestFollowerRecoveryClosesFirstPrewatch(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	b := memBucket(t)
+	rec := &followEvents{}
+	f := boundsFollower(t, etcd, slowUploader{&backup.BucketUploader{Bucket: b}, time.Second}, b, rec)
+	f.RecoveryRevisions = 50
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	writing := make(chan struct{})
+	go func() {
+		defer close(writing)
+		for i := 0; ctx.Err() == nil && rec.count(backup.ChainStarted) == 0; i++ {
+			_, _ = cli.Put(ctx, fmt.Sprintf("/w/%d", i%20), fmt.Sprintf("v%d", i))
+			select {
+			case <-ctx.Done():
+			case <-time.After(2 * time.Millisecond):
+			}
+		}
+	}()
+	stop := runFollower(t, f)
+	require.Eventually(t, func() bool { return rec.count(backup.RecoveryDone) == 1 }, 30*time.Second, 10*time.Millisecond,
+		"%s", rec)
+	cancel()
+	<-writing
+	resp, err := cli.Put(t.Context(), "/after", "v")
+	require.NoError(t, err)
+	waitCommitted(t, rec, resp.Header.Revision)
+	require.Eventually(t, func() bool { return etcdWatchers(t) == 1 }, 10*time.Second, 20*time.Millisecond,
+		"the follower holds %v watches", etcdWatchers(t))
+	require.NoError(t, stop())
+	require.Eventually(t, func() bool { return etcdWatchers(t) == 0 }, 10*time.Second, 20*time.Millisecond)
+}
