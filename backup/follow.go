@@ -666,15 +666,12 @@ type prewatch struct {
 // its watch.
 func (f *Follower) startPrewatch(ctx context.Context) *prewatch {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	// etcd's client returns from Watch once etcd created the watch (or
+	// wctx ended): the timeout cancels wctx, which closes wch.
+	timer := time.AfterFunc(prewatchCreateTimeout, cancel)
 	wch := f.Client.Watch(wctx, "", clientv3.WithPrefix(), clientv3.WithCreatedNotify(), clientv3.WithProgressNotify())
-	timer := time.NewTimer(prewatchCreateTimeout)
-	defer timer.Stop()
-	var created clientv3.WatchResponse
-	select {
-	case created = <-wch:
-	case <-timer.C:
-	}
-	if !created.Created || created.Err() != nil || created.Header.Revision == 0 {
+	created := <-wch
+	if !timer.Stop() || !created.Created || created.Err() != nil || created.Header.Revision == 0 {
 		cancel()
 		return nil
 	}

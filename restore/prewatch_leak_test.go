@@ -3,11 +3,15 @@ package restore_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
 	"github.com/etcdbackup/etcdbackup/backup"
 	"github.com/etcdbackup/etcdbackup/internal/etcdtest"
@@ -69,4 +73,33 @@ func TestFollowerRecoveryClosesFirstPrewatch(t *testing.T) {
 		"the follower holds %v watches", etcdWatchers(t))
 	require.NoError(t, stop())
 	require.Eventually(t, func() bool { return etcdWatchers(t) == 0 }, 10*time.Second, 20*time.Millisecond)
+}
+
+// TestFollowerPrewatchNotCreated: etcd does not answer the request that
+// creates the watch opened before the chain's first full backup (a member
+// slow or cut off for watches; its other requests are answered): the full
+// backup is taken without that watch once its creation times out, rather
+// than the follower waiting in its run slot until Run ends.
+func TestFollowerPrewatchNotCreated(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	b := memBucket(t)
+	rec := &followEvents{}
+	f := boundsFollower(t, etcd, &backup.BucketUploader{Bucket: b}, b, rec)
+	stall := grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string,
+		streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		if strings.HasSuffix(method, "/Watch") {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
+		return streamer(ctx, desc, cc, method, opts...)
+	})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: etcd.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{stall}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cli.Close() })
+	f.Client = cli
+	stop := runFollower(t, f)
+	require.Eventually(t, func() bool { return rec.count(backup.ChainStarted) == 1 }, 30*time.Second, 10*time.Millisecond,
+		"the full backup waits for a watch etcd does not create: %s", rec)
+	require.NoError(t, stop())
 }
