@@ -950,9 +950,9 @@ type followState struct {
 // openWatch).
 //
 // The watch loop holds what arrives while a segment is stored the same way
-// (see await), and drains it before reading on. errRewatch (the watch was
-// cancelled meanwhile) drops what is left: the next watch reads it again,
-// from st.next.
+// (see await), and drains it before reading on. An error (errRewatch: the
+// watch was cancelled meanwhile) drops what is left, and what arrived
+// meanwhile: the next watch reads it again, from st.next.
 func (st *followState) drainHeld(ctx context.Context) error {
 	if p := st.pre; p != nil && st.stopWatch == nil {
 		// The prewatch's watch runs on: what it delivers while a held
@@ -969,11 +969,10 @@ func (st *followState) drainHeld(ctx context.Context) error {
 			}
 		}
 		if err := st.receive(ctx, wr); err != nil {
-			if errors.Is(err, errRewatch) {
-				st.held, st.heldBytes = nil, 0
-				st.pre.close() // it buffered meanwhile, and continues after what is dropped
-				st.pre = nil
-			}
+			// What arrived meanwhile follows what is dropped: a gap.
+			st.held, st.heldBytes = nil, 0
+			st.pre.close() // it buffered meanwhile, and continues after what is dropped
+			st.pre = nil
 			return err
 		}
 	}
