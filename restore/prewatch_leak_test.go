@@ -3,6 +3,7 @@ package restore_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -46,7 +47,8 @@ func TestFollowerRecoveryClosesFirstPrewatch(t *testing.T) {
 	cli := etcd.Client(t)
 	b := memBucket(t)
 	rec := &followEvents{}
-	f := boundsFollower(t, etcd, slowUploader{&backup.BucketUploader{Bucket: b}, time.Second}, b, rec)
+	u := &watchersAtFull{slowUploader: slowUploader{&backup.BucketUploader{Bucket: b}, time.Second}, t: t}
+	f := boundsFollower(t, etcd, u, b, rec)
 	f.RecoveryRevisions = 50
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
@@ -73,6 +75,26 @@ func TestFollowerRecoveryClosesFirstPrewatch(t *testing.T) {
 		"the follower holds %v watches", etcdWatchers(t))
 	require.NoError(t, stop())
 	require.Eventually(t, func() bool { return etcdWatchers(t) == 0 }, 10*time.Second, 20*time.Millisecond)
+	require.Equal(t, []bool{true, true}, u.one, "the recovery's full backup is taken with its own prewatch alone")
+}
+
+// watchersAtFull records, for each full backup stored through it, whether
+// etcd then held one watch (the full's prewatch), waiting up to 10 s.
+type watchersAtFull struct {
+	slowUploader
+	t   *testing.T
+	one []bool
+}
+
+func (u *watchersAtFull) Upload(ctx context.Context, m *backup.Manifest, r io.Reader) error {
+	if !m.IsDelta() {
+		one := false
+		for end := time.Now().Add(10 * time.Second); !one && time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+			one = etcdWatchers(u.t) == 1
+		}
+		u.one = append(u.one, one)
+	}
+	return u.slowUploader.Upload(ctx, m, r)
 }
 
 // TestFollowerPrewatchNotCreated: etcd does not answer the request that
