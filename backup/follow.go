@@ -666,15 +666,12 @@ type prewatch struct {
 // its watch.
 func (f *Follower) startPrewatch(ctx context.Context) *prewatch {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	// etcd's client returns from Watch once etcd created the watch (or
+	// wctx ended): the timeout cancels wctx, which closes wch.
+	timer := time.AfterFunc(prewatchCreateTimeout, cancel)
 	wch := f.Client.Watch(wctx, "", clientv3.WithPrefix(), clientv3.WithCreatedNotify(), clientv3.WithProgressNotify())
-	timer := time.NewTimer(prewatchCreateTimeout)
-	defer timer.Stop()
-	var created clientv3.WatchResponse
-	select {
-	case created = <-wch:
-	case <-timer.C:
-	}
-	if !created.Created || created.Err() != nil || created.Header.Revision == 0 {
+	created := <-wch
+	if !timer.Stop() || !created.Created || created.Err() != nil || created.Header.Revision == 0 {
 		cancel()
 		return nil
 	}
@@ -953,9 +950,9 @@ type followState struct {
 // openWatch).
 //
 // The watch loop holds what arrives while a segment is stored the same way
-// (see await), and drains it before reading on. errRewatch (the watch was
-// cancelled meanwhile) drops what is left: the next watch reads it again,
-// from st.next.
+// (see await), and drains it before reading on. An error (errRewatch: the
+// watch was cancelled meanwhile) drops what is left, and what arrived
+// meanwhile: the next watch reads it again, from st.next.
 func (st *followState) drainHeld(ctx context.Context) error {
 	if p := st.pre; p != nil && st.stopWatch == nil {
 		// The prewatch's watch runs on: what it delivers while a held
@@ -972,11 +969,10 @@ func (st *followState) drainHeld(ctx context.Context) error {
 			}
 		}
 		if err := st.receive(ctx, wr); err != nil {
-			if errors.Is(err, errRewatch) {
-				st.held, st.heldBytes = nil, 0
-				st.pre.close() // it buffered meanwhile, and continues after what is dropped
-				st.pre = nil
-			}
+			// What arrived meanwhile follows what is dropped: a gap.
+			st.held, st.heldBytes = nil, 0
+			st.pre.close() // it buffered meanwhile, and continues after what is dropped
+			st.pre = nil
 			return err
 		}
 	}
@@ -1026,8 +1022,14 @@ func (st *followState) storeAbandoned(ctx context.Context) {
 
 // restart makes st and its targets follow the chain c, with an empty
 // segment: what the ended chain held was stored or dropped
-// (storeAbandoned).
+// (storeAbandoned); the ended chain's prewatch, if its first watch did
+// not continue it yet, is closed.
 func (st *followState) restart(c chainStart) {
+	if st.pre != c.pre {
+		// The ended chain's (a recovery right after a chain started, before
+		// its first watch): etcd's client would buffer it until Run ends.
+		st.pre.close()
+	}
 	st.next, st.chain, st.committed, st.chainLength = c.next, c.chain, c.next-1, 0
 	st.builder, st.pending, st.held, st.pre = newSegmentBuilder(), nil, c.held, c.pre
 	st.head, st.clusterID, st.lastPut, st.heads = 0, 0, nil, nil

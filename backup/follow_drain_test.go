@@ -63,3 +63,42 @@ func TestFollowerDrainHeldAfterWatchStoresAll(t *testing.T) {
 	require.Equal(t, int64(5), st.next, "every held revision received")
 	require.Equal(t, int64(4), st.committed, "every held revision stored")
 }
+
+// TestFollowerDrainHeldErrorDropsWhatArrived: while the revisions a
+// prewatch held are stored, its watch delivers the next ones, held in
+// turn; a held revision that then fails (here, a header below what was
+// committed, and etcd not reachable to confirm a rewind) leaves the rest
+// of what the prewatch held unreceived. What its watch delivered
+// meanwhile must not be received after that gap: the next watch reads
+// on from st.next.
+func TestFollowerDrainHeldErrorDropsWhatArrived(t *testing.T) {
+	f := &Follower{Cluster: "prod-a", Pipeline: &Pipeline{},
+		Targets:         []Target{{Destination: "slow", Uploader: delayUploader{50 * time.Millisecond}}},
+		MaxSegmentBytes: 40, SlowStore: time.Minute, RetryInterval: time.Millisecond}
+	codec, err := newSegmentCodec(f.Cluster, f.Pipeline)
+	require.NoError(t, err)
+	st := &followState{f: f, codec: codec, builder: newSegmentBuilder(), leases: map[int64]bool{}, chain: "prod-a-full"}
+	st.targets = f.newFollowTargets(2, "prod-a-full", nil)
+	st.targets.start(t.Context())
+	defer st.targets.stop()
+	put := func(rev, header int64) clientv3.WatchResponse {
+		return clientv3.WatchResponse{Header: &etcdserverpb.ResponseHeader{Revision: header},
+			Events: []*clientv3.Event{{Type: mvccpb.PUT, Kv: &mvccpb.KeyValue{Key: []byte("/k"), Value: []byte("v"),
+				CreateRevision: 2, ModRevision: rev, Version: rev - 1}}}}
+	}
+	wch := make(chan clientv3.WatchResponse, 1)
+	wch <- put(4, 4) // delivered by the prewatch's watch while revision 2 is stored
+	pre := &prewatch{from: 2, resume: 4, wctx: t.Context(), wch: wch, cancel: func() {}}
+	st.restart(chainStart{next: 2, chain: "prod-a-full", held: []clientv3.WatchResponse{put(2, 3), put(3, 1)}, pre: pre})
+	cli := etcdtest.Start(t).Client(t)
+	require.NoError(t, cli.Close())
+	f.Client = cli
+	require.Error(t, st.drainHeld(t.Context()))
+	require.Equal(t, int64(3), st.next)
+	// Revision 4 after the gap at 3 would be stored as a segment no
+	// target takes after revision 2.
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	require.NoError(t, st.drainHeld(ctx), "what arrived after the gap was received")
+	require.Equal(t, int64(3), st.next)
+}

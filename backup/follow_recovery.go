@@ -73,6 +73,12 @@ func (st *followState) recover(ctx context.Context) (started bool, err error) {
 		ChainLength: st.chainLength, Lag: st.uncommittedFor()})
 	f.logger().Warn("follower far behind etcd's head: taking a full backup first, the chain's tail is caught up in the background",
 		"cluster", f.Cluster, "chain", chain, "revision", from, "head_revision", head)
+	// A chain's prewatch its first watch did not continue yet: unread
+	// while the full backup is taken, etcd's client would buffer every
+	// write meanwhile. Should the full backup fail, a watch from st.next
+	// catches up.
+	st.pre.close()
+	st.pre = nil
 	began := f.Pipeline.now()
 	c, err := f.takeFull(ctx)
 	if err != nil {
