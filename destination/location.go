@@ -460,8 +460,10 @@ func (l Location) Validate() error {
 		// would send the requests, and the credentials with them, to
 		// another host.
 		if l.Account != "" {
-			if err := checkBucketName(l.Account, 1, 24, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"); err != nil {
-				add("account: %v (Azure storage account names are letters and digits, at most 24)", err)
+			// The value is not repeated: it came from the URL's query,
+			// where a secret pasted by mistake must not reach a log.
+			if checkBucketName(l.Account, 1, 24, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789") != nil {
+				add("account: not 1 to 24 letters and digits, as Azure storage account names are")
 			}
 		}
 		if l.Endpoint != "" {
