@@ -27,6 +27,12 @@ const (
 	logicalRSSTarget  = 64 << 20
 	exportWallTarget  = 1.5
 	exportAgainstMode = "stream-zstd"
+	// The distant store's targets, on the CLI's backup at its defaults
+	// through the store at remoteJudgedRTT: wall time against two-step
+	// through the same store, and peak RSS.
+	remoteJudgedRTT   = 100 * time.Millisecond
+	remoteRatioTarget = 0.8
+	remoteRSSTarget   = 64 << 20
 )
 
 // renderReport writes BENCHMARKS.md: every figure and verdict in it comes
@@ -332,6 +338,7 @@ func renderTargets(r *results) string {
 			}
 		}
 		b.WriteString(cliTargets(lg))
+		b.WriteString(remoteTargets(lg))
 		b.WriteString(restoreTargets(r, lg))
 		b.WriteString("\n")
 	}
@@ -441,6 +448,32 @@ func cliTargets(lg map[string]row) string {
 	if ex, ok := lg["cli-export"]; ok {
 		if c, ok := lg[exportAgainstMode]; ok && c.Wall > 0 {
 			fmt.Fprintf(&b, "| wall time <= %.1f x %s | %s | ratio of medians %.2f | — (not run next to each other) |\n", exportWallTarget, c.Mode.Short, ex.Mode.Short, ex.Wall/c.Wall)
+		}
+	}
+	return b.String()
+}
+
+// remoteTargets judges the CLI's backup at its defaults through the
+// distant store at remoteJudgedRTT against two-step through the same
+// store, and its peak RSS; through the other stores its wall-time ratio
+// is shown without a verdict.
+func remoteTargets(lg map[string]row) string {
+	var b strings.Builder
+	for _, st := range remoteStores {
+		rw, ok := lg["cli-save-"+st.name]
+		if !ok {
+			continue
+		}
+		judged := st.rtt == remoteJudgedRTT
+		switch {
+		case len(rw.Pairs) == 0:
+		case judged:
+			b.WriteString(wallRow(fmt.Sprintf("wall time <= %.1f x two-step through %s", remoteRatioTarget, st.describe()), rw.Mode, rw, remoteRatioTarget))
+		default:
+			fmt.Fprintf(&b, "| (not a target) wall time / two-step through %s | %s | %s | — |\n", st.describe(), rw.Mode.Short, rw.Judged)
+		}
+		if judged {
+			b.WriteString(peakRow(fmt.Sprintf("peak RSS <= %d MiB through %s", remoteRSSTarget>>20, st.describe()), rw.Mode, rw.PeakRSS, rw.PeakRSSMax, remoteRSSTarget))
 		}
 	}
 	return b.String()
