@@ -31,15 +31,17 @@ type copyFixture struct {
 	files    map[string]string
 }
 
+// The sizes of the copy fixtures: the whole copy runs on the large one;
+// the kills, each a process copying again from the start, on the small.
 const (
-	copyFulls    = 5
-	copySegments = 30
+	copyFulls, copySegments           = 20, 200
+	copyFullsSmall, copySegmentsSmall = 5, 30
 )
 
 // newCopyFixture starts etcd and two MinIO servers and fills destination
-// "a" (MinIO) with copyFulls saves and a chain of at least copySegments
-// segments; "b" is another MinIO server, "c" and "d" file destinations.
-func newCopyFixture(t *testing.T) *copyFixture {
+// "a" (MinIO) with fulls saves and a chain of at least segs segments;
+// "b" is another MinIO server, "c", "d" and "e" file destinations.
+func newCopyFixture(t *testing.T, fulls, segs int) *copyFixture {
 	dir := t.TempDir()
 	f := &copyFixture{tr: &transcript{t: t}, etcd: etcdtest.Start(t), files: map[string]string{}}
 	var dests strings.Builder
@@ -61,7 +63,7 @@ func newCopyFixture(t *testing.T) *copyFixture {
 
 	cli := f.etcd.Client(t)
 	endpoints := "--endpoints=" + strings.Join(f.etcd.Endpoints(), ",")
-	for i := range copyFulls {
+	for i := range fulls {
 		writeSome(t, cli, fmt.Sprintf("/full%d", i), 20)
 		f.tr.ok("save", endpoints, "--config="+f.config, "--destination=a", "--cluster=prod", "--quiet",
 			"--name=n", "--recipient-file="+recipients)
@@ -79,16 +81,18 @@ func newCopyFixture(t *testing.T) *copyFixture {
 	}
 	for i := 0; ; i++ {
 		rev := writeSome(t, cli, fmt.Sprintf("/seg%d", i), 6)
-		waitSegments(t, f.tr, rev, "--config="+f.config, "--destination=a", "--cluster=prod")
-		if i == 3 || i == 12 {
+		n := waitFollowed(t, fl, rev)
+		if i == segs/10 || i == segs/2 {
 			f.revs = append(f.revs, rev)
 		}
-		if _, _, n := segments(t, f.tr, "--config="+f.config, "--destination=a", "--cluster=prod"); n >= copySegments {
+		if n >= segs {
 			f.revs = append(f.revs, rev)
 			break
 		}
 	}
 	require.NoError(t, fl.stop(t, syscall.SIGTERM), fl.output())
+	_, _, n := segments(t, f.tr, "--config="+f.config, "--destination=a", "--cluster=prod") // contiguous
+	require.GreaterOrEqual(t, n, segs)
 	for _, b := range f.list(t, "a") {
 		if b["kind"] == "delta" {
 			f.revs = append(f.revs, int64(b["firstRevision"].(float64))-1) // the chain's full
@@ -96,6 +100,30 @@ func newCopyFixture(t *testing.T) *copyFixture {
 		}
 	}
 	return f
+}
+
+// waitFollowed waits until fl reports a segment stored up to rev or past
+// it, and returns the number of segments it reported.
+func waitFollowed(t *testing.T, fl *follower, rev int64) int {
+	t.Helper()
+	var n int
+	reached := func() bool {
+		n = 0
+		done := false
+		for _, line := range strings.Split(fl.output(), "\n") {
+			var first, last int64
+			if _, err := fmt.Sscanf(line, "  segment %d..%d:", &first, &last); err != nil {
+				continue
+			}
+			n++
+			done = done || last >= rev
+		}
+		return done
+	}
+	if !assert.Eventually(t, reached, time.Minute, 10*time.Millisecond) {
+		t.Fatalf("follow did not store revision %d:\n%s", rev, fl.output())
+	}
+	return n
 }
 
 func (f *copyFixture) list(t *testing.T, dest string, more ...string) []map[string]any {
@@ -127,7 +155,7 @@ func (f *copyFixture) copy(args ...string) []string {
 // and a flipped byte in a source object is caught with nothing of that
 // backup committed.
 func TestCopyCLI(t *testing.T) {
-	f := newCopyFixture(t)
+	f := newCopyFixture(t, copyFulls, copySegments)
 	tr := f.tr
 	r := tr.ok(f.copy("--from=a", "--to=b", "--all", "--output=json")...)
 	var res copyResult
@@ -194,7 +222,7 @@ func TestCopyCLI(t *testing.T) {
 // no leftover.
 func TestCopyKilledAndRerun(t *testing.T) {
 	bin := faultBinary(t)
-	f := newCopyFixture(t)
+	f := newCopyFixture(t, copyFullsSmall, copySegmentsSmall)
 	tr := f.tr
 	// Each kill comes after a few backups of the run: pass counts start
 	// anew in every process, and every run goes on where the last stopped.
