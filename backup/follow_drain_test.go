@@ -31,6 +31,19 @@ func (u delayUploader) Upload(ctx context.Context, _ *Manifest, r io.Reader) err
 
 func (delayUploader) Commit(context.Context, *Manifest) error { return nil }
 
+// drainState is the state of f following chain prod-a-full from revision
+// 2, its targets running until the test ends.
+func drainState(t *testing.T, f *Follower) *followState {
+	t.Helper()
+	codec, err := newSegmentCodec(f.Cluster, f.Pipeline)
+	require.NoError(t, err)
+	st := &followState{f: f, codec: codec, builder: newSegmentBuilder(), leases: map[int64]bool{}, chain: "prod-a-full"}
+	st.targets = f.newFollowTargets(2, "prod-a-full", nil)
+	st.targets.start(t.Context())
+	t.Cleanup(st.targets.stop)
+	return st
+}
+
 // TestFollowerDrainHeldAfterWatchStoresAll: the revisions a prewatch held
 // for a new chain are received, and cut into segments, after an earlier
 // watch of the follower ended. A store slower than SlowStore there must not
@@ -40,12 +53,7 @@ func TestFollowerDrainHeldAfterWatchStoresAll(t *testing.T) {
 	f := &Follower{Cluster: "prod-a", Pipeline: &Pipeline{},
 		Targets:         []Target{{Destination: "slow", Uploader: delayUploader{50 * time.Millisecond}}},
 		MaxSegmentBytes: 1, SlowStore: time.Millisecond, RetryInterval: time.Millisecond}
-	codec, err := newSegmentCodec(f.Cluster, f.Pipeline)
-	require.NoError(t, err)
-	st := &followState{f: f, codec: codec, builder: newSegmentBuilder(), leases: map[int64]bool{}, chain: "prod-a-full"}
-	st.targets = f.newFollowTargets(2, "prod-a-full", nil)
-	st.targets.start(t.Context())
-	defer st.targets.stop()
+	st := drainState(t, f)
 	st.restart(chainStart{next: 2, chain: "prod-a-full"})
 	// A watch ran before, and ended.
 	f.Client = etcdtest.Start(t).Client(t)
@@ -75,12 +83,7 @@ func TestFollowerDrainHeldErrorDropsWhatArrived(t *testing.T) {
 	f := &Follower{Cluster: "prod-a", Pipeline: &Pipeline{},
 		Targets:         []Target{{Destination: "slow", Uploader: delayUploader{50 * time.Millisecond}}},
 		MaxSegmentBytes: 40, SlowStore: time.Minute, RetryInterval: time.Millisecond}
-	codec, err := newSegmentCodec(f.Cluster, f.Pipeline)
-	require.NoError(t, err)
-	st := &followState{f: f, codec: codec, builder: newSegmentBuilder(), leases: map[int64]bool{}, chain: "prod-a-full"}
-	st.targets = f.newFollowTargets(2, "prod-a-full", nil)
-	st.targets.start(t.Context())
-	defer st.targets.stop()
+	st := drainState(t, f)
 	put := func(rev, header int64) clientv3.WatchResponse {
 		return clientv3.WatchResponse{Header: &etcdserverpb.ResponseHeader{Revision: header},
 			Events: []*clientv3.Event{{Type: mvccpb.PUT, Kv: &mvccpb.KeyValue{Key: []byte("/k"), Value: []byte("v"),
