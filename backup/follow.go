@@ -423,7 +423,7 @@ func (f *Follower) Run(ctx context.Context) error {
 	}
 	var missing []string
 	if next == 0 {
-		start, err := f.takeFull(ctx)
+		start, err := f.takeFull(ctx, "")
 		if err != nil {
 			return err
 		}
@@ -534,7 +534,7 @@ func (f *Follower) newChain(ctx context.Context, compacted int64) (chainStart, e
 				return chainStart{}, ctx.Err()
 			}
 			f.logger().Warn("a catalog cannot be listed: a new full backup starts the chain", "cluster", f.Cluster, "error", err)
-			return f.takeFull(ctx)
+			return f.takeFull(ctx, "")
 		}
 		for _, e := range entries {
 			if e.ChainBase() && e.Manifest.Etcd.Revision.Low >= compacted && compacted > 0 {
@@ -548,7 +548,7 @@ func (f *Follower) newChain(ctx context.Context, compacted int64) (chainStart, e
 	if candidate != nil && held[candidate.ID] == len(f.Catalogs) {
 		return chainStart{next: candidate.Etcd.Revision.Low + 1, chain: candidate.ID}, nil
 	}
-	return f.takeFull(ctx)
+	return f.takeFull(ctx, "")
 }
 
 // maxUnboundedFulls bounds the full backups takeFull takes in a row whose
@@ -571,8 +571,10 @@ const maxUnboundedFulls = 3
 //
 // A full backup that reached some targets starts the chain; the others
 // are returned as missing (they catch up with a full backup of their own).
-func (f *Follower) takeFull(ctx context.Context) (chainStart, error) {
-	req := Request{Cluster: f.Cluster, Name: f.fullName(), Scheduled: true, Targets: f.Targets}
+// recoveryOf names, for a recovery's full backup, the chain whose tail is
+// caught up after it (Manifest.Recovery); "" for every other.
+func (f *Follower) takeFull(ctx context.Context, recoveryOf string) (chainStart, error) {
+	req := Request{Cluster: f.Cluster, Name: f.fullName(), Scheduled: true, Targets: f.Targets, recoveryOf: recoveryOf}
 	unbounded := 0
 	for attempt := 1; ; attempt++ {
 		res, pre, held, err := f.fullInSlot(ctx, req)

@@ -80,7 +80,7 @@ func (st *followState) recover(ctx context.Context) (started bool, err error) {
 	st.pre.close()
 	st.pre = nil
 	began := f.Pipeline.now()
-	c, err := f.takeFull(ctx)
+	c, err := f.takeFull(ctx, chain)
 	if err != nil {
 		if ctx.Err() != nil {
 			return false, ctx.Err()
