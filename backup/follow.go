@@ -113,13 +113,15 @@ const (
 //     revision to the full backup's upper revision, is caught up in the
 //     background on its own watch and stored as segments of the old chain
 //     (RecoverySegmentCommitted), each target continuing its own;
-//  3. RecoveryDone: the tail reached the full backup's revision (Err nil),
-//     or ended short of it (Err: etcd compacted it, its history changed,
-//     no target could store it, or Run's context ended). A follower that
-//     starts again follows the new chain and resumes the tail the new
-//     chain's last segment records (Manifest.Recovery) from the old
-//     chain's last segment (RecoveryStarted on the old chain, then
-//     RecoveryDone). A tail that ends short for good is reported once as
+//  3. RecoveryDone: the tail reached the full backup's revision on every
+//     target (Err nil; a target failing meanwhile retries, and only a
+//     lost one, reported as TargetLost, is not waited for), or ended
+//     short of it (Err: etcd compacted it, its history changed, no target
+//     could store it, or Run's context ended). A follower that starts
+//     again follows the new chain and resumes the tail the new chain's
+//     last segment records (Manifest.Recovery), each target from what its
+//     own catalog holds of the old chain (RecoveryStarted on the old
+//     chain, then RecoveryDone). A tail that ends short for good is reported once as
 //     the gap it leaves (ChainGap on the old chain, then RecoveryDone
 //     with Err): a tail etcd compacted meanwhile is reported then, with
 //     ErrCompacted, and its revisions stay a gap.
@@ -423,7 +425,7 @@ func (f *Follower) Run(ctx context.Context) error {
 	}
 	var missing []string
 	if next == 0 {
-		start, err := f.takeFull(ctx, "")
+		start, err := f.takeFull(ctx)
 		if err != nil {
 			return err
 		}
@@ -534,7 +536,7 @@ func (f *Follower) newChain(ctx context.Context, compacted int64) (chainStart, e
 				return chainStart{}, ctx.Err()
 			}
 			f.logger().Warn("a catalog cannot be listed: a new full backup starts the chain", "cluster", f.Cluster, "error", err)
-			return f.takeFull(ctx, "")
+			return f.takeFull(ctx)
 		}
 		for _, e := range entries {
 			if e.ChainBase() && e.Manifest.Etcd.Revision.Low >= compacted && compacted > 0 {
@@ -548,7 +550,7 @@ func (f *Follower) newChain(ctx context.Context, compacted int64) (chainStart, e
 	if candidate != nil && held[candidate.ID] == len(f.Catalogs) {
 		return chainStart{next: candidate.Etcd.Revision.Low + 1, chain: candidate.ID}, nil
 	}
-	return f.takeFull(ctx, "")
+	return f.takeFull(ctx)
 }
 
 // maxUnboundedFulls bounds the full backups takeFull takes in a row whose
@@ -571,9 +573,11 @@ const maxUnboundedFulls = 3
 //
 // A full backup that reached some targets starts the chain; the others
 // are returned as missing (they catch up with a full backup of their own).
-// recoveryOf names, for a recovery's full backup, the chain whose tail is
-// caught up after it (Manifest.Recovery); "" for every other.
-func (f *Follower) takeFull(ctx context.Context, recoveryOf string) (chainStart, error) {
+func (f *Follower) takeFull(ctx context.Context) (chainStart, error) { return f.takeFullOf(ctx, "") }
+
+// takeFullOf is takeFull with recoveryOf, for a recovery's full backup,
+// naming the chain whose tail is caught up after it (Manifest.Recovery).
+func (f *Follower) takeFullOf(ctx context.Context, recoveryOf string) (chainStart, error) {
 	req := Request{Cluster: f.Cluster, Name: f.fullName(), Scheduled: true, Targets: f.Targets, recoveryOf: recoveryOf}
 	unbounded := 0
 	for attempt := 1; ; attempt++ {

@@ -80,7 +80,7 @@ func (st *followState) recover(ctx context.Context) (started bool, err error) {
 	st.pre.close()
 	st.pre = nil
 	began := f.Pipeline.now()
-	c, err := f.takeFull(ctx, chain)
+	c, err := f.takeFullOf(ctx, chain)
 	if err != nil {
 		if ctx.Err() != nil {
 			return false, ctx.Err()
@@ -211,43 +211,98 @@ func unfinishedTail(entries []Entry, rec *RecoveryTail) (last int64, lastPut *Pu
 // resumeTail resumes, when the follower starts, the tail of a recovery it
 // was stopped in (RecoveryStarted, then RecoveryDone as for any tail):
 // the chain's last segment (at) records it, and the old chain's segments
-// end below its last revision. A tail etcd compacted meanwhile ends at
-// once, reported with ErrCompacted; the revisions between are then a gap.
-// A chain whose full backup merely has a hole before it (a compaction gap
-// reported when the chain started) has no tail to resume.
+// end below its last revision on a target. Each target continues from
+// what its own catalog holds of the tail (the first catalog when they are
+// shared); one whose catalog holds nothing of the old chain has lost the
+// tail (nothing there continues it). A tail etcd compacted meanwhile ends
+// at once, reported with ErrCompacted; the revisions between are then a
+// gap. A chain whose full backup merely has a hole before it (a
+// compaction gap reported when the chain started) has no tail to resume.
 func (st *followState) resumeTail(ctx context.Context, at *Manifest) {
 	f := st.f
 	if at == nil || at.Recovery == nil || len(f.Catalogs) == 0 {
 		return
 	}
 	rec := at.Recovery
-	entries, err := ListBackups(ctx, f.Catalogs[0], f.Cluster)
+	holds, err := st.tailHolds(ctx, rec)
 	if err != nil {
 		st.recovering.Store(rec) // not ended: a follower started again tries it
 		f.logger().Warn("recovery tail not resumed: its chain not listed", "cluster", f.Cluster, "chain", rec.Chain, "error", err)
 		return
 	}
-	last, lastPut, found := unfinishedTail(entries, rec)
-	if found && last >= rec.Until {
+	var start *tailHold // the earliest target that lacks some of the tail
+	found := false
+	for _, h := range holds {
+		found = found || h.found
+		if h.found && h.last < rec.Until && (start == nil || h.last < start.last) {
+			start = &h
+		}
+	}
+	if found && start == nil {
 		return // caught up after the chain's last segment was stored
 	}
-	f.event(FollowEvent{Kind: RecoveryStarted, Chain: rec.Chain, Revision: last + 1, HeadRevision: rec.Until, Committed: last})
 	if !found {
 		// Its chain is gone (retention): nothing continues it.
+		last := holds[st.targets.list[0]].last
+		f.event(FollowEvent{Kind: RecoveryStarted, Chain: rec.Chain, Revision: last + 1, HeadRevision: rec.Until, Committed: last})
 		f.tailEnded(FollowEvent{Chain: rec.Chain, Revision: last + 1, HeadRevision: rec.Until, Committed: last,
 			Err: fmt.Errorf("recovery tail of chain %s: %w", rec.Chain, ErrNoTailChain)})
 		return
 	}
+	last := start.last
+	f.event(FollowEvent{Kind: RecoveryStarted, Chain: rec.Chain, Revision: last + 1, HeadRevision: rec.Until, Committed: last})
 	f.logger().Warn("the chain's tail before its full backup was not caught up: catching it up in the background",
 		"cluster", f.Cluster, "chain", rec.Chain, "revision", last+1, "until", rec.Until)
-	tail, lost := st.tailFrom(rec.Until, lastPut, func(t *targetState) (string, int64, bool) {
-		return rec.Chain, last, t.lost
+	tail, lost := st.tailFrom(rec.Until, start.lastPut, func(t *targetState) (string, int64, bool) {
+		h := holds[t]
+		if !h.found {
+			return rec.Chain, last, true
+		}
+		return rec.Chain, h.last, t.lost
 	})
 	if tail == nil {
 		f.tailEnded(FollowEvent{Chain: rec.Chain, Revision: last + 1, HeadRevision: rec.Until, Committed: last, Err: lost})
 		return
 	}
 	st.startTail(ctx, tail)
+}
+
+// tailHold is how far a target holds a recovery's tail (see
+// unfinishedTail).
+type tailHold struct {
+	last    int64
+	lastPut *PutMark
+	found   bool
+}
+
+// tailHolds returns how far each target holds rec's tail: by its own
+// catalog when it has one, else by the follower's first catalog, which
+// the targets share. A catalog that cannot be listed fails it.
+func (st *followState) tailHolds(ctx context.Context, rec *RecoveryTail) (map[*targetState]tailHold, error) {
+	f := st.f
+	holds := map[*targetState]tailHold{}
+	var shared *tailHold
+	for _, t := range st.targets.list {
+		if t.catalog == nil && shared != nil {
+			holds[t] = *shared
+			continue
+		}
+		c := t.catalog
+		if c == nil {
+			c = f.Catalogs[0]
+		}
+		entries, err := ListBackups(ctx, c, f.Cluster)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", t.t.Destination, err)
+		}
+		var h tailHold
+		h.last, h.lastPut, h.found = unfinishedTail(entries, rec)
+		holds[t] = h
+		if t.catalog == nil {
+			shared = &h
+		}
+	}
+	return holds, nil
 }
 
 // runTail catches the tail up: it watches from st.next to st.until,
@@ -273,7 +328,18 @@ func (st *followState) runTail(ctx context.Context) (stopped bool) {
 			err = st.watch(ctx)
 		}
 		if errors.Is(err, errTailDone) {
-			st.targets.awaitDrained(ctx)
+			// Done once every target holds it: one failing retries
+			// meanwhile. Should Run's context end first, the targets get
+			// FinalCommitTimeout, as at any stop; a target still behind
+			// then is resumed by a follower started again.
+			if !st.targets.awaitStored(ctx) {
+				if ferr := st.finalFlush(ctx); ferr != nil {
+					f.logger().Warn("recovery tail: last segment not stored", "cluster", f.Cluster, "error", ferr)
+				}
+				if !st.targets.held() {
+					end, stopped = fmt.Errorf("follower stopped: %w", context.Cause(ctx)), true
+				}
+			}
 			break
 		}
 		if ctx.Err() != nil {
