@@ -231,7 +231,11 @@ const (
 	// TargetLost: Event.Destination lacks revisions from Event.Revision
 	// that the follower no longer holds (its backlog passed
 	// MaxBacklogBytes, or a new chain's full backup did not reach it): a
-	// full backup on it alone will start a new chain there.
+	// full backup on it alone will start a new chain there. A target
+	// that lost revisions of a recovery's tail reports it with
+	// Event.Chain, the tail's chain: it takes no full backup for it, and
+	// the tail's revisions from Event.Revision are a gap on
+	// Event.Destination alone (RecoveryDone does not wait for it).
 	TargetLost FollowEventKind = "TargetLost"
 	// TargetRestarted: a full backup on the lost Event.Destination alone
 	// starts a new chain there (Event.Chain) at Event.Revision.

@@ -433,6 +433,11 @@ func (t *targetState) failed(ctx context.Context, f *Follower, attempt int, err 
 // targetLost reports a target that lacks revisions no longer held.
 func (f *Follower) targetLost(dest string, from int64, err error) {
 	f.event(FollowEvent{Kind: TargetLost, Destination: dest, Revision: from, Err: err})
+	if o, ok := f.Observer.(recoveryObserver); ok {
+		f.logger().Warn("destination lacks revisions of a recovery's tail that are no longer held: they are a gap there",
+			"cluster", f.Cluster, "destination", dest, "chain", o.chain, "revision", from, "until", o.until, "error", err)
+		return
+	}
 	f.logger().Warn("destination lacks revisions the follower no longer holds: it starts a new chain with a full backup of its own",
 		"cluster", f.Cluster, "destination", dest, "revision", from, "error", err)
 }
