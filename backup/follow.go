@@ -113,13 +113,15 @@ const (
 //     revision to the full backup's upper revision, is caught up in the
 //     background on its own watch and stored as segments of the old chain
 //     (RecoverySegmentCommitted), each target continuing its own;
-//  3. RecoveryDone: the tail reached the full backup's revision (Err nil),
-//     or ended short of it (Err: etcd compacted it, its history changed,
-//     no target could store it, or Run's context ended). A follower that
-//     starts again follows the new chain and resumes the tail the new
-//     chain's last segment records (Manifest.Recovery) from the old
-//     chain's last segment (RecoveryStarted on the old chain, then
-//     RecoveryDone). A tail that ends short for good is reported once as
+//  3. RecoveryDone: the tail reached the full backup's revision on every
+//     target (Err nil; a target failing meanwhile retries, and only a
+//     lost one, reported as TargetLost, is not waited for), or ended
+//     short of it (Err: etcd compacted it, its history changed, no target
+//     could store it, or Run's context ended). A follower that starts
+//     again follows the new chain and resumes the tail the new chain's
+//     last segment records (Manifest.Recovery), each target from what its
+//     own catalog holds of the old chain (RecoveryStarted on the old
+//     chain, then RecoveryDone). A tail that ends short for good is reported once as
 //     the gap it leaves (ChainGap on the old chain, then RecoveryDone
 //     with Err): a tail etcd compacted meanwhile is reported then, with
 //     ErrCompacted, and its revisions stay a gap.
@@ -229,7 +231,11 @@ const (
 	// TargetLost: Event.Destination lacks revisions from Event.Revision
 	// that the follower no longer holds (its backlog passed
 	// MaxBacklogBytes, or a new chain's full backup did not reach it): a
-	// full backup on it alone will start a new chain there.
+	// full backup on it alone will start a new chain there. A target
+	// that lost revisions of a recovery's tail reports it with
+	// Event.Chain, the tail's chain: it takes no full backup for it, and
+	// the tail's revisions from Event.Revision are a gap on
+	// Event.Destination alone (RecoveryDone does not wait for it).
 	TargetLost FollowEventKind = "TargetLost"
 	// TargetRestarted: a full backup on the lost Event.Destination alone
 	// starts a new chain there (Event.Chain) at Event.Revision.
@@ -571,8 +577,12 @@ const maxUnboundedFulls = 3
 //
 // A full backup that reached some targets starts the chain; the others
 // are returned as missing (they catch up with a full backup of their own).
-func (f *Follower) takeFull(ctx context.Context) (chainStart, error) {
-	req := Request{Cluster: f.Cluster, Name: f.fullName(), Scheduled: true, Targets: f.Targets}
+func (f *Follower) takeFull(ctx context.Context) (chainStart, error) { return f.takeFullOf(ctx, "") }
+
+// takeFullOf is takeFull with recoveryOf, for a recovery's full backup,
+// naming the chain whose tail is caught up after it (Manifest.Recovery).
+func (f *Follower) takeFullOf(ctx context.Context, recoveryOf string) (chainStart, error) {
+	req := Request{Cluster: f.Cluster, Name: f.fullName(), Scheduled: true, Targets: f.Targets, recoveryOf: recoveryOf}
 	unbounded := 0
 	for attempt := 1; ; attempt++ {
 		res, pre, held, err := f.fullInSlot(ctx, req)

@@ -143,6 +143,9 @@ func (m *FollowerMetrics) ObserveFollow(e FollowEvent) {
 	case SegmentFailed:
 		m.failures.WithLabelValues(c, e.Destination).Inc()
 	case TargetBehind, TargetLost:
+		if e.Kind == TargetLost && e.Chain != "" {
+			break // of a recovery's tail: the chain followed goes on there
+		}
 		m.behind.WithLabelValues(c, e.Destination).Set(1)
 	case TargetRestarted:
 		m.destChains.WithLabelValues(c, e.Destination).Inc()

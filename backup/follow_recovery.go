@@ -80,7 +80,7 @@ func (st *followState) recover(ctx context.Context) (started bool, err error) {
 	st.pre.close()
 	st.pre = nil
 	began := f.Pipeline.now()
-	c, err := f.takeFull(ctx)
+	c, err := f.takeFullOf(ctx, chain)
 	if err != nil {
 		if ctx.Err() != nil {
 			return false, ctx.Err()
@@ -101,7 +101,7 @@ func (st *followState) recover(ctx context.Context) (started bool, err error) {
 	}
 	// The tail ends with Run: on its context's end it stores what it
 	// holds, as Run does; on an error of Run, at once.
-	st.startTail(ctx, tail)
+	st.startTail(ctx, tail, false)
 	return true, nil
 }
 
@@ -143,7 +143,6 @@ func (st *followState) tail(until int64) (_ *followState, lost error) {
 // whether it is lost given by at, and the chain's last put.
 func (st *followState) tailFrom(until int64, lastPut *PutMark, at func(*targetState) (string, int64, bool)) (_ *followState, lost error) {
 	tf := *st.f
-	tf.Observer = recoveryObserver{f: st.f, until: until}
 	all := &followTargets{f: &tf, maxBytes: st.f.maxBacklogBytes(), changed: make(chan struct{}, 1), recovery: true}
 	var next int64
 	chain := st.chain
@@ -159,6 +158,7 @@ func (st *followState) tailFrom(until int64, lastPut *PutMark, at func(*targetSt
 			next, chain = ts.committed+1, ts.chain
 		}
 	}
+	tf.Observer = recoveryObserver{f: st.f, until: until, chain: chain}
 	if next == 0 {
 		if all.allLost() {
 			return nil, errTailLost
@@ -175,9 +175,11 @@ func (st *followState) tailFrom(until int64, lastPut *PutMark, at func(*targetSt
 }
 
 // startTail runs tail in the background until Run returns (endTails),
-// recording it in the chain's segments until it ends (Manifest.Recovery):
-// a follower stopped meanwhile resumes it when it starts again.
-func (st *followState) startTail(ctx context.Context, tail *followState) {
+// recording it in the chain's segments until it ends (Manifest.Recovery),
+// or for good with keep (a target's catalog was not listed: what it holds
+// of the tail is not known): a follower stopped meanwhile resumes it when
+// it starts again.
+func (st *followState) startTail(ctx context.Context, tail *followState, keep bool) {
 	tctx, cancel := context.WithCancel(ctx)
 	st.stopTail = cancel
 	st.tailRunning.Store(true)
@@ -185,7 +187,7 @@ func (st *followState) startTail(ctx context.Context, tail *followState) {
 	st.recovering.Store(rec)
 	st.tails.Go(func() {
 		defer st.tailRunning.Store(false)
-		if !tail.runTail(tctx) {
+		if !tail.runTail(tctx) && !keep {
 			st.recovering.CompareAndSwap(rec, nil) // ended: nothing to resume
 		}
 	})
@@ -211,43 +213,121 @@ func unfinishedTail(entries []Entry, rec *RecoveryTail) (last int64, lastPut *Pu
 // resumeTail resumes, when the follower starts, the tail of a recovery it
 // was stopped in (RecoveryStarted, then RecoveryDone as for any tail):
 // the chain's last segment (at) records it, and the old chain's segments
-// end below its last revision. A tail etcd compacted meanwhile ends at
-// once, reported with ErrCompacted; the revisions between are then a gap.
-// A chain whose full backup merely has a hole before it (a compaction gap
-// reported when the chain started) has no tail to resume.
+// end below its last revision on a target. Each target continues from
+// what its own catalog holds of the tail (the first catalog when they are
+// shared); one whose catalog holds nothing of the old chain has lost the
+// tail (nothing there continues it); one whose catalog cannot be listed
+// is left out, and the tail stays recorded for a follower started again.
+// A tail etcd compacted meanwhile ends
+// at once, reported with ErrCompacted; the revisions between are then a
+// gap. A chain whose full backup merely has a hole before it (a
+// compaction gap reported when the chain started) has no tail to resume.
 func (st *followState) resumeTail(ctx context.Context, at *Manifest) {
 	f := st.f
 	if at == nil || at.Recovery == nil || len(f.Catalogs) == 0 {
 		return
 	}
 	rec := at.Recovery
-	entries, err := ListBackups(ctx, f.Catalogs[0], f.Cluster)
+	holds, err := st.tailHolds(ctx, rec)
 	if err != nil {
 		st.recovering.Store(rec) // not ended: a follower started again tries it
 		f.logger().Warn("recovery tail not resumed: its chain not listed", "cluster", f.Cluster, "chain", rec.Chain, "error", err)
 		return
 	}
-	last, lastPut, found := unfinishedTail(entries, rec)
-	if found && last >= rec.Until {
+	var start *tailHold // the earliest target that lacks some of the tail
+	found, unknown := false, false
+	for t, h := range holds {
+		if h.err != nil {
+			// Not known: the others go on, and the tail stays recorded
+			// for a follower started again.
+			unknown = true
+			f.logger().Warn("recovery tail not resumed on a destination: its catalog not listed", "cluster", f.Cluster,
+				"destination", t.t.Destination, "chain", rec.Chain, "error", h.err)
+			continue
+		}
+		found = found || h.found
+		if h.found && h.last < rec.Until && (start == nil || h.last < start.last) {
+			start = &h
+		}
+	}
+	if unknown && start == nil {
+		st.recovering.Store(rec)
+		return
+	}
+	if found && start == nil {
 		return // caught up after the chain's last segment was stored
 	}
-	f.event(FollowEvent{Kind: RecoveryStarted, Chain: rec.Chain, Revision: last + 1, HeadRevision: rec.Until, Committed: last})
 	if !found {
 		// Its chain is gone (retention): nothing continues it.
+		last := holds[st.targets.list[0]].last
+		f.event(FollowEvent{Kind: RecoveryStarted, Chain: rec.Chain, Revision: last + 1, HeadRevision: rec.Until, Committed: last})
 		f.tailEnded(FollowEvent{Chain: rec.Chain, Revision: last + 1, HeadRevision: rec.Until, Committed: last,
 			Err: fmt.Errorf("recovery tail of chain %s: %w", rec.Chain, ErrNoTailChain)})
 		return
 	}
+	last := start.last
+	f.event(FollowEvent{Kind: RecoveryStarted, Chain: rec.Chain, Revision: last + 1, HeadRevision: rec.Until, Committed: last})
 	f.logger().Warn("the chain's tail before its full backup was not caught up: catching it up in the background",
 		"cluster", f.Cluster, "chain", rec.Chain, "revision", last+1, "until", rec.Until)
-	tail, lost := st.tailFrom(rec.Until, lastPut, func(t *targetState) (string, int64, bool) {
-		return rec.Chain, last, t.lost
+	tail, lost := st.tailFrom(rec.Until, start.lastPut, func(t *targetState) (string, int64, bool) {
+		h := holds[t]
+		if !h.found || h.err != nil {
+			return rec.Chain, last, true
+		}
+		return rec.Chain, h.last, t.lost
 	})
 	if tail == nil {
 		f.tailEnded(FollowEvent{Chain: rec.Chain, Revision: last + 1, HeadRevision: rec.Until, Committed: last, Err: lost})
 		return
 	}
-	st.startTail(ctx, tail)
+	st.startTail(ctx, tail, unknown)
+}
+
+// tailHold is how far a target holds a recovery's tail (see
+// unfinishedTail).
+type tailHold struct {
+	last    int64
+	lastPut *PutMark
+	found   bool
+	err     error // its catalog could not be listed
+}
+
+// tailHolds returns how far each target holds rec's tail: by its own
+// catalog when it has one, else by the follower's first catalog, which
+// the targets share. A catalog that cannot be listed gives its target's
+// hold the error; when none can, it fails.
+func (st *followState) tailHolds(ctx context.Context, rec *RecoveryTail) (map[*targetState]tailHold, error) {
+	f := st.f
+	holds := map[*targetState]tailHold{}
+	var shared *tailHold
+	var errs []error
+	for _, t := range st.targets.list {
+		if t.catalog == nil && shared != nil {
+			holds[t] = *shared
+			continue
+		}
+		c := t.catalog
+		if c == nil {
+			c = f.Catalogs[0]
+		}
+		entries, err := ListBackups(ctx, c, f.Cluster)
+		if err != nil {
+			err = fmt.Errorf("%s: %w", t.t.Destination, err)
+			errs = append(errs, err)
+			holds[t] = tailHold{err: err}
+			continue
+		}
+		var h tailHold
+		h.last, h.lastPut, h.found = unfinishedTail(entries, rec)
+		holds[t] = h
+		if t.catalog == nil {
+			shared = &h
+		}
+	}
+	if len(errs) == len(holds) {
+		return nil, errors.Join(errs...)
+	}
+	return holds, nil
 }
 
 // runTail catches the tail up: it watches from st.next to st.until,
@@ -273,7 +353,18 @@ func (st *followState) runTail(ctx context.Context) (stopped bool) {
 			err = st.watch(ctx)
 		}
 		if errors.Is(err, errTailDone) {
-			st.targets.awaitDrained(ctx)
+			// Done once every target holds it: one failing retries
+			// meanwhile. Should Run's context end first, the targets get
+			// FinalCommitTimeout, as at any stop; a target still behind
+			// then is resumed by a follower started again.
+			if !st.targets.awaitStored(ctx) {
+				if ferr := st.finalFlush(ctx); ferr != nil {
+					f.logger().Warn("recovery tail: last segment not stored", "cluster", f.Cluster, "error", ferr)
+				}
+				if !st.targets.held() {
+					end, stopped = fmt.Errorf("follower stopped: %w", context.Cause(ctx)), true
+				}
+			}
 			break
 		}
 		if ctx.Err() != nil {
@@ -344,11 +435,14 @@ func (st *followState) tailEnd(ctx context.Context) error {
 // recoveryObserver passes a tail's events on to the follower's observer:
 // its commits as RecoverySegmentCommitted (the chain followed reports
 // SegmentCommitted, and the lag), its stores, failures and watch
-// restarts as they are; the state of its targets (TargetBehind, ...) is
-// not reported, the chain followed reports the targets'.
+// restarts as they are, and a target that lost revisions of the tail as
+// TargetLost on the tail's chain (a gap on that destination alone); the
+// rest of the state of its targets (TargetBehind, ...) is not reported,
+// the chain followed reports the targets'.
 type recoveryObserver struct {
 	f     *Follower
 	until int64
+	chain string
 }
 
 // ObserveFollow implements FollowObserver.
@@ -356,6 +450,8 @@ func (o recoveryObserver) ObserveFollow(e FollowEvent) {
 	switch e.Kind {
 	case SegmentCommitted:
 		e.Kind, e.HeadRevision = RecoverySegmentCommitted, o.until
+	case TargetLost:
+		e.Chain = o.chain
 	case SegmentStored, SegmentFailed, WatchRestarted, RecoveryDone, ChainGap:
 	default:
 		return

@@ -199,6 +199,33 @@ func (all *followTargets) awaitDrained(ctx context.Context) []string {
 	}
 }
 
+// held reports whether every target that is not lost holds its backlog.
+func (all *followTargets) held() bool {
+	for _, t := range all.list {
+		t.mu.Lock()
+		lacking := !t.lost && t.lacking()
+		t.mu.Unlock()
+		if lacking {
+			return false
+		}
+	}
+	return true
+}
+
+// awaitStored waits until every target that is not lost holds its
+// backlog, failing ones included (they retry), or ctx ends; it reports
+// whether they all do.
+func (all *followTargets) awaitStored(ctx context.Context) bool {
+	for !all.held() {
+		select {
+		case <-ctx.Done():
+			return all.held()
+		case <-all.changed:
+		}
+	}
+	return true
+}
+
 // restart makes every target continue the new chain from next. Targets
 // the chain's full backup did not reach (missing) are lost. A target that
 // still lacked revisions of the ended chain its backlog held (it stored
@@ -406,6 +433,11 @@ func (t *targetState) failed(ctx context.Context, f *Follower, attempt int, err 
 // targetLost reports a target that lacks revisions no longer held.
 func (f *Follower) targetLost(dest string, from int64, err error) {
 	f.event(FollowEvent{Kind: TargetLost, Destination: dest, Revision: from, Err: err})
+	if o, ok := f.Observer.(recoveryObserver); ok {
+		f.logger().Warn("destination lacks revisions of a recovery's tail that are no longer held: they are a gap there",
+			"cluster", f.Cluster, "destination", dest, "chain", o.chain, "revision", from, "until", o.until, "error", err)
+		return
+	}
 	f.logger().Warn("destination lacks revisions the follower no longer holds: it starts a new chain with a full backup of its own",
 		"cluster", f.Cluster, "destination", dest, "revision", from, "error", err)
 }

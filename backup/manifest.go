@@ -125,7 +125,11 @@ type Manifest struct {
 	// (see Follower), the old chain's tail that recovery had not caught
 	// up yet when the segment was stored: a follower started again on the
 	// chain resumes that tail. Nil for every other segment, and once the
-	// tail ended (caught up, or reported short of its revision).
+	// tail ended (caught up, or reported short of its revision). The full
+	// backup a recovery takes records the tail it starts, up to its upper
+	// revision, for good. Retention keeps the old chain while either
+	// record says its restore points reach past the window's base (see
+	// retention.ChainPolicy).
 	Recovery *RecoveryTail `json:"recovery,omitempty"`
 	// Keys is, for a logical backup, the number of keys it holds. Its
 	// revision is exact: Etcd.Revision.Low and High are equal.

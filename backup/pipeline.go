@@ -129,6 +129,12 @@ type Request struct {
 	// Targets are the destinations to write to: at least one, with distinct
 	// names.
 	Targets []Target
+
+	// recoveryOf is, for the full backup a follower's recovery takes, the
+	// chain whose tail it catches up after it: recorded in the manifest
+	// (Manifest.Recovery, up to the backup's upper revision) so that
+	// retention keeps that chain from the moment the new one starts.
+	recoveryOf string
 }
 
 // Validate checks the request's names and targets. Errors about names
@@ -550,6 +556,9 @@ func (r *run) commit(info SnapshotInfo, stored *digester, uploaded []bool) error
 			LeaderAppliedIndex: info.LeaderAppliedIndex, LeaderRevision: info.LeaderRevision}
 	}
 	base.Keys = info.Keys
+	if r.req.recoveryOf != "" && info.RevisionHigh > 0 {
+		base.Recovery = &RecoveryTail{Chain: r.req.recoveryOf, Until: info.RevisionHigh}
+	}
 
 	if takenAnywhere(r.res) {
 		r.withdraw(uploaded)

@@ -191,6 +191,8 @@ func TestFollowerRecoveryRestorePoints(t *testing.T) {
 	for _, e := range entries {
 		if e.ID == full.Chain {
 			fullRev = e.Manifest.Etcd.Revision.High
+			require.Equal(t, &backup.RecoveryTail{Chain: oldChain.Chain, Until: fullRev}, e.Manifest.Recovery,
+				"the recovery's full backup records the tail (retention keeps its chain)")
 		}
 	}
 	require.Positive(t, fullRev)

@@ -46,6 +46,11 @@ import (
 //     replays the window's points on that chain from it;
 //   - keeps every other delta segment that ends after the base's revision:
 //     the restore points from the base to now depend on them;
+//   - counts a chain whose tail a follower's recovery catches up
+//     (backup.Manifest.Recovery, recorded by the recovery's full backup
+//     and the new chain's segments) as ending at the tail's last
+//     revision, stored or not: the segments the tail has yet to store
+//     continue the chain's full backup and segments, which stay;
 //   - deletes the delta segments that end at or before the full backup
 //     their chain restores from (the base, or the one above): no kept
 //     restore point of the window needs them, and full backups kept by the
@@ -172,6 +177,13 @@ func (c ChainPolicy) Apply(plan *Plan) (*Plan, error) {
 		m := ds[i].Entry.Manifest
 		ends[m.Chain] = max(ends[m.Chain], m.LastRevision)
 	}
+	// A recovery's tail reaches its chain's restore points up to its last
+	// revision, stored or not yet: the segments it has yet to store need
+	// the chain's full backup and segments.
+	tails := recoveryTails(ds, append(slices.Clone(fulls), segments...))
+	for chain, until := range tails {
+		ends[chain] = max(ends[chain], until)
+	}
 	cut := map[string]int{} // chain -> index of its cut full backup, -1 for the base's revision
 	for chain, end := range ends {
 		cut[chain] = -1
@@ -203,6 +215,11 @@ func (c ChainPolicy) Apply(plan *Plan) (*Plan, error) {
 		ds[i].Action, ds[i].Reason = Keep, ReasonSegmentKept
 		chainKept[e.Manifest.Chain] = true
 	}
+	for chain := range tails {
+		if ends[chain] > baseRev {
+			chainKept[chain] = true
+		}
+	}
 	// The full backups a kept chain continues from are kept whatever
 	// their config: the segments kept need them.
 	for chain := range chainKept {
@@ -217,6 +234,20 @@ func (c ChainPolicy) Apply(plan *Plan) (*Plan, error) {
 		}
 	}
 	return &out, nil
+}
+
+// recoveryTails returns, from the manifests of the entries of ds at idx,
+// the chains whose tail a follower's recovery catches up
+// (backup.Manifest.Recovery: its full backup and the new chain's segments
+// record it) and the last revision of each tail.
+func recoveryTails(ds []Decision, idx []int) map[string]int64 {
+	tails := map[string]int64{}
+	for _, i := range idx {
+		if r := ds[i].Entry.Manifest.Recovery; r != nil && r.Chain != "" {
+			tails[r.Chain] = max(tails[r.Chain], r.Until)
+		}
+	}
+	return tails
 }
 
 // inScope reports whether the plan's Scope accepts m (no Scope accepts all).
@@ -260,13 +291,21 @@ func chainCut(plan *Plan, ds []Decision, chain string, base int, baseRev int64) 
 
 // keepChainBases returns plan with every full backup that a delta segment
 // of the cluster names as its chain, or continues from (a synthetic full
-// backup), kept: without a ChainPolicy no segment
-// is deleted, so every restore point of every chain stays restorable.
+// backup), kept, and so every chain a recovery's tail continues
+// (backup.Manifest.Recovery): without a ChainPolicy no segment is
+// deleted, so every restore point of every chain stays restorable.
 func keepChainBases(plan *Plan) *Plan {
 	chains := map[string]bool{}
 	for _, d := range plan.Decisions {
-		if e := d.Entry; e.Cluster == plan.Cluster && e.Kind == backup.KindDelta && e.Manifest != nil {
+		e := d.Entry
+		if e.Cluster != plan.Cluster || e.Manifest == nil {
+			continue
+		}
+		if e.Kind == backup.KindDelta {
 			chains[e.Manifest.Chain] = true
+		}
+		if r := e.Manifest.Recovery; r != nil && r.Chain != "" {
+			chains[r.Chain] = true // a recovery's tail continues it
 		}
 	}
 	if len(chains) == 0 {

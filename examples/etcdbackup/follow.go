@@ -130,6 +130,11 @@ func (p *followProgress) ObserveFollow(e backup.FollowEvent) {
 	case backup.TargetBehind:
 		fmt.Fprintf(p.w, "BEHIND: %s fails from revision %d (retrying; other destinations go on): %s\n", e.Destination, e.Revision, oneLine(e.Err))
 	case backup.TargetLost:
+		if e.Chain != "" {
+			fmt.Fprintf(p.w, "LOST: %s lacks revisions of chain %s's recovery tail from %d that are no longer held; they are a gap there: %s\n",
+				e.Destination, e.Chain, e.Revision, oneLine(e.Err))
+			break
+		}
 		fmt.Fprintf(p.w, "LOST: %s lacks revisions from %d that are no longer held; it takes a full backup of its own when it answers: %s\n",
 			e.Destination, e.Revision, oneLine(e.Err))
 	case backup.TargetRestarted:

@@ -1,0 +1,143 @@
+package restore_test
+
+import (
+	"context"
+	"errors"
+	"iter"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/etcdbackup/etcdbackup/backup"
+	"github.com/etcdbackup/etcdbackup/internal/etcdtest"
+	"github.com/etcdbackup/etcdbackup/storage"
+)
+
+// find returns the first event match accepts.
+func (f *followEvents) find(match func(backup.FollowEvent) bool) (backup.FollowEvent, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, e := range f.events {
+		if match(e) {
+			return e, true
+		}
+	}
+	return backup.FollowEvent{}, false
+}
+
+// TestFollowerTailLostTargetIsReported: while a recovery's tail is stored
+// on x, y fails it past its backlog's bound. y lost revisions of the
+// tail, a gap there: it is reported (TargetLost on the old chain), and
+// the tail is done without it.
+func TestFollowerTailLostTargetIsReported(t *testing.T) {
+	x, y := memBucket(t), memBucket(t)
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	follower := func(rec *followEvents) *backup.Follower {
+		f := destinationsFollower(t, etcd, rec, map[string]storage.Bucket{"x": x, "y": y}, "x", "y")
+		f.RecoveryRevisions, f.MaxSegmentBytes = 300, 4<<10
+		return f
+	}
+	rec := &followEvents{}
+	stop := runFollower(t, follower(rec))
+	require.Eventually(t, func() bool { return rec.count(backup.ChainStarted) == 1 }, 30*time.Second, 10*time.Millisecond)
+	oldChain, _ := rec.first(backup.ChainStarted)
+	a := workload(t, cli, "/a", 6)
+	require.Eventually(t, func() bool {
+		return chainEnd(t, x, oldChain.Chain) >= a[len(a)-1] && chainEnd(t, y, oldChain.Chain) >= a[len(a)-1]
+	}, 30*time.Second, 20*time.Millisecond)
+	require.NoError(t, stop())
+	oldEnd := chainEnd(t, y, oldChain.Chain)
+
+	tail := workload(t, cli, "/b", 12)
+	putsPast(t, cli, "/bulk", tail[len(tail)-1]+1000)
+
+	rec = &followEvents{}
+	f := follower(rec)
+	f.MaxBacklogBytes = 1 // one segment
+	failing := &failingTail{inner: f.Targets[1].Uploader, chain: oldChain.Chain, from: oldEnd + 1}
+	failing.down.Store(true)
+	f.Targets[1].Uploader = failing
+	stop = runFollower(t, f)
+	defer func() { _ = stop() }()
+	require.Eventually(t, func() bool { return rec.count(backup.RecoveryDone) == 1 }, 30*time.Second, 10*time.Millisecond,
+		"events: %v", rec.kinds())
+	done, _ := rec.first(backup.RecoveryDone)
+	require.NoError(t, done.Err, "x holds the tail")
+	require.Less(t, chainEnd(t, y, oldChain.Chain), done.HeadRevision, "y lacks some of the tail")
+	lost, ok := rec.find(func(e backup.FollowEvent) bool {
+		return e.Kind == backup.TargetLost && e.Destination == "y" && e.Chain == oldChain.Chain
+	})
+	require.True(t, ok, "y's gap in the tail is reported: %v", rec.kinds())
+	require.Greater(t, lost.Revision, oldEnd)
+	require.LessOrEqual(t, lost.Revision, chainEnd(t, y, oldChain.Chain)+1, "from the first revision y lacks")
+}
+
+// downCatalog is a catalog that cannot be listed.
+type downCatalog struct{ backup.Catalog }
+
+func (downCatalog) List(context.Context, string) iter.Seq2[storage.ObjectInfo, error] {
+	return func(yield func(storage.ObjectInfo, error) bool) {
+		yield(storage.ObjectInfo{}, errors.New("catalog down"))
+	}
+}
+
+// TestFollowerResumesTailWithACatalogDown: a follower stopped while x
+// lacks a recovery's tail (y holds it) starts again while y's catalog
+// cannot be listed: x's tail is resumed all the same, and it restores.
+func TestFollowerResumesTailWithACatalogDown(t *testing.T) {
+	x, y := memBucket(t), memBucket(t)
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	follower := func(rec *followEvents) *backup.Follower {
+		f := destinationsFollower(t, etcd, rec, map[string]storage.Bucket{"x": x, "y": y}, "x", "y")
+		f.RecoveryRevisions, f.MaxSegmentBytes = 300, 16<<10
+		return f
+	}
+	rec := &followEvents{}
+	stop := runFollower(t, follower(rec))
+	require.Eventually(t, func() bool { return rec.count(backup.ChainStarted) == 1 }, 30*time.Second, 10*time.Millisecond)
+	oldChain, _ := rec.first(backup.ChainStarted)
+	a := workload(t, cli, "/a", 6)
+	require.Eventually(t, func() bool {
+		return chainEnd(t, x, oldChain.Chain) >= a[len(a)-1] && chainEnd(t, y, oldChain.Chain) >= a[len(a)-1]
+	}, 30*time.Second, 20*time.Millisecond)
+	require.NoError(t, stop())
+	oldEnd := chainEnd(t, x, oldChain.Chain)
+	tail := workload(t, cli, "/b", 12)
+	putsPast(t, cli, "/bulk", tail[len(tail)-1]+1000)
+
+	// x's tail waits at a gate; y's is stored whole.
+	rec = &followEvents{}
+	f := follower(rec)
+	f.FinalCommitTimeout = 2 * time.Second
+	gate := &seenGate{gatedTail: gatedTail{inner: f.Targets[0].Uploader, chain: oldChain.Chain, from: oldEnd + 1, gate: make(chan struct{})}}
+	f.Targets[0].Uploader = gate
+	stop = runFollower(t, f)
+	require.Eventually(t, gate.seen.Load, 30*time.Second, 10*time.Millisecond, "events: %v", rec.kinds())
+	newChain, ok := rec.first(backup.ChainStarted)
+	require.True(t, ok, "events: %v", rec.kinds())
+	d := workload(t, cli, "/d", 6)
+	require.Eventually(t, func() bool {
+		return chainEnd(t, x, newChain.Chain) >= d[len(d)-1] && chainEnd(t, y, newChain.Chain) >= d[len(d)-1]
+	}, 30*time.Second, 20*time.Millisecond)
+	require.NoError(t, stop())
+	close(gate.gate)
+	xEnd := chainEnd(t, x, oldChain.Chain)
+
+	rec = &followEvents{}
+	f = follower(rec)
+	f.Catalogs[1] = downCatalog{f.Catalogs[1]}
+	stop = runFollower(t, f)
+	defer func() { _ = stop() }()
+	require.Eventually(t, func() bool { return rec.count(backup.RecoveryDone) == 1 }, 30*time.Second, 10*time.Millisecond,
+		"x's tail is resumed: %v", rec.kinds())
+	started, ok := rec.first(backup.RecoveryStarted)
+	require.True(t, ok, "events: %v", rec.kinds())
+	require.Equal(t, oldChain.Chain, started.Chain)
+	require.Equal(t, xEnd+1, started.Revision, "from what x holds")
+	done, _ := rec.first(backup.RecoveryDone)
+	require.NoError(t, done.Err)
+	require.GreaterOrEqual(t, chainEnd(t, x, oldChain.Chain), done.HeadRevision)
+}

@@ -1,0 +1,215 @@
+package restore_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/etcdbackup/etcdbackup/backup"
+	"github.com/etcdbackup/etcdbackup/internal/etcdtest"
+	"github.com/etcdbackup/etcdbackup/restore"
+	"github.com/etcdbackup/etcdbackup/storage"
+)
+
+// chainEnd returns the last revision b holds of chain: its last
+// segment's, else its full backup's; 0 when b holds nothing of it.
+func chainEnd(t *testing.T, b storage.Bucket, chain string) int64 {
+	t.Helper()
+	entries, err := backup.ListBackups(t.Context(), b, "prod-a")
+	require.NoError(t, err)
+	var end int64
+	for _, e := range entries {
+		switch {
+		case e.Kind == backup.KindDelta && e.Manifest.Chain == chain:
+			end = max(end, e.Manifest.LastRevision)
+		case e.ID == chain:
+			end = max(end, e.Manifest.Etcd.Revision.Low)
+		}
+	}
+	return end
+}
+
+// tailUntil returns the last revision of the tail that the recovery's
+// full backup chain records (Manifest.Recovery): its upper revision.
+func tailUntil(t *testing.T, b storage.Bucket, chain string) int64 {
+	t.Helper()
+	entries, err := backup.ListBackups(t.Context(), b, "prod-a")
+	require.NoError(t, err)
+	for _, e := range entries {
+		if e.ID == chain {
+			require.NotNil(t, e.Manifest.Recovery, "the recovery's full backup records its tail")
+			return e.Manifest.Recovery.Until
+		}
+	}
+	require.Fail(t, "no full backup "+chain)
+	return 0
+}
+
+// TestFollowerResumesEachTargetsTail: a follower to two destinations,
+// each with its own catalog, recovers; the old chain's tail is stored
+// whole on x and held back on y when the follower stops. Started again,
+// it resumes the tail from what y holds (x's catalog, the first, holds it
+// all), and every revision of the tail restores from y exactly.
+func TestFollowerResumesEachTargetsTail(t *testing.T) {
+	x, y := memBucket(t), memBucket(t)
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	follower := func(rec *followEvents) *backup.Follower {
+		f := destinationsFollower(t, etcd, rec, map[string]storage.Bucket{"x": x, "y": y}, "x", "y")
+		f.RecoveryRevisions, f.MaxSegmentBytes = 300, 16<<10
+		return f
+	}
+
+	rec := &followEvents{}
+	stop := runFollower(t, follower(rec))
+	require.Eventually(t, func() bool { return rec.count(backup.ChainStarted) == 1 }, 30*time.Second, 10*time.Millisecond)
+	oldChain, _ := rec.first(backup.ChainStarted)
+	a := workload(t, cli, "/a", 6)
+	oldEnd := a[len(a)-1]
+	require.Eventually(t, func() bool {
+		return chainEnd(t, x, oldChain.Chain) >= oldEnd && chainEnd(t, y, oldChain.Chain) >= oldEnd
+	},
+		30*time.Second, 20*time.Millisecond)
+	require.NoError(t, stop())
+	oldEnd = chainEnd(t, y, oldChain.Chain)
+	require.Equal(t, oldEnd, chainEnd(t, x, oldChain.Chain))
+
+	tail := workload(t, cli, "/b", 12)
+	putsPast(t, cli, "/bulk", tail[len(tail)-1]+1000)
+	tail = append(tail, workload(t, cli, "/c", 6)...)
+
+	// y's tail waits at a gate; x's is stored whole.
+	rec = &followEvents{}
+	f := follower(rec)
+	f.FinalCommitTimeout = 2 * time.Second
+	gate := &seenGate{gatedTail: gatedTail{inner: f.Targets[1].Uploader, chain: oldChain.Chain, from: oldEnd + 1, gate: make(chan struct{})}}
+	f.Targets[1].Uploader = gate
+	stop = runFollower(t, f)
+	require.Eventually(t, gate.seen.Load, 30*time.Second, 10*time.Millisecond, "a tail segment waits at y's gate: %v", rec.kinds())
+	newChain, ok := rec.first(backup.ChainStarted)
+	require.True(t, ok, "events: %v", rec.kinds())
+	until := tailUntil(t, x, newChain.Chain)
+	require.GreaterOrEqual(t, until, tail[len(tail)-1])
+	require.Eventually(t, func() bool { return chainEnd(t, x, oldChain.Chain) >= until }, 30*time.Second, 20*time.Millisecond,
+		"x holds the whole tail: %v", rec.kinds())
+	// The new chain has a segment on both: a follower started again
+	// follows it, and reads the tail's record from it.
+	d := workload(t, cli, "/d", 6)
+	require.Eventually(t, func() bool {
+		return chainEnd(t, x, newChain.Chain) >= d[len(d)-1] && chainEnd(t, y, newChain.Chain) >= d[len(d)-1]
+	},
+		30*time.Second, 20*time.Millisecond)
+	require.NoError(t, stop())
+	close(gate.gate)
+	stopped, ok := rec.first(backup.RecoveryDone)
+	require.True(t, ok, "events: %v", rec.kinds())
+	require.Error(t, stopped.Err, "stopped while y lacks the tail: not done")
+	yEnd := chainEnd(t, y, oldChain.Chain)
+	require.Less(t, yEnd, until, "y lacks some of the tail")
+
+	rec = &followEvents{}
+	stop = runFollower(t, follower(rec))
+	require.Eventually(t, func() bool { return rec.count(backup.RecoveryDone) == 1 }, 30*time.Second, 10*time.Millisecond,
+		"the tail y lacks is resumed: %v", rec.kinds())
+	require.NoError(t, stop())
+	started, ok := rec.first(backup.RecoveryStarted)
+	require.True(t, ok, "events: %v", rec.kinds())
+	require.Equal(t, oldChain.Chain, started.Chain)
+	require.Equal(t, yEnd+1, started.Revision, "from what y holds")
+	done, _ := rec.first(backup.RecoveryDone)
+	require.NoError(t, done.Err)
+	require.GreaterOrEqual(t, chainEnd(t, y, oldChain.Chain), until)
+	for _, rev := range []int64{oldEnd + 1, tail[3], tail[len(tail)-1], until} {
+		for name, b := range map[string]storage.Bucket{"x": x, "y": y} {
+			restored, res, srv := restorePoint(t, b, restore.Point{Cluster: "prod-a", Revision: rev})
+			require.Equal(t, rev, res.Revision, "on %s", name)
+			requireSameAt(t, cli, restored, rev)
+			srv.Stop()
+		}
+	}
+}
+
+// failingTail fails the commits of the segments of chain from revision
+// from on while down is set, counting them.
+type failingTail struct {
+	inner    backup.Uploader
+	chain    string
+	from     int64
+	down     atomic.Bool
+	failures atomic.Int64
+}
+
+func (u *failingTail) Upload(ctx context.Context, m *backup.Manifest, r io.Reader) error {
+	return u.inner.Upload(ctx, m, r)
+}
+
+func (u *failingTail) Commit(ctx context.Context, m *backup.Manifest) error {
+	if u.down.Load() && m.IsDelta() && m.Chain == u.chain && m.FirstRevision >= u.from {
+		u.failures.Add(1)
+		return errors.New("destination down")
+	}
+	return u.inner.Commit(ctx, m)
+}
+
+// TestFollowerTailWaitsForAFailingTarget: while a recovery's tail is
+// stored whole on x, y fails to store it. The tail is not done
+// (RecoveryDone) while y retries; once y answers, y holds the whole tail
+// and its revisions restore from y exactly.
+func TestFollowerTailWaitsForAFailingTarget(t *testing.T) {
+	x, y := memBucket(t), memBucket(t)
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	follower := func(rec *followEvents) *backup.Follower {
+		f := destinationsFollower(t, etcd, rec, map[string]storage.Bucket{"x": x, "y": y}, "x", "y")
+		f.RecoveryRevisions, f.MaxSegmentBytes = 300, 16<<10
+		return f
+	}
+	rec := &followEvents{}
+	stop := runFollower(t, follower(rec))
+	require.Eventually(t, func() bool { return rec.count(backup.ChainStarted) == 1 }, 30*time.Second, 10*time.Millisecond)
+	oldChain, _ := rec.first(backup.ChainStarted)
+	a := workload(t, cli, "/a", 6)
+	require.Eventually(t, func() bool {
+		return chainEnd(t, x, oldChain.Chain) >= a[len(a)-1] && chainEnd(t, y, oldChain.Chain) >= a[len(a)-1]
+	}, 30*time.Second, 20*time.Millisecond)
+	require.NoError(t, stop())
+	oldEnd := chainEnd(t, y, oldChain.Chain)
+
+	tail := workload(t, cli, "/b", 12)
+	putsPast(t, cli, "/bulk", tail[len(tail)-1]+1000)
+
+	rec = &followEvents{}
+	f := follower(rec)
+	failing := &failingTail{inner: f.Targets[1].Uploader, chain: oldChain.Chain, from: oldEnd + 1}
+	failing.down.Store(true)
+	f.Targets[1].Uploader = failing
+	stop = runFollower(t, f)
+	defer func() { _ = stop() }()
+	require.Eventually(t, func() bool { return rec.count(backup.ChainStarted) == 1 }, 30*time.Second, 10*time.Millisecond)
+	newChain, _ := rec.first(backup.ChainStarted)
+	until := tailUntil(t, x, newChain.Chain)
+	require.Eventually(t, func() bool { return chainEnd(t, x, oldChain.Chain) >= until }, 30*time.Second, 20*time.Millisecond,
+		"x holds the whole tail: %v", rec.kinds())
+	seen := failing.failures.Load()
+	require.Eventually(t, func() bool { return failing.failures.Load() >= seen+3 }, 30*time.Second, 10*time.Millisecond,
+		"y retries the tail")
+	require.Zero(t, rec.count(backup.RecoveryDone), "the tail is not done while y lacks it: %v", rec.kinds())
+
+	failing.down.Store(false)
+	require.Eventually(t, func() bool { return rec.count(backup.RecoveryDone) == 1 }, 30*time.Second, 10*time.Millisecond,
+		"events: %v", rec.kinds())
+	done, _ := rec.first(backup.RecoveryDone)
+	require.NoError(t, done.Err)
+	require.GreaterOrEqual(t, chainEnd(t, y, oldChain.Chain), until)
+	for _, rev := range []int64{oldEnd + 1, tail[3], until} {
+		restored, res, srv := restorePoint(t, y, restore.Point{Cluster: "prod-a", Revision: rev})
+		require.Equal(t, rev, res.Revision)
+		requireSameAt(t, cli, restored, rev)
+		srv.Stop()
+	}
+}
