@@ -990,9 +990,14 @@ func (st *followState) drainHeld(ctx context.Context) error {
 }
 
 // hold keeps a response that arrived while a segment was stored, for
-// drainHeld, and returns the bytes held.
+// drainHeld, and returns the bytes held. Its header shows etcd's head,
+// for the lag of the segment being stored: a header of another cluster or
+// below what was committed is left to receive, which reports it.
 func (st *followState) hold(wr clientv3.WatchResponse) int {
 	st.held = append(st.held, wr)
+	if h := wr.Header; h != nil && (st.clusterID == 0 || h.ClusterId == st.clusterID) && h.Revision >= st.committed {
+		st.sawHead(h.Revision)
+	}
 	for _, ev := range wr.Events {
 		st.heldBytes += len(ev.Kv.Key) + len(ev.Kv.Value) + 64
 	}

@@ -1,0 +1,68 @@
+package backup
+
+import (
+	"context"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// gateUploader stores nothing; each upload waits until open is closed.
+type gateUploader struct{ open chan struct{} }
+
+func (u gateUploader) Upload(ctx context.Context, _ *Manifest, r io.Reader) error {
+	if _, err := io.Copy(io.Discard, r); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-u.open:
+		return nil
+	}
+}
+
+func (gateUploader) Commit(context.Context, *Manifest) error { return nil }
+
+// TestFollowerHeadCountsWhatArrivesWhileStoring: the watch delivers
+// revisions while a segment is stored; the segment's commit reports etcd's
+// head as they showed it (HeadRevision, the lag_revisions gauge), not the
+// segment's own last revision, which said the follower was level with
+// etcd at every commit of a busy cluster.
+func TestFollowerHeadCountsWhatArrivesWhileStoring(t *testing.T) {
+	gate := gateUploader{open: make(chan struct{})}
+	var committed []FollowEvent
+	f := &Follower{Cluster: "prod-a", Pipeline: &Pipeline{},
+		Targets:         []Target{{Destination: "gated", Uploader: gate}},
+		MaxSegmentBytes: 1 << 20, SlowStore: time.Minute, RetryInterval: time.Millisecond,
+		Observer: FollowObserverFunc(func(e FollowEvent) {
+			if e.Kind == SegmentCommitted {
+				committed = append(committed, e)
+			}
+		})}
+	st := drainState(t, f)
+	st.restart(chainStart{next: 2, chain: "prod-a-full"})
+	put := func(rev, header int64) clientv3.WatchResponse {
+		return clientv3.WatchResponse{Header: &etcdserverpb.ResponseHeader{ClusterId: 7, Revision: header},
+			Events: []*clientv3.Event{{Type: mvccpb.PUT, Kv: &mvccpb.KeyValue{Key: []byte("/k"), Value: []byte("v"),
+				CreateRevision: 2, ModRevision: rev, Version: rev - 1}}}}
+	}
+	require.NoError(t, st.receive(t.Context(), put(2, 2)))
+	wch := make(chan clientv3.WatchResponse)
+	st.watchCh, st.stopWatch = wch, func() {}
+	go func() {
+		wch <- put(3, 9) // received by the store's wait, before it ends
+		close(gate.open)
+	}()
+	_, err := st.flush(t.Context())
+	require.NoError(t, err)
+	require.Len(t, committed, 1)
+	require.Equal(t, int64(2), committed[0].Committed)
+	require.Equal(t, int64(9), committed[0].HeadRevision, "etcd's head as the response held while storing showed it")
+	require.Len(t, st.held, 1, "the response is held for the watch loop")
+}
