@@ -220,8 +220,7 @@ fuzz:
 # Interrupted, `make bench` again on the same clean commit with the same
 # flags, machine and toolchain continues: the groups and steps done are
 # kept, the others run whole, and the report says when each ran (BENCH_RESUME=
-# starts over; recovery takes no -resume yet and runs again). An
-# unfinished run it cannot continue is kept in
+# starts over). An unfinished run it cannot continue is kept in
 # bench-out/results-<start>.json.
 # BENCH_FLAGS, PITR_FLAGS, PITR_REMOTE_FLAGS, PITR_RESTORE_FLAGS,
 # REPLICATE_FLAGS, SEED_FLAGS and RECOVERY_FLAGS pass flags, e.g.
@@ -240,7 +239,7 @@ bench: $(TOOLS)/minio
 	bench-out/etcdbackup-bench pitr-restore $(BENCH_RESUME) $(PITR_RESTORE_FLAGS)
 	bench-out/etcdbackup-bench replicate $(BENCH_RESUME) $(REPLICATE_FLAGS)
 	bench-out/etcdbackup-bench seed $(BENCH_RESUME) $(SEED_FLAGS)
-	bench-out/etcdbackup-bench recovery $(RECOVERY_FLAGS)
+	bench-out/etcdbackup-bench recovery $(BENCH_RESUME) $(RECOVERY_FLAGS)
 
 # bench-pitr: continuous backup at 1,000 writes/s of 1 KiB for 60 s after
 # the follower's own full backup of the 1 GiB etcd: commit lag p50/p99,

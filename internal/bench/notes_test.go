@@ -90,7 +90,7 @@ func fixtureResults() *results {
 		Base: 21 << 20, StartupPeak: 701 << 20, AllFollowing: 97 * time.Second, FirstCommits: 131 * time.Second, Timeout: 30 * time.Minute,
 		SteadyPeak: 613 << 20, SteadyEnd: 597 << 20, SteadyHeap: 311 << 20, Goroutines: 23011, Phase: 2 * time.Minute,
 		Segments: 119000, LagP50: 1103 * time.Millisecond, LagP99: 1907 * time.Millisecond, LagMax: 2707 * time.Millisecond, CPU: 131, StartCPU: 211, Fulls: 1000, MaxFulls: 4}
-	r.Recovery = &recoveryReport{Started: r.Started, Command: "make bench", Full: "1 GiB", Keys: 131072, Rate: 2000, Value: 1024, StartHead: 431073, Behind: 300000,
+	r.Recovery = &recoveryReport{Started: r.Started, Command: "make bench", Commit: fixtureCommit, Full: "1 GiB", Keys: 131072, Rate: 2000, Value: 1024, StartHead: 431073, Behind: 300000,
 		Protected: 41 * time.Second, LagUnder2s: 97 * time.Second, TailDone: 173 * time.Second, FullRevision: 433101,
 		Lags: []lagSample{{At: time.Second, Revisions: 300000, Lag: 61 * time.Second, Tail: 300000}, {At: 97 * time.Second, Revisions: 1900, Lag: 1900 * time.Millisecond, Tail: 7000}}}
 	return r

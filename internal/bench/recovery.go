@@ -38,11 +38,17 @@ func runRecovery(args []string) error {
 	rate := fs.Int("rate", 2000, "writes per second while the follower recovers")
 	valueSize := fs.Int("value", 1024, "value size in bytes")
 	limit := fs.Duration("timeout", 10*time.Minute, "longest the recovery is followed")
+	resume := fs.Bool("resume", false, "do nothing when the saved results hold this measure of this commit and run")
 	work := fs.String("work", "bench-out", "directory for the fill cache, scratch files, logs and results")
 	out := fs.String("out", "BENCHMARKS.md", "report to render again with these figures")
 	chart := fs.String("chart", "BENCHMARKS.png", "chart to render again")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	command := pitrCommand("recovery", withoutFlag(args, "resume"))
+	if *resume && stepDone(filepath.Join(*work, "results.json"), command, func(r *results) (time.Time, string, string) { return r.Recovery.step() }) {
+		progress("recovery: measured already by this run, at this commit")
+		return nil
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -75,7 +81,7 @@ func runRecovery(args []string) error {
 		return err
 	}
 	defer cli.Close()
-	rep := recoveryReport{Started: time.Now().UTC(), Command: pitrCommand("recovery", args), Full: fill.Full, Keys: fill.Keys,
+	rep := recoveryReport{Started: time.Now().UTC(), Command: command, Commit: cleanCommit(), Full: fill.Full, Keys: fill.Keys,
 		Rate: *rate, Value: *valueSize}
 	if err := followerBehind(ctx, lean, env, logs, cli, *behind, *valueSize); err != nil {
 		return err
@@ -166,6 +172,8 @@ func measureRecovery(ctx context.Context, lean string, env modeEnv, logs string,
 type recoveryReport struct {
 	Started time.Time
 	Command string
+	// Commit is the commit measured ("" when the checkout was not clean).
+	Commit string `json:",omitempty"`
 	// Full and Keys describe the filled etcd ("" for an empty one).
 	Full string `json:",omitempty"`
 	Keys int64  `json:",omitempty"`
@@ -192,7 +200,9 @@ type lagSample struct {
 	At        time.Duration
 	Revisions int64
 	Lag       time.Duration
-	// Tail is what the old chain's tail still lacked.
+	// Tail is the revisions the old chain's tail still lacked: the
+	// recovery's full backup's revision, where it ends, less the last it
+	// committed (0 before its first commit).
 	Tail int64 `json:",omitempty"`
 }
 
@@ -217,7 +227,10 @@ func (r *recoveryReport) observe(l pitrLine, start time.Time, tailLeft *int64) {
 			r.Lags = append(r.Lags, lagSample{At: at, Revisions: max(l.Head-l.Last, 0), Lag: time.Duration(l.Lag), Tail: *tailLeft})
 		}
 	case "tail":
-		*tailLeft = max(l.Head-l.Last, 0)
+		// The tail ends at the recovery's full backup's revision.
+		if r.FullRevision > 0 {
+			*tailLeft = max(r.FullRevision-l.Last, 0)
+		}
 	case "recovered":
 		*tailLeft = 0
 		r.TailDone, r.TailErr = at, l.Err
@@ -264,7 +277,7 @@ func renderRecovery(r *recoveryReport) string {
 		s := r.Lags[i]
 		l := fmt.Sprintf("%v: %d revisions, %v", s.At.Round(time.Second), s.Revisions, s.Lag.Round(time.Millisecond))
 		if s.Tail > 0 {
-			l += fmt.Sprintf(" (tail %d)", s.Tail)
+			l += fmt.Sprintf(" (old chain's tail: %d revisions left)", s.Tail)
 		}
 		lags = append(lags, l)
 	}

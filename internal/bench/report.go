@@ -101,7 +101,7 @@ func renderReport(r *results, chart string) (string, error) {
 	w("%s%s", renderPointRestore(r.PointRestore), sectionCommit(r, r.PointRestore))
 	w("%s%s", renderReplication(r.Replication), stepCommit(r, r.Replication.step))
 	w("%s%s", renderSeed(r.Seed, r.Machine.CPUs), stepCommit(r, r.Seed.step))
-	w("%s", renderRecovery(r.Recovery))
+	w("%s%s", renderRecovery(r.Recovery), stepCommit(r, r.Recovery.step))
 
 	w("## How to read the figures\n\n")
 	w("- **wall**: from the first request to etcd to the last byte stored (for etcdbackup: the manifest committed), timed inside the process; process start is not included.\n")

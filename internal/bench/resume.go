@@ -137,6 +137,14 @@ func (p *seedReport) step() (time.Time, string, string) {
 	return p.Started, p.Command, p.Commit
 }
 
+// step returns what stepDone needs of p, zero for nil.
+func (p *recoveryReport) step() (time.Time, string, string) {
+	if p == nil {
+		return time.Time{}, "", ""
+	}
+	return p.Started, p.Command, p.Commit
+}
+
 // remoteStep returns what stepDone needs of pitr-remote's sections: the
 // earliest of stores', zero when one of stores is missing.
 func remoteStep(m map[string]*pitrReport, stores []string) (time.Time, string, string) {
