@@ -153,10 +153,17 @@ func notesFuncs(r *results, mark bool) template.FuncMap {
 		},
 		"compactedVsFull": func() string {
 			return compactFig(r.PointRestore, out, func(c *compactReport) string {
+				if len(c.Rounds) > 0 {
+					f := judgeWall(c.Rounds)
+					if f.Quiet == 0 {
+						return ""
+					}
+					return fmt.Sprintf("%.2fx (paired median; ratio of medians %.2fx)", f.Paired, f.OfMedians)
+				}
 				if r.PointRestore.FullOnly <= 0 {
 					return ""
 				}
-				return fmt.Sprintf("%.2fx", c.Restore.Seconds()/r.PointRestore.FullOnly.Seconds())
+				return fmt.Sprintf("%.2fx in one run", c.Restore.Seconds()/r.PointRestore.FullOnly.Seconds())
 			})
 		},
 		"compactedTarget": func() string { return out(fmt.Sprintf("%.1fx", compactedRestoreTarget)) },

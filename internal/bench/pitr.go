@@ -101,7 +101,7 @@ func runPITR(args []string) error {
 		return err
 	}
 	progress("pitr: compacting the chain to revision %d", rep.RestoredRevision)
-	if rep.Compaction, err = measureCompaction(ctx, env, rep.RestoredRevision, filepath.Join(run, "compact")); err != nil {
+	if rep.Compaction, err = measureCompaction(ctx, env, minio.server, rep.RestoredRevision, filepath.Join(run, "compact")); err != nil {
 		return err
 	}
 	progress("pitr: commit lag p99 %v, follower peak RSS %s", rep.LagP99, formatBytes(rep.HWM))

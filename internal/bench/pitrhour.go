@@ -109,7 +109,7 @@ func runPITRRestore(args []string) error {
 		rep.Events, rep.FullRevision, rep.RestoredRevision = r.Events, r.FullRevision, r.RestoredRevision
 	}
 	progress("pitr-restore: compacting the chain to revision %d", last)
-	if rep.Compaction, err = measureCompaction(ctx, env, last, filepath.Join(run, "compact")); err != nil {
+	if rep.Compaction, err = measureCompaction(ctx, env, minio.server, last, filepath.Join(run, "compact")); err != nil {
 		return err
 	}
 	return saveSection(filepath.Join(*work, "results.json"), *out, *chart, func(r *results) { r.PointRestore = &rep })

@@ -27,7 +27,7 @@ func renderContinuous(c *pitrReport) string {
 	if c.Full != "" {
 		full = fmt.Sprintf("a copy of the %s etcd (%d keys)", c.Full, c.Keys)
 	}
-	fmt.Fprintf(&b, "Measured by `%s` (`etcdbackup-bench pitr`) on %s, one run. A follower (a process of its own, in the backup modes' lean binary) starts on %s and takes the chain's full backup itself, as a follower started on a cluster does; then %d writes of %d-byte values, asked at %d/s for %.0f s and done at %.0f/s, which it stores in %d segments (zstd, the default flush) on MinIO. The commit lag of a write is the time from etcd's answer to it to the commit of the manifest of the segment holding it, for every write; the follower's peak RSS is its VmHWM at its end, its own full backup included. Replay is the offline application of the events to the restored full backup (`PointResult.Replay`). The chain is then compacted into a synthetic full backup (`compact.Compactor`: replay, store, drill), and its last revision restored from it.\n\n",
+	fmt.Fprintf(&b, "Measured by `%s` (`etcdbackup-bench pitr`) on %s, one run. A follower (a process of its own, in the backup modes' lean binary) starts on %s and takes the chain's full backup itself, as a follower started on a cluster does; then %d writes of %d-byte values, asked at %d/s for %.0f s and done at %.0f/s, which it stores in %d segments (zstd, the default flush) on MinIO. The commit lag of a write is the time from etcd's answer to it to the commit of the manifest of the segment holding it, for every write; the follower's peak RSS is its VmHWM at its end, its own full backup included. Replay is the offline application of the events to the restored full backup (`PointResult.Replay`). The chain is then compacted into a synthetic full backup (`compact.Compactor`: replay, store, drill), and its last revision restored from it, next to restores of the full backup alone (as in the section below).\n\n",
 		c.Command, c.Started.Format("2006-01-02 15:04 MST"), full, c.Writes, c.Value, c.Asked, c.Seconds, c.Rate, c.Segments)
 	b.WriteString("| figure | measured | target |\n|---|---|---|\n")
 	fmt.Fprintf(&b, "| commit lag p50 | %s | |\n", c.LagP50.Round(time.Millisecond))
@@ -53,8 +53,8 @@ func renderPointRestore(p *pitrReport) string {
 		b.WriteString("Not measured by this run: `make bench` runs `etcdbackup-bench pitr-restore` last.\n\n")
 		return b.String()
 	}
-	fmt.Fprintf(&b, "Measured by `%s` (`etcdbackup-bench pitr-restore`) on %s, one run. A full backup (zstd) of a copy of the %s etcd (%d keys, revision %d), then %d puts of %d-byte values of random letters, written as fast as etcd took them while a follower kept up, stored in %d segments on MinIO, then the chain compacted into a synthetic full backup (`compact.Compactor`, zstd) and its last revision restored from it. Each restore reads from MinIO, checks every digest and writes a member's data directory; the restores of the chain ran twice and the faster run is shown, the one after compaction once.\n\n",
-		p.Command, p.Started.Format("2006-01-02 15:04 MST"), p.Full, p.Keys, p.FullRevision, p.Writes, p.Value, p.Segments)
+	fmt.Fprintf(&b, "Measured by `%s` (`etcdbackup-bench pitr-restore`) on %s, one run. A full backup (zstd) of a copy of the %s etcd (%d keys, revision %d), then %d puts of %d-byte values of random letters, written as fast as etcd took them while a follower kept up, stored in %d segments on MinIO, then the chain compacted into a synthetic full backup (`compact.Compactor`, zstd) and its last revision restored from it. Each restore reads from MinIO, checks every digest and writes a member's data directory; the restores of the chain ran twice and the faster run is shown; %s.\n\n",
+		p.Command, p.Started.Format("2006-01-02 15:04 MST"), p.Full, p.Keys, p.FullRevision, p.Writes, p.Value, p.Segments, compactRoundsText(p.Compaction))
 	b.WriteString("| figure | measured | target |\n|---|---|---|\n")
 	fmt.Fprintf(&b, "| restore of the full backup alone (revision %d) | %s | |\n", p.FullRevision, p.FullOnly.Round(time.Millisecond))
 	ratio := "—"
@@ -68,6 +68,14 @@ func renderPointRestore(p *pitrReport) string {
 	}
 	b.WriteString("\n")
 	return b.String()
+}
+
+// compactRoundsText says how the restores after compaction c ran.
+func compactRoundsText(c *compactReport) string {
+	if c == nil || len(c.Rounds) == 0 {
+		return "the one after compaction once"
+	}
+	return fmt.Sprintf("after compaction, restores of the newest point (the synthetic full alone) and of the full backup alone ran next to each other in %d rounds, which first alternating, and the target judges them as the backup modes' wall times are judged (see Targets)", len(c.Rounds))
 }
 
 // rate returns n per second of d, 0 for no time.
