@@ -74,7 +74,8 @@ func runPITRFollower() error {
 		Observer: backup.FollowObserverFunc(func(e backup.FollowEvent) {
 			switch e.Kind {
 			case backup.ChainStarted, backup.ChainResumed:
-				emit(pitrLine{Kind: "chain", First: e.Revision, Committed: e.Time.UnixNano()})
+				// The peak so far: the chain's full backup's, for a new chain.
+				emit(pitrLine{Kind: "chain", First: e.Revision, Committed: e.Time.UnixNano(), HWM: selfHWM()})
 			case backup.SegmentCommitted:
 				l := pitrLine{Kind: "segment", First: e.Revision, Last: e.Committed, Committed: e.Time.UnixNano(), Head: e.HeadRevision, Lag: int64(e.Lag)}
 				if len(e.Manifests) > 0 {

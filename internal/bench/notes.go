@@ -122,8 +122,35 @@ func notesFuncs(r *results, mark bool) template.FuncMap {
 			}
 			return out(fmt.Sprintf("%.2f", a.Wall/b.Wall))
 		},
+		// judged is a compared mode's wall time against its group's
+		// baseline as the Targets judge it: over the quiet rounds, the
+		// median of the paired ratios and the ratio of the medians.
+		"judged": func(size, mode string) string {
+			rw, ok := get(size, mode)
+			if !ok || rw.Judged.Quiet == 0 {
+				return notAvailable
+			}
+			f := rw.Judged
+			return out(fmt.Sprintf("%.2f", f.Paired)) + " paired, " + out(fmt.Sprintf("%.2f", f.OfMedians)) + " as a ratio of medians"
+		},
 		"followerRSS": func() string {
 			return pitrFig(r.Continuous, out, func(p *pitrReport) string { return formatBytes(p.HWM) })
+		},
+		"replayRate": func() string {
+			return pitrFig(r.Continuous, out, func(p *pitrReport) string {
+				if p.Replay <= 0 {
+					return ""
+				}
+				return fmt.Sprintf("%.0f events/s", rate(p.Events, p.Replay))
+			})
+		},
+		"followerChainRSS": func() string {
+			return pitrFig(r.Continuous, out, func(p *pitrReport) string {
+				if p.ChainHWM <= 0 {
+					return ""
+				}
+				return formatBytes(p.ChainHWM)
+			})
 		},
 		"lagP50": func() string {
 			return pitrFig(r.Continuous, out, func(p *pitrReport) string { return p.LagP50.Round(time.Millisecond).String() })

@@ -75,7 +75,7 @@ func fixtureResults() *results {
 		}
 	}
 	r.Continuous = &pitrReport{Started: r.Started, Command: "make bench", Commit: fixtureCommit, Full: "1 GiB", Keys: 131072, Asked: 1000, Writes: 60000, Seconds: 60, Rate: 998.7, Value: 1024, Segments: 57,
-		HWM: 91 << 20, LagP50: 577 * time.Millisecond, LagP99: 1123 * time.Millisecond, LagMax: 1201 * time.Millisecond,
+		HWM: 91 << 20, ChainHWM: 83 << 20, LagP50: 577 * time.Millisecond, LagP99: 1123 * time.Millisecond, LagMax: 1201 * time.Millisecond,
 		Events: 60000, Replay: 251 * time.Millisecond, PointTotal: 2417 * time.Millisecond, FullOnly: 2166 * time.Millisecond, FullRevision: 131073, RestoredRevision: 191073,
 		Compaction: &compactReport{Events: 60000, Segments: 57, Revision: 191073, Elapsed: 4211 * time.Millisecond, Replay: 389 * time.Millisecond, HWM: 173 << 20, StoredBytes: 301 << 20, Restore: 2207 * time.Millisecond}}
 	r.PointRestore = &pitrReport{Started: r.Started, Command: "make bench", Commit: fixtureCommit, Full: "1 GiB", Keys: 131072, Writes: 100000, Value: 1024, Segments: 13,

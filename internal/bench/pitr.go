@@ -90,9 +90,11 @@ func runPITR(args []string) error {
 		return err
 	}
 	defer func() { _ = child.Process.Kill() }()
-	if l, ok := <-lines; !ok || l.Kind != "chain" {
+	l, ok := <-lines
+	if !ok || l.Kind != "chain" {
 		return errors.New("the follower did not start its chain")
 	}
+	rep.ChainHWM = l.HWM
 	progress("pitr: follower started; %d writes/s of %d bytes for %v", *rate, *valueSize, *duration)
 	if err := followLoad(ctx, etcd, child, lines, *rate, *valueSize, *duration, &rep); err != nil {
 		return fmt.Errorf("%w (log %s)", err, filepath.Join(logs, "pitr-follower.log"))
@@ -349,8 +351,10 @@ type pitrReport struct {
 	Value         int
 	Segments      int
 	// HWM is the follower's peak RSS (VmHWM), its own full backup
-	// included.
-	HWM int64
+	// included; ChainHWM its peak when its chain started, after its full
+	// backup (0 when not recorded).
+	HWM      int64
+	ChainHWM int64 `json:",omitempty"`
 	// Commit lags: from etcd's answer to a write to the commit of the
 	// segment holding it.
 	LagP50, LagP99, LagMax time.Duration

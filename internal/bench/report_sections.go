@@ -34,6 +34,9 @@ func renderContinuous(c *pitrReport) string {
 	fmt.Fprintf(&b, "| commit lag p99 | %s | <= %v: %s |\n", c.LagP99.Round(time.Millisecond), lagTarget, verdict(c.LagP99 <= lagTarget))
 	fmt.Fprintf(&b, "| commit lag max | %s | |\n", c.LagMax.Round(time.Millisecond))
 	fmt.Fprintf(&b, "| follower peak RSS (VmHWM), its full backup included | %s | <= %d MiB: %s |\n", formatBytes(c.HWM), followerRSSTarget>>20, verdict(c.HWM <= followerRSSTarget))
+	if c.ChainHWM > 0 {
+		fmt.Fprintf(&b, "| follower peak RSS when its chain started, after its full backup | %s | |\n", formatBytes(c.ChainHWM))
+	}
 	eps := rate(c.Events, c.Replay)
 	fmt.Fprintf(&b, "| offline replay | %d events in %s: %.0f events/s | >= %d/s: %s |\n", c.Events, c.Replay.Round(time.Millisecond), eps, replayTarget, verdict(eps >= replayTarget))
 	fmt.Fprintf(&b, "| restore of revision %d (full at %d, then replay) | %s | |\n", c.RestoredRevision, c.FullRevision, c.PointTotal.Round(time.Millisecond))
