@@ -130,7 +130,7 @@ func isRestoreGroup(g string) bool {
 // backupModes are the modes of the backup group. They run in the backup
 // modes' binary (see leanBinary).
 var backupModes = []mode{
-	{name: "two-step", short: "(a) two-step", label: "(a) two-step: `etcdctl snapshot save` to a file, then `mc cp`", group: "backup", run: runTwoStep},
+	{name: "two-step", short: "(a) two-step", label: "(a) two-step: what `etcdctl snapshot save` to a file, then `mc cp` do, in one process (etcd's `snapshot.SaveWithVersion`, then minio-go `FPutObject`)", group: "backup", run: runTwoStep},
 	{name: "stream", short: "(b) streaming", label: "(b) etcdbackup streaming, no compression", group: "backup", run: runPipeline(backup.None, false, false)},
 	{name: "stream-zstd", short: "(c) streaming zstd", label: "(c) etcdbackup streaming, zstd", group: "backup", run: runPipeline(backup.Zstd, false, false)},
 	{name: "stream-zstd-age", short: "(d) streaming zstd+age", label: "(d) etcdbackup streaming, zstd + age", group: "backup", run: runPipeline(backup.Zstd, true, false)},

@@ -106,7 +106,7 @@ func renderReport(r *results, chart string) (string, error) {
 	w("## How to read the figures\n\n")
 	w("- **wall**: from the first request to etcd to the last byte stored (for etcdbackup: the manifest committed), timed inside the process; process start is not included.\n")
 	w("- **vs (a)**: median wall time divided by that of the two-step approach on the same etcd.\n")
-	w("- **peak RSS**: the high-water mark of the resident set of the mode's process (`VmHWM`, read by the process at its end), the floor of the binary it runs in included (the idle row: backup modes run in `etcdbackup-bench-lean`, which links what a host backing up links; restore modes in the bench binary, with etcd's server). The CLI rows run the etcdbackup command built as `make release` builds it, a process started by the mode's process: their peak is the CLI's `ru_maxrss`, which the bench accepts only when it is above the starting process' own peak (Linux carries the latter into it), their anonymous peak is sampled, and their wall time includes the process' start. `ru_maxrss` is not used: Linux carries into it the resident set of the parent, whose memory a child started by Go's `os/exec` shares until `execve`.\n")
+	w("- **peak RSS**: the high-water mark of the resident set of the mode's process (`VmHWM`, read by the process at its end), the floor of the binary it runs in included (the idle row: backup modes run in `etcdbackup-bench-lean`, which links what a host backing up links; restore modes in the bench binary, with etcd's server). The CLI rows run the etcdbackup command built as `make release` builds it, a process started by the mode's process: their peak is the CLI's `ru_maxrss`, which the bench accepts only when it is above the starting process' own peak (Linux carries the latter into it), their anonymous peak is sampled, and their wall time includes the process' start. The other modes report their own `VmHWM`, not `ru_maxrss`: Linux carries into `ru_maxrss` the resident set of the parent, whose memory a child started by Go's `os/exec` shares until `execve`, which is why a CLI row's `ru_maxrss` counts only when it is above that.\n")
 	w("- **stored / raw**: stored object size over the snapshot stream's size.\n")
 	w("- **etcd stream open**: how long etcd's snapshot stream, and so its read transaction, stayed open.\n")
 	w("- **CPU**: user + system seconds of the backup process, and of etcd and MinIO during the run. On %d cores the three share the CPU, so CPU seconds explain wall times.\n", r.Machine.CPUs)
@@ -456,7 +456,8 @@ func cliTargets(lg map[string]row) string {
 // remoteTargets judges the CLI's backup at its defaults through the
 // distant store at remoteJudgedRTT against two-step through the same
 // store, and its peak RSS; through the other stores its wall-time ratio
-// is shown without a verdict.
+// is shown without a verdict. The restore of the baseline's object is
+// judged through every store.
 func remoteTargets(lg map[string]row) string {
 	var b strings.Builder
 	for _, st := range remoteStores {
@@ -474,6 +475,17 @@ func remoteTargets(lg map[string]row) string {
 		}
 		if judged {
 			b.WriteString(peakRow(fmt.Sprintf("peak RSS <= %d MiB through %s", remoteRSSTarget>>20, st.describe()), rw.Mode, rw.PeakRSS, rw.PeakRSSMax, remoteRSSTarget))
+		}
+	}
+	// The restore of (f)'s object through each store is held to the
+	// loopback's bound: the two read the same object through the same
+	// store.
+	for _, st := range remoteStores {
+		if rw, ok := lg["restore-"+st.name]; ok && len(rw.Pairs) > 0 {
+			b.WriteString(wallRow(fmt.Sprintf("restore wall time <= %.1f x download-then-restore through %s", restoreTarget, st.describe()), rw.Mode, rw, restoreTarget))
+		}
+		if rw, ok := lg["restore-zstd-"+st.name]; ok && len(rw.Pairs) > 0 {
+			fmt.Fprintf(&b, "| (not a target: another object) restore wall time / download-then-restore through %s | %s | %s | — |\n", st.describe(), rw.Mode.Short, rw.Judged)
 		}
 	}
 	return b.String()

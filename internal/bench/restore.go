@@ -32,7 +32,7 @@ const (
 // server packages (etcdutl, the restore's replay) and run in the bench
 // binary.
 var restoreModes = append([]mode{
-	{name: "download-restore", short: "(f) download, etcdutl restore", label: "(f) download with minio-go `FGetObject` (as `mc cp`), then `etcdutl snapshot restore`", group: "restore", source: "stream", run: runDownloadRestore},
+	{name: "download-restore", short: "(f) download, etcdutl restore", label: "(f) download with minio-go `FGetObject` (what `mc cp` does), then etcd's restore as `etcdutl snapshot restore` runs it, in one process", group: "restore", source: "stream", run: runDownloadRestore},
 	{name: "restore", short: "(g) restore", label: "(g) etcdbackup `Restorer.Restore`, the same object as (f)", group: "restore", source: "stream", run: runRestore},
 	{name: "restore-zstd-age", short: "(h) restore zstd+age", label: "(h) etcdbackup `Restorer.Restore` of a zstd + age backup", group: "restore", source: "stream-zstd-age", run: runRestore},
 	{name: "download", short: "download only", label: "(ref) download of (f)'s object to a file only", group: "restore", reference: true, source: "stream", run: runDownload},
@@ -49,9 +49,9 @@ func remoteRestoreModes() []mode {
 	for _, st := range remoteStores {
 		g := groupRestore + "-" + st.name
 		out = append(out,
-			mode{name: "download-restore-" + st.name, short: "(f) " + st.name, label: "(f) download from " + st.describe() + ", then `etcdutl snapshot restore`", group: g, store: st.name, source: "stream", run: runDownloadRestore},
+			mode{name: "download-restore-" + st.name, short: "(f) " + st.name, label: "(f) download from " + st.describe() + ", then etcd's restore as `etcdutl snapshot restore` runs it, in one process", group: g, store: st.name, source: "stream", run: runDownloadRestore},
 			mode{name: "restore-" + st.name, short: "(g) " + st.name, label: "(g) etcdbackup `Restorer.Restore` of (f)'s object from " + st.describe(), group: g, store: st.name, source: "stream", run: runRestore},
-			mode{name: "restore-zstd-" + st.name, short: "(g) zstd " + st.name, label: "(g) etcdbackup `Restorer.Restore` of the (c') zstd backup from " + st.describe(), group: g, store: st.name, source: "stream-zstd-mem", run: runRestore},
+			mode{name: "restore-zstd-" + st.name, short: "(g') zstd " + st.name, label: "(g') etcdbackup `Restorer.Restore` of the (c') zstd backup from " + st.describe(), group: g, store: st.name, source: "stream-zstd-mem", run: runRestore},
 		)
 	}
 	return out

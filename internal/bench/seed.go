@@ -444,8 +444,8 @@ func renderSeed(p *seedReport, cpus int) string {
 	fmt.Fprintf(&b, "| CPU of the start-up, per job | %.0f ms | |\n", 1000*p.StartCPU/float64(n))
 	b.WriteString("\n")
 	if p.Segments > 0 && p.LagP99 > seedLagTarget && p.Phase > 0 {
-		fmt.Fprintf(&b, "The commit lag missed its target: the process used %.2f of the machine's %d cores during the phase, beside %d etcd processes and whatever else ran (load average %.1f at the start), and a segment's commit waits for its store, one commit a second per job under these writes%s.\n\n",
-			p.CPU/p.Phase.Seconds(), cpus, p.Etcds, p.Load, seedStoreCost(p.Destination))
+		fmt.Fprintf(&b, "The commit lag missed its target: the process used %.2f of the machine's %d cores during the phase, beside %d etcd processes and whatever else ran (load average %.1f at the start), and a segment's commit waits for its store: %.2f commits a second per job during the phase%s.\n\n",
+			p.CPU/p.Phase.Seconds(), cpus, p.Etcds, p.Load, float64(p.Segments)/p.Phase.Seconds()/float64(n), seedStoreCost(p.Destination))
 	}
 	if p.SteadyPeak > seedSteadyTarget || p.StartupPeak > seedStartupTarget {
 		b.WriteString("The RSS missed its target: per job the process holds the follower's etcd client (a gRPC connection and a watch stream, about ten goroutines of them) and the follower's own goroutines and buffers, and the collector's headroom over the heap (see the Go heap row); `GOMEMLIMIT` bounds the latter.\n\n")
@@ -496,5 +496,5 @@ func seedStoreCost(dest string) string {
 	if dest == "minio" {
 		return ": MinIO, on the same cores, answers every commit's requests"
 	}
-	return ": profiles of this mode (`-cpu-profile`) put most of the process' CPU in storing the segments on the file destination, where each commit creates, syncs and renames the segment and its manifest with their attributes files"
+	return ", each of which creates, syncs and renames the segment and its manifest with their attributes files on the file destination; how the process' CPU splits between storing, watching and encoding is not measured by this run (`-cpu-profile` writes a profile of the phase)"
 }
