@@ -129,7 +129,7 @@ func isRestoreGroup(g string) bool {
 
 // backupModes are the modes of the backup group. They run in the backup
 // modes' binary (see leanBinary).
-var backupModes = []mode{
+var backupModes = slices.Concat([]mode{
 	{name: "two-step", short: "(a) two-step", label: "(a) two-step: what `etcdctl snapshot save` to a file, then `mc cp` do, in one process (etcd's `snapshot.SaveWithVersion`, then minio-go `FPutObject`)", group: "backup", run: runTwoStep},
 	{name: "stream", short: "(b) streaming", label: "(b) etcdbackup streaming, no compression", group: "backup", run: runPipeline(backup.None, false, false)},
 	{name: "stream-zstd", short: "(c) streaming zstd", label: "(c) etcdbackup streaming, zstd", group: "backup", run: runPipeline(backup.Zstd, false, false)},
@@ -144,7 +144,7 @@ var backupModes = []mode{
 	{name: "cli-save", short: "CLI save", label: "(ref) `etcdbackup save` as shipped (`make release`), a process of its own, at its defaults (zstd, `--memory=32MiB`); wall time includes the process' start", group: "backup", reference: true, run: runCLISave},
 	{name: "cli-idle", short: "CLI idle", label: "(ref) `etcdbackup version` as shipped (`make release`): the CLI's floor, its peak RSS before doing anything", group: "backup", reference: true, run: runCLIIdle},
 	{name: "cli-export", short: "CLI export", label: "(ref) `etcdbackup export` of every key as shipped (`make release`), a process of its own, at its defaults; wall time includes the process' start", group: "backup", reference: true, run: runCLIExport},
-}
+}, cpuCostModes)
 
 func findMode(name string) (mode, bool) {
 	for _, m := range modes {

@@ -14,6 +14,7 @@ const (
 	rssFlatTarget     = 1.15 // peak RSS at 1 GiB / at 256 MiB
 	zstdRatioTarget   = 0.4  // stored / raw bytes with zstd
 	restoreTarget     = 1.0  // restore wall time / download-then-restore's
+	cpuSaveFactor     = 2.0  // the CLI's CPU per GiB / etcdctl save's, plus zstd's own
 	// The footprint targets: against the raw drain of the snapshot stream
 	// (drainMode), and the peak RSS of the CLI's backup at its default
 	// --memory (memoryMode).
@@ -338,6 +339,7 @@ func renderTargets(r *results) string {
 			}
 		}
 		b.WriteString(cliTargets(lg))
+		b.WriteString(cpuTarget(lg, sz.Raw))
 		b.WriteString(remoteTargets(lg))
 		b.WriteString(restoreTargets(r, lg))
 		b.WriteString("\n")
@@ -451,6 +453,25 @@ func cliTargets(lg map[string]row) string {
 		}
 	}
 	return b.String()
+}
+
+// cpuTarget judges the process CPU per GiB of the CLI's backup at its
+// defaults: at most twice that of `etcdctl snapshot save` plus the zstd
+// level's own cost (the save then zstd reference, less the save alone);
+// medians of the runs, raw the snapshot's size.
+func cpuTarget(lg map[string]row, raw int64) string {
+	cli, ok1 := lg[memoryMode]
+	save, ok2 := lg["save"]
+	zs, ok3 := lg["save-zstd"]
+	if !ok1 || !ok2 || !ok3 || raw <= 0 || cli.Runs == 0 || save.Runs == 0 || zs.Runs == 0 {
+		return ""
+	}
+	gib := float64(raw) / (1 << 30)
+	own := max(zs.CPU-save.CPU, 0) / gib
+	bound := cpuSaveFactor*save.CPU/gib + own
+	got := cli.CPU / gib
+	return fmt.Sprintf("| process CPU per GiB <= %.0f x `etcdctl snapshot save`'s + the zstd level's own | %s | %.2f s/GiB; bound %.2f: save %.2f s/GiB, zstd's own %.2f | %s |\n",
+		cpuSaveFactor, cli.Mode.Short, got, bound, save.CPU/gib, own, verdict(got <= bound))
 }
 
 // remoteTargets judges the CLI's backup at its defaults through the

@@ -379,3 +379,25 @@ func TestRemoteStoreTables(t *testing.T) {
 		t.Error("group kinds")
 	}
 }
+
+// TestCPUTarget judges the CLI's CPU per GiB against twice the save's plus
+// zstd's own (the save then zstd, less the save).
+func TestCPUTarget(t *testing.T) {
+	lg := map[string]row{
+		"cli-save":  {Mode: modeInfo{Short: "CLI save"}, CPU: 9, Runs: 3},
+		"save":      {CPU: 3, Runs: 3},
+		"save-zstd": {CPU: 5, Runs: 3},
+	}
+	got := cpuTarget(lg, 1<<30)
+	if want := "| 9.00 s/GiB; bound 8.00: save 3.00 s/GiB, zstd's own 2.00 | **missed** |"; !strings.Contains(got, want) {
+		t.Errorf("got %q, want %q in it", got, want)
+	}
+	lg["cli-save"] = row{Mode: modeInfo{Short: "CLI save"}, CPU: 7.9, Runs: 3}
+	if got := cpuTarget(lg, 1<<30); !strings.Contains(got, "| met |") {
+		t.Errorf("7.9 s against 8: %q", got)
+	}
+	delete(lg, "save")
+	if got := cpuTarget(lg, 1<<30); got != "" {
+		t.Errorf("without the save reference: %q", got)
+	}
+}
