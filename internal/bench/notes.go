@@ -131,7 +131,7 @@ func notesFuncs(r *results, mark bool) template.FuncMap {
 				return notAvailable
 			}
 			f := rw.Judged
-			return out(fmt.Sprintf("%.2f", f.Paired)) + " paired, " + out(fmt.Sprintf("%.2f", f.OfMedians)) + " as a ratio of medians"
+			return out(fmt.Sprintf("%.2f", f.Paired)) + " paired, " + out(fmt.Sprintf("%.2f", f.OfMedians)) + " as a ratio of medians (" + out(fmt.Sprint(f.Quiet)) + " quiet rounds)"
 		},
 		"followerRSS": func() string {
 			return pitrFig(r.Continuous, out, func(p *pitrReport) string { return formatBytes(p.HWM) })
