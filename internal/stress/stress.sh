@@ -16,7 +16,9 @@
 #   STRESS_SKIP      a -skip pattern (default: TestNextMatchesReference,
 #                    a pure function checked against a reference, which
 #                    takes 90 s a round under the race detector and load)
-#   STRESS_TIMEOUT   go test's -timeout per package (default 60m)
+#   STRESS_TIMEOUT   go test's -timeout per package (default 20 minutes
+#                    a round, at least 60m: go test's timeout bounds
+#                    all the rounds of a package together)
 #   STRESS_OUT       where the JSON and the failed tests' logs go
 #                    (default ${TMPDIR:-/tmp}/etcdbackup-stress)
 #
@@ -35,7 +37,7 @@ fi
 hogs=${STRESS_HOGS:-2}
 run=${STRESS_RUN:-}
 skip=${STRESS_SKIP-TestNextMatchesReference}
-timeout=${STRESS_TIMEOUT:-60m}
+timeout=${STRESS_TIMEOUT:-}
 out=${STRESS_OUT:-${TMPDIR:-/tmp}/etcdbackup-stress}
 mkdir -p "$out"
 
@@ -73,7 +75,8 @@ for pair in "${pairs[@]}"; do
 		rel=./${pkg#./examples/kubernetes/}
 		;;
 	esac
-	args=(-race -count="$rounds" -timeout "$timeout" -json)
+	pkg_timeout=${timeout:-$((rounds * 20 > 60 ? rounds * 20 : 60))m}
+	args=(-race -count="$rounds" -timeout "$pkg_timeout" -json)
 	[ -n "$run" ] && args+=(-run "$run")
 	[ -n "$skip" ] && args+=(-skip "$skip")
 	t0=$SECONDS
