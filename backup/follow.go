@@ -991,8 +991,10 @@ func (st *followState) drainHeld(ctx context.Context) error {
 
 // hold keeps a response that arrived while a segment was stored, for
 // drainHeld, and returns the bytes held. Its header shows etcd's head,
-// for the lag of the segment being stored: a header of another cluster or
-// below what was committed is left to receive, which reports it.
+// for the lag of the segment being stored and of the next (FollowEvent's
+// HeadRevision and Lag): a header of another cluster or below what was
+// committed shows none; the watch, or the history check before the next,
+// judges it.
 func (st *followState) hold(wr clientv3.WatchResponse) int {
 	st.held = append(st.held, wr)
 	if h := wr.Header; h != nil && (st.clusterID == 0 || h.ClusterId == st.clusterID) && h.Revision >= st.committed {

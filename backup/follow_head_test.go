@@ -3,6 +3,7 @@ package backup
 import (
 	"context"
 	"io"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -65,4 +66,59 @@ func TestFollowerHeadCountsWhatArrivesWhileStoring(t *testing.T) {
 	require.Equal(t, int64(2), committed[0].Committed)
 	require.Equal(t, int64(9), committed[0].HeadRevision, "etcd's head as the response held while storing showed it")
 	require.Len(t, st.held, 1, "the response is held for the watch loop")
+}
+
+// TestFollowerHeadFromHeldResponsesOfTheChain: while a segment is stored,
+// a held response of another cluster, or of a member behind what was
+// committed, shows no head; the chain's own does, and the next segment's
+// lag counts from when its first revision arrived, held, not from when
+// the held response was received after the store.
+func TestFollowerHeadFromHeldResponsesOfTheChain(t *testing.T) {
+	var clock atomic.Int64
+	base := time.Unix(1_700_000_000, 0)
+	gate := gateUploader{open: make(chan struct{})}
+	var committed []FollowEvent
+	f := &Follower{Cluster: "prod-a", Pipeline: &Pipeline{Now: func() time.Time { return base.Add(time.Duration(clock.Load()) * time.Second) }},
+		Targets:         []Target{{Destination: "gated", Uploader: gate}},
+		MaxSegmentBytes: 1 << 20, SlowStore: time.Hour, RetryInterval: time.Millisecond,
+		Observer: FollowObserverFunc(func(e FollowEvent) {
+			if e.Kind == SegmentCommitted {
+				committed = append(committed, e)
+			}
+		})}
+	st := drainState(t, f)
+	st.restart(chainStart{next: 2, chain: "prod-a-full"})
+	resp := func(cluster uint64, header int64, revs ...int64) clientv3.WatchResponse {
+		wr := clientv3.WatchResponse{Header: &etcdserverpb.ResponseHeader{ClusterId: cluster, Revision: header}}
+		for _, rev := range revs {
+			wr.Events = append(wr.Events, &clientv3.Event{Type: mvccpb.PUT, Kv: &mvccpb.KeyValue{Key: []byte("/k"), Value: []byte("v"),
+				CreateRevision: 2, ModRevision: rev, Version: rev - 1}})
+		}
+		return wr
+	}
+	require.NoError(t, st.receive(t.Context(), resp(7, 2, 2)))
+	wch := make(chan clientv3.WatchResponse)
+	st.watchCh, st.stopWatch = wch, func() {}
+	go func() {
+		clock.Store(10)
+		wch <- resp(8, 500)  // another cluster
+		wch <- resp(7, 1)    // a member behind what was committed
+		wch <- resp(7, 9, 3) // the chain's: head 9
+		wch <- resp(8, 501)  // taken once the one before was held
+		clock.Store(20)
+		close(gate.open)
+	}()
+	_, err := st.flush(t.Context())
+	require.NoError(t, err)
+	require.Len(t, committed, 1)
+	require.Equal(t, int64(9), committed[0].HeadRevision, "neither another cluster's header nor a lagging member's")
+	st.watchCh, st.stopWatch = nil, nil
+	clock.Store(30)
+	st.held = st.held[2:3] // the other cluster's and the lagging member's need etcd to be judged
+	require.NoError(t, st.drainHeld(t.Context()))
+	clock.Store(40)
+	_, err = st.flush(t.Context())
+	require.NoError(t, err)
+	require.Len(t, committed, 2)
+	require.Equal(t, 30*time.Second, committed[1].Lag, "revision 3 was known at 10 s and committed at 40 s")
 }
