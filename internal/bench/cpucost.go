@@ -41,16 +41,22 @@ func saveFile(ctx context.Context, env modeEnv) (string, int64, error) {
 }
 
 func runSave(ctx context.Context, env modeEnv) (modeResult, error) {
-	start := time.Now()
-	path, n, err := saveFile(ctx, env)
+	path, n, wall, err := timedSave(ctx, env)
 	if path != "" {
 		defer os.Remove(path)
 	}
 	if err != nil {
 		return modeResult{}, err
 	}
-	wall := time.Since(start).Seconds()
 	return modeResult{Wall: wall, Raw: n, SnapshotOpen: wall}, nil
+}
+
+// timedSave is saveFile timed: it returns the seconds the save took too.
+// The caller removes the file (path is "" when none was made).
+func timedSave(ctx context.Context, env modeEnv) (path string, n int64, wall float64, err error) {
+	start := time.Now()
+	path, n, err = saveFile(ctx, env)
+	return path, n, time.Since(start).Seconds(), err
 }
 
 // cliZstdLevels maps the library's level names (backup.Compression.Level)
@@ -59,14 +65,13 @@ var cliZstdLevels = map[string]zstd.EncoderLevel{"fastest": zstd.SpeedFastest, "
 
 func runSaveZstd(ctx context.Context, env modeEnv) (modeResult, error) {
 	start := time.Now()
-	path, n, err := saveFile(ctx, env)
+	path, n, saved, err := timedSave(ctx, env)
 	if path != "" {
 		defer os.Remove(path)
 	}
 	if err != nil {
 		return modeResult{}, err
 	}
-	saved := time.Since(start).Seconds()
 	level, ok := cliZstdLevels[backup.Zstd.Level()]
 	if !ok {
 		return modeResult{}, fmt.Errorf("zstd level %q unknown to the bench", backup.Zstd.Level())
