@@ -67,7 +67,22 @@ type ChainPolicy struct {
 	// backups are theirs. Segments of chains that start from a full backup
 	// of any other config are this config's.
 	Others []string
+	// FromOldestKept, with no Window, bases the rule on the plan's full
+	// backups instead of a time: the base is the full backup of the
+	// lowest revision among those the plan keeps (its keep rules, not a
+	// misdated date), so every revision from it on that a chain holds
+	// stays restorable. A chain whose full backup the plan deletes is
+	// then kept while it reaches past that base (a follower's live chain
+	// outlives its full backup's place in a keep-last), and deleted whole,
+	// its full backup with it, once it ends at or before it. A replication
+	// target without a point-in-time window prunes its copied chains so
+	// (see replicate.Selection).
+	FromOldestKept bool
 }
+
+// OldestKept returns the ChainPolicy that keeps the chains reaching past
+// the oldest full backup a plan keeps (see ChainPolicy.FromOldestKept).
+func OldestKept() ChainPolicy { return ChainPolicy{FromOldestKept: true} }
 
 // PointInTime returns the ChainPolicy that keeps every revision of the last
 // window restorable, alongside a Policy (keep-last, GFS) for full backups.
@@ -75,14 +90,24 @@ func PointInTime(window time.Duration) ChainPolicy { return ChainPolicy{Window: 
 
 // Validate checks the window.
 func (c ChainPolicy) Validate() error {
-	if c.Window <= 0 {
+	switch {
+	case c.FromOldestKept && c.Window != 0:
+		return errors.New("chain rule has both a point-in-time window and FromOldestKept")
+	case c.FromOldestKept:
+		return nil
+	case c.Window <= 0:
 		return errors.New("point-in-time window must be positive")
 	}
 	return nil
 }
 
 // String describes the rule.
-func (c ChainPolicy) String() string { return fmt.Sprintf("point-in-time %s", c.Window) }
+func (c ChainPolicy) String() string {
+	if c.FromOldestKept {
+		return "chains from the oldest full backup kept"
+	}
+	return fmt.Sprintf("point-in-time %s", c.Window)
+}
 
 // Reasons of chain decisions.
 const (
@@ -161,6 +186,9 @@ func (c ChainPolicy) Apply(plan *Plan) (*Plan, error) {
 		return &out, nil
 	}
 	base := c.base(plan, fulls)
+	if c.FromOldestKept {
+		base = oldestKept(plan, fulls)
+	}
 	baseRev := ds[base].Entry.Manifest.Etcd.Revision.Low
 	keep(&ds[base], ReasonWindowBase)
 
@@ -208,8 +236,8 @@ func (c ChainPolicy) Apply(plan *Plan) (*Plan, error) {
 		}
 		if j != cutOutOfScope && e.Manifest.LastRevision <= cutRev {
 			ds[i].Action = Delete
-			ds[i].Reason = fmt.Sprintf("delta segment ends at revision %d, at or before the full backup its chain restores from in the %s point-in-time window (%s, revision %d)",
-				e.Manifest.LastRevision, c.Window, cutID, cutRev)
+			ds[i].Reason = fmt.Sprintf("delta segment ends at revision %d, at or before the full backup its chain restores from %s (%s, revision %d)",
+				e.Manifest.LastRevision, c.where(), cutID, cutRev)
 			continue
 		}
 		ds[i].Action, ds[i].Reason = Keep, ReasonSegmentKept
@@ -381,6 +409,41 @@ func (c ChainPolicy) base(plan *Plan, fulls []int) int {
 	// cannot be trusted: a copy between buckets restamps the store's): the
 	// lowest revision keeps the most.
 	base = fulls[0]
+	for _, i := range fulls {
+		if low(i) < low(base) {
+			base = i
+		}
+	}
+	return base
+}
+
+// where says what bases the rule, for reasons.
+func (c ChainPolicy) where() string {
+	if c.FromOldestKept {
+		return "from the oldest full backup kept"
+	}
+	return fmt.Sprintf("in the %s point-in-time window", c.Window)
+}
+
+// oldestKept returns the full backup of fulls (indexes of plan's
+// decisions) with the lowest revision among those the plan keeps by its
+// rules (a misdated one is kept by none); the lowest revision of all when
+// it keeps none.
+func oldestKept(plan *Plan, fulls []int) int {
+	ds := plan.Decisions
+	low := func(i int) int64 { return ds[i].Entry.Manifest.Etcd.Revision.Low }
+	base, found := fulls[0], false
+	for _, i := range fulls {
+		if ds[i].Action != Keep || strings.HasPrefix(ds[i].Reason, reasonMisdatedPrefix) {
+			continue
+		}
+		if !found || low(i) < low(base) {
+			base, found = i, true
+		}
+	}
+	if found {
+		return base
+	}
 	for _, i := range fulls {
 		if low(i) < low(base) {
 			base = i

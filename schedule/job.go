@@ -129,8 +129,12 @@ type Replicate struct {
 	// copied delta segment no kept restore point needs is deleted, with
 	// the job's Retention for the full backups. A scheduled job then
 	// copies none of what that rule deletes (replicate.Selection's
-	// PointInTime). Zero deletes no copied segment (a chain's copies are
-	// kept whole while its full backup is). Otherwise at least a minute.
+	// PointInTime). Zero prunes copied chains whole (replicate.ChainRule):
+	// a chain's copies are kept while its full backup is, or while the
+	// chain reaches past the oldest full backup the Retention keeps (a
+	// follower's live chain, whose full backup fell out of a keep-last),
+	// and deleted with its full backup once it ends before that.
+	// Otherwise at least a minute.
 	PointInTime time.Duration
 	// Name, when set, scopes the job to the backups of one backup name:
 	// it copies only those (replicate.Selection.Name) and its retention

@@ -207,8 +207,9 @@ func (r *PipelineRunner) Prune(ctx context.Context, job Job) error {
 			chains.Others = job.continuousPeers
 			p.Chains = &chains
 		}
-		if rp := job.Replicate; rp != nil && rp.PointInTime > 0 {
-			chains := retention.PointInTime(rp.PointInTime)
+		if rp := job.Replicate; rp != nil {
+			// The rule its selection copies by: chains whole while needed.
+			chains := replicate.ChainRule(rp.PointInTime)
 			p.Chains = &chains
 		}
 		if _, err := p.Prune(ctx, job.Cluster); err != nil {
