@@ -101,6 +101,16 @@ type PlanOptions struct {
 	// reports it (Plan.Misdated). Zero means DefaultClockSkew.
 	ClockSkew time.Duration
 
+	// Copies, when set, tells the backups copied onto the store as they
+	// were stored elsewhere (replicate.IsCopy): a copy's manifest keeps
+	// its source's times while the store dates it by the copy, any time
+	// later (a new target seeded with a month of backups, a target down
+	// for days). A copy is then dated by its own times: it is not
+	// misdated for having completed long before the store wrote it
+	// (ReasonBeforeStore), and still is when dated after now or after
+	// the store wrote it. Other backups keep every check.
+	Copies func(*backup.Manifest) bool
+
 	// ModTimes holds the store's modification times of the folder's
 	// objects, by key, as the listing gave them: the store's clock, which
 	// no writer's clock moves. They cross-check the manifests' creation
@@ -325,6 +335,9 @@ func (o PlanOptions) misdated(e backup.Entry, now time.Time) string {
 	// clock, or a store that restamps), the two agree with each other and
 	// the dates are compared with the pruner's now as they are.
 	slack := o.OrphanGrace + o.ClockSkew
+	if o.Copies != nil && o.Copies(e.Manifest) {
+		return "" // the store's time is the copy's, any time after
+	}
 	if mod.After(completed(e).Add(slack)) && !mod.After(now.Add(slack)) {
 		return ReasonBeforeStore
 	}

@@ -202,6 +202,11 @@ func (r *PipelineRunner) Prune(ctx context.Context, job Job) error {
 		}
 		p := &retention.Pruner{Store: store, Destination: name, Policy: job.Retention, Name: job.pruneName(), Scope: job.pruneScope(),
 			Kind: job.backupKind(), Pins: r.Pins, Metrics: r.RetentionMetrics, Now: r.Now, Logger: r.Logger}
+		if job.Replicate != nil {
+			// Copies are written any time after their backups: dated by
+			// their own times.
+			p.Copies = replicate.IsCopy
+		}
 		if c := job.Continuous; c != nil {
 			chains := retention.PointInTime(c.Window)
 			chains.Others = job.continuousPeers
