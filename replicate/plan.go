@@ -27,14 +27,15 @@ type Selection struct {
 	All bool
 	// Since selects the backups created at or after it; zero selects none.
 	Since time.Time
-	// Retention, when set, narrows what the fields above select: a full
-	// backup this policy would delete among the source's snapshot backups
-	// (retention.MakePlan over the source's listing, every name counted,
-	// at the copy's now) is not selected, nor are its chain's segments,
-	// unless the chain rule keeps them: without PointInTime, that of a
-	// target without a point-in-time window (ChainRule(0)), which keeps
-	// a chain that reaches past the oldest full backup kept (a follower's
-	// live chain) with its full backup. Give it the target's retention of
+	// Retention, when set, narrows what the fields above select: a
+	// backup this policy would delete among the source's backups of its
+	// kind (retention.MakePlan over the source's listing, every name
+	// counted, at the copy's now, each of Kinds counted apart: keys-json
+	// backups as snapshots are) is not selected; for a full backup, nor
+	// are its chain's segments, unless the chain rule keeps them: without
+	// PointInTime, that of a target without a point-in-time window
+	// (ChainRule(0)), which keeps a chain that reaches past the oldest
+	// full backup kept (a follower's live chain) with its full backup. Give it the target's retention of
 	// the copies: what that prunes is then never selected again, so no
 	// copy copies back what the last prune deleted.
 	Retention *retention.Policy
@@ -136,24 +137,37 @@ func (s Selection) pruned(cluster string, entries []backup.Entry, now time.Time)
 	if s.Retention != nil {
 		policy = *s.Retention
 	}
-	p, err := retention.MakePlan(cluster, entries, policy, now, retention.PlanOptions{Kind: backup.KindBackup, ClockSkew: s.ClockSkew, Name: s.Name})
-	if err != nil {
-		return nil, fmt.Errorf("selection's retention: %w", err)
-	}
-	rule := ChainRule(0)
-	if s.PointInTime != nil {
-		rule = *s.PointInTime
-	}
-	if p, err = rule.Apply(p); err != nil {
-		return nil, fmt.Errorf("selection's chain rule: %w", err)
-	}
 	drop := map[string]bool{}
-	for _, d := range p.Deletes() {
-		if e := d.Entry; e.Kind == backup.KindBackup || e.Kind == backup.KindDelta {
-			drop[e.ID] = true
+	for _, kind := range Kinds() {
+		p, err := retention.MakePlan(cluster, entries, policy, now, retention.PlanOptions{Kind: kind, ClockSkew: s.ClockSkew, Name: s.Name})
+		if err != nil {
+			return nil, fmt.Errorf("selection's retention: %w", err)
+		}
+		if kind == backup.KindBackup {
+			rule := ChainRule(0)
+			if s.PointInTime != nil {
+				rule = *s.PointInTime
+			}
+			if p, err = rule.Apply(p); err != nil {
+				return nil, fmt.Errorf("selection's chain rule: %w", err)
+			}
+		}
+		for _, d := range p.Deletes() {
+			if e := d.Entry; e.Kind == kind || kind == backup.KindBackup && e.Kind == backup.KindDelta {
+				drop[e.ID] = true
+			}
 		}
 	}
 	return drop, nil
+}
+
+// Kinds returns the kinds of backup a copy's retention counts, each apart
+// from the others (retention.PlanOptions.Kind): snapshots (with their
+// chains' delta segments), keys-json and keys backups. A replication
+// target's prune runs once per kind with the same policy, as
+// Selection.Retention selects.
+func Kinds() []backup.Kind {
+	return []backup.Kind{backup.KindBackup, backup.KindKeysJSON, backup.KindKeys}
 }
 
 // ChainRule returns the chain rule a replication target's prune applies to

@@ -76,7 +76,8 @@ type Job struct {
 	// copies the cluster's backups from Replicate.From to every one of
 	// Destinations, as stored (see replicate.Copier), instead of taking a
 	// backup, and the job's Retention then prunes the copies on the
-	// targets: the backups of every name that a copy committed there
+	// targets, each kind apart (snapshots, keys-json and keys backups,
+	// replicate.Kinds): the backups of every name that a copy committed there
 	// (replicate.IsCopy), never what another job or a backup run fanned
 	// out to a target wrote. A scheduled job copies only the backups its
 	// Retention keeps among the source's (replicate.Selection.Retention),
