@@ -143,3 +143,50 @@ func TestPruneOfCopiesDeletesAChainNoLongerNeeded(t *testing.T) {
 		t.Fatalf("the next copy copied %d backups back: %s", n, outcomes(rep))
 	}
 }
+
+// TestNameScopedPruneLeavesNoHoleInAnotherNamesChain: config "c"'s
+// follower started its chain on a full backup of config "full" and was
+// upgraded mid-chain: its older segments record no config and count as
+// "full"'s. Two replication jobs scoped to "c" and "full" share the
+// target. The "full" job's point-in-time prune keeps those older
+// segments: c's later segments on the chain, out of its scope, restore on
+// top of them.
+func TestNameScopedPruneLeavesNoHoleInAnotherNamesChain(t *testing.T) {
+	ctx := context.Background()
+	src, dst := memBucket(), memBucket()
+	tb := time.Now().Add(-3 * time.Hour).Truncate(time.Second)
+	x := namedFull(t, src, "full", tb, 10)
+	configSegment(t, src, x, "", 11, 12)
+	configSegment(t, src, x, "", 13, 14)
+	cseg := configSegment(t, src, x, "c", 15, 100)
+	namedFull(t, src, "full", tb.Add(time.Minute), 30) // a later scheduled full backup of "full"
+	// c's follower goes on: its newest segment is a minute old.
+	stored(t, src, backup.Manifest{Format: backup.DeltaManifestFormat, Kind: backup.ManifestKindDelta, Config: "c",
+		Name: "delta-101", Created: time.Now().Add(-time.Minute).Truncate(time.Second), FirstRevision: 101, LastRevision: 200, Chain: x.ID},
+		[]byte("segment 101-200"))
+	for _, name := range []string{"c", "full"} {
+		if rep, err := copier(src, dst).Copy(ctx, "prod", Selection{All: true, Name: name}); err != nil {
+			t.Fatalf("copy %s: %v (%s)", name, err, outcomes(rep))
+		}
+	}
+	// The "full" job's prune, as schedule.PipelineRunner.Prune runs it.
+	chains := ChainRule(time.Hour)
+	p := &retention.Pruner{Store: completedTimes(t, dst), Destination: "dst", Policy: retention.KeepLast(10), Name: "full",
+		Scope: func(m *backup.Manifest) bool { return IsCopy(m) && OfName(m, "full") }, Copies: IsCopy, Chains: &chains}
+	rep, err := p.Prune(ctx, "prod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	revs := map[int64]bool{}
+	for _, e := range listed(t, dst) {
+		if e.Kind == backup.KindDelta {
+			revs[e.Manifest.FirstRevision] = true
+		}
+	}
+	if !revs[15] || !revs[11] || !revs[13] {
+		for _, it := range rep.Items {
+			t.Logf("%s %s: %s", it.Outcome, it.Entry.ID, it.Reason)
+		}
+		t.Fatalf("c's segment %s (15-100) on the target: %v; the segments 11-14 it continues: %v, %v", cseg.ID, revs[15], revs[11], revs[13])
+	}
+}

@@ -56,6 +56,10 @@ import (
 //     restore point of the window needs them, and full backups kept by the
 //     plan beyond the window restore on their own.
 //
+// It never deletes a segment that a segment of its chain out of the scope
+// (kept) continues: a prune never leaves a hole in a chain whose later
+// segments stay, whichever scope wrote or copied them.
+//
 // It never deletes a full backup and never turns a kept entry into a
 // deleted one, except segments: the plan's invariants (newest backup kept,
 // legacy, foreign and invalid entries kept, one cluster only) hold.
@@ -116,6 +120,11 @@ const (
 	ReasonSegmentKept = "delta segment a restore point of the point-in-time window depends on: kept"
 	ReasonNoFull      = "delta segment of a cluster without a full backup with a known revision: kept"
 	ReasonSharedChain = "delta segment recording no config, on a chain another config's segments continue: kept"
+	// ReasonBeforeOthers keeps a segment that later segments of its chain,
+	// out of the plan's scope (another config's, another writer's), restore
+	// on top of: a prune never leaves a hole in a chain whose later
+	// segments stay.
+	ReasonBeforeOthers = "delta segment that later segments of its chain out of this scope continue: kept, no hole"
 )
 
 // Apply returns plan with the chain rule applied (plan is not changed). The
@@ -148,6 +157,10 @@ func (c ChainPolicy) Apply(plan *Plan) (*Plan, error) {
 	var segments []int           // delta segments of the scope
 	outside := map[string]bool{} // chains of segments out of the Scope or of Others
 	shared := map[string]bool{}  // chains of segments of Others
+	// The highest first revision of the segments of each chain out of the
+	// Scope or of Others: they are kept, and restore on top of every
+	// segment of the chain before them.
+	outsideFrom := map[string]int64{}
 	for i := range ds {
 		e := ds[i].Entry
 		if e.Cluster != plan.Cluster || e.Kind != backup.KindDelta || e.Manifest == nil {
@@ -156,6 +169,7 @@ func (c ChainPolicy) Apply(plan *Plan) (*Plan, error) {
 		if !inScope(plan, e.Manifest) {
 			ds[i].Action, ds[i].Reason = Keep, ReasonOutOfScope
 			outside[e.Manifest.Chain] = true
+			outsideFrom[e.Manifest.Chain] = max(outsideFrom[e.Manifest.Chain], e.Manifest.FirstRevision)
 			continue
 		}
 		cfg := e.Manifest.Config
@@ -168,6 +182,7 @@ func (c ChainPolicy) Apply(plan *Plan) (*Plan, error) {
 			// backup of this config (its follower started its chain on
 			// the cluster's newest full backup): kept while it is.
 			outside[e.Manifest.Chain], shared[e.Manifest.Chain] = true, true
+			outsideFrom[e.Manifest.Chain] = max(outsideFrom[e.Manifest.Chain], e.Manifest.FirstRevision)
 			continue
 		}
 		segments = append(segments, i)
@@ -232,6 +247,12 @@ func (c ChainPolicy) Apply(plan *Plan) (*Plan, error) {
 			// backup: it may be another config's follower's, whose later
 			// segments (recording that config) continue it.
 			ds[i].Action, ds[i].Reason = Keep, ReasonSharedChain
+			continue
+		}
+		if j != cutOutOfScope && e.Manifest.LastRevision <= cutRev && e.Manifest.LastRevision < outsideFrom[e.Manifest.Chain] {
+			// Later segments of the chain, out of the scope, are kept:
+			// deleting it would leave them a hole to restore across.
+			ds[i].Action, ds[i].Reason = Keep, ReasonBeforeOthers
 			continue
 		}
 		if j != cutOutOfScope && e.Manifest.LastRevision <= cutRev {
