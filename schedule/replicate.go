@@ -18,6 +18,9 @@ import (
 func (r *PipelineRunner) replicate(ctx context.Context, job Job) error {
 	src, err := r.Store(ctx, job.Replicate.From)
 	if err != nil {
+		for _, name := range job.Destinations {
+			r.ReplicationMetrics.RecordFailure(job.Cluster, job.Replicate.From, name, r.now())
+		}
 		return fmt.Errorf("replication source %s: %w", job.Replicate.From, err)
 	}
 	sel := replicate.Selection{All: true}
@@ -39,13 +42,20 @@ func (r *PipelineRunner) replicate(ctx context.Context, job Job) error {
 	for _, name := range job.Destinations {
 		target, err := r.replicationTarget(ctx, name)
 		if err != nil {
+			r.ReplicationMetrics.RecordFailure(job.Cluster, job.Replicate.From, name, r.now())
 			errs = append(errs, err)
 			continue
 		}
 		c := &replicate.Copier{Source: src, SourceName: job.Replicate.From, Target: target,
 			Observer: r.ReplicationObserver, Logger: r.Logger, Now: r.Now, StallTimeout: r.StallTimeout}
 		rep, err := c.Copy(ctx, job.Cluster, sel)
-		r.ReplicationMetrics.Record(rep, r.now())
+		if rep != nil {
+			r.ReplicationMetrics.Record(rep, r.now())
+		} else if err != nil && ctx.Err() == nil {
+			// Failed before it could tell what the target lacks (the
+			// source's listing failed): a failure, and the lag grows.
+			r.ReplicationMetrics.RecordFailure(job.Cluster, job.Replicate.From, name, r.now())
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("replicate %s to %s: %w", job.Replicate.From, name, err))
 		}
