@@ -76,7 +76,11 @@ type Copier struct {
 	// without a byte moving from the source to the target: a transfer
 	// stalled longer (a source that stopped sending, a target that stopped
 	// taking) is cancelled and its backup fails with an error matching
-	// backup.ErrDestinationStalled; the copy goes on with the next. As
+	// backup.ErrDestinationStalled; the copy goes on with the next. It
+	// bounds the same way the read-back of a data object on the target
+	// (a resumed copy, Recheck) and the listings of source and target (a
+	// listing stalled fails the copy, or for the target's, has each
+	// backup looked at alone). As
 	// with backup.Pipeline.StallTimeout, an uploader may stop reading
 	// while it sends a buffered part, so set it well above the time one
 	// part takes. Zero means no bound.
@@ -98,7 +102,7 @@ func (c *Copier) Copy(ctx context.Context, cluster string, sel Selection) (*Repo
 		return nil, err
 	}
 	started := c.now()
-	entries, err := backup.ListBackups(ctx, c.Source, cluster)
+	entries, err := listBackups(ctx, c.Source, cluster, c.StallTimeout)
 	if err != nil {
 		return nil, fmt.Errorf("list source: %w", err)
 	}
@@ -218,7 +222,7 @@ func (c *Copier) listTarget(ctx context.Context, cluster string) map[string]*bac
 	if c.Recheck {
 		return nil
 	}
-	entries, err := backup.ListBackups(ctx, c.Target.Bucket, cluster)
+	entries, err := listBackups(ctx, c.Target.Bucket, cluster, c.StallTimeout)
 	if err != nil {
 		c.logger().Warn("list target: looking at each backup alone", "target", c.Target.Name, "error", err)
 		return nil

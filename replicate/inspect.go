@@ -1,6 +1,7 @@
 package replicate
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -104,13 +105,19 @@ func (r *copyRun) targetManifest(key string) (*backup.Manifest, error) {
 }
 
 // check reads the target's object at key and checks it against want.
+// The read is bounded by the copier's StallTimeout as a transfer is.
 func (r *copyRun) check(key string, want backup.Digest) error {
-	rc, err := r.c.Target.Bucket.Get(r.ctx, key)
-	if err != nil {
-		return fmt.Errorf("read target %s: %w", key, err)
+	ctx, stalled := r.watchdog()
+	defer stalled.release()
+	rc, err := r.c.Target.Bucket.Get(ctx, key)
+	if err == nil {
+		defer rc.Close()
+		_, err = io.Copy(io.Discard, newVerifyingReader(&stepReader{ReadCloser: rc, step: stalled.step}, want))
 	}
-	defer rc.Close()
-	if _, err := io.Copy(io.Discard, newVerifyingReader(rc, want)); err != nil {
+	if cause := context.Cause(ctx); err != nil && r.ctx.Err() == nil && errors.Is(cause, backup.ErrDestinationStalled) {
+		err = cause
+	}
+	if err != nil {
 		return fmt.Errorf("check target %s: %w", key, err)
 	}
 	return nil

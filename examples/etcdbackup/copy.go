@@ -7,6 +7,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/etcdbackup/etcdbackup/destination"
 	"github.com/etcdbackup/etcdbackup/replicate"
 	"github.com/etcdbackup/etcdbackup/retention"
 	"github.com/etcdbackup/etcdbackup/storage"
@@ -55,7 +56,12 @@ type copyFlags struct {
 	pointInTime      time.Duration
 	fromName, toName string
 	memory           byteSize
+	stall            time.Duration
 }
+
+// defaultCopyStall is copy's --stall-timeout: far above the time one part
+// of an upload takes on a slow link, far below forever.
+const defaultCopyStall = 2 * time.Minute
 
 func runCopy(ctx context.Context, s *streams, args []string) error {
 	fs := newFlagSet("copy", "--from=URL|NAME --to=URL|NAME --cluster=NAME (--backup=ID... | --chain=ID | --all | --since=TIME|DURATION | --point-in-time=DURATION) [--recheck] [--output=text|json]").withOutput()
@@ -74,8 +80,12 @@ func runCopy(ctx context.Context, s *streams, args []string) error {
 	f.memory = defaultMemory
 	fs.Var(&f.memory, "memory", "`bytes` of which half are the target's upload buffers, as save's --memory (the copy has no compressor); it also sets the Go runtime's memory limit to half plus 16 MiB unless GOMEMLIMIT is set; 0 for the library's defaults")
 	fs.BoolVar(&f.recheck, "recheck", false, "read back every backup the target holds already and check its sha256 before skipping it")
+	fs.DurationVar(&f.stall, "stall-timeout", defaultCopyStall, "fail a backup whose transfer or read-back moves no byte for `DURATION`, and the copy when a listing stalls as long; 0 waits for ever")
 	if err := fs.parse(s, args); err != nil {
 		return err
+	}
+	if f.stall < 0 {
+		return usagef("--stall-timeout %s: want a positive duration, or 0", f.stall)
 	}
 	sel, err := f.selection(time.Now())
 	if err != nil {
@@ -110,8 +120,8 @@ func runCopy(ctx context.Context, s *streams, args []string) error {
 	}
 	defer toReg.Close()
 
-	c := &replicate.Copier{Source: from, SourceName: from.Name(), Target: replicate.DestinationTarget(to),
-		Recheck: f.recheck, Logger: fs.logger(s), Observer: copyProgress{w: s.stderr}}
+	c := f.copier(from, to)
+	c.Logger, c.Observer = fs.logger(s), copyProgress{w: s.stderr}
 	rep, err := c.Copy(ctx, f.from.cluster, sel)
 	if rep == nil {
 		if errors.Is(err, storage.ErrNotFound) {
@@ -126,6 +136,12 @@ func runCopy(ctx context.Context, s *streams, args []string) error {
 		err = notWhole(rep)
 	}
 	return err
+}
+
+// copier returns the Copier of the flags from one destination to another.
+func (f *copyFlags) copier(from, to *destination.Destination) *replicate.Copier {
+	return &replicate.Copier{Source: from, SourceName: from.Name(), Target: replicate.DestinationTarget(to),
+		Recheck: f.recheck, StallTimeout: f.stall}
 }
 
 // notWhole returns an error when the target does not hold every selected
