@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/etcdbackup/etcdbackup/backup"
@@ -22,6 +23,10 @@ var ErrConflict = fmt.Errorf("%w with other content on the target", backup.ErrBa
 // ErrChainHole says why a chain's segments after a hole in the source's
 // chain (revisions no segment holds) were NotCopied.
 var ErrChainHole = errors.New("chain has a hole on the source")
+
+// ErrLeftOut says why a backup a Selection names by ID (or as a chain) is
+// NotCopied: the selection's Retention or PointInTime leaves it out.
+var ErrLeftOut = errors.New("named backup left out by the selection")
 
 // ErrPending says why a backup's outcome is Pending: its data object is on
 // the target, uncommitted, and another writer's.
@@ -116,7 +121,8 @@ func (c *Copier) Copy(ctx context.Context, cluster string, sel Selection) (*Repo
 	if err != nil {
 		return nil, err
 	}
-	total := 0
+	left := namedLeftOut(entries, sel, drop)
+	total := len(left)
 	for _, g := range groups {
 		total += len(g.segments)
 		if g.full != nil {
@@ -137,6 +143,11 @@ func (c *Copier) Copy(ctx context.Context, cluster string, sel Selection) (*Repo
 	}
 	r.event(Event{Kind: Planned, Total: total})
 	c.logger().Info("copy started", "cluster", cluster, "from", c.SourceName, "to", c.Target.Name, "backups", total)
+	for _, e := range left {
+		r.index++
+		r.record(Item{ID: e.ID, Kind: e.Kind, Outcome: NotCopied, Bytes: e.Size, Created: e.Created,
+			Err: fmt.Errorf("%w: the selection's retention or point-in-time window leaves it out", ErrLeftOut)})
+	}
 	// Every full backup first: a chain's segments may continue from a
 	// synthetic full backup of a later group.
 	stops := make([]error, len(groups))
@@ -160,6 +171,19 @@ func (c *Copier) Copy(ctx context.Context, cluster string, sel Selection) (*Repo
 		"skipped", r.rep.Count(Skipped), "failed", r.rep.Count(Failed), "not_copied", r.rep.Count(NotCopied),
 		"bytes", r.rep.CopiedBytes, "elapsed", r.rep.Elapsed)
 	return r.rep, errors.Join(errs...)
+}
+
+// namedLeftOut returns the backups sel names (IDs, Chains) that its
+// retention or point-in-time window leaves out (drop): NotCopied, never
+// left out silently.
+func namedLeftOut(entries []backup.Entry, sel Selection, drop map[string]bool) []backup.Entry {
+	var out []backup.Entry
+	for _, e := range entries {
+		if drop[e.ID] && (slices.Contains(sel.IDs, e.ID) || slices.Contains(sel.Chains, e.ID)) {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // fullsOf returns the full backups of entries by ID.

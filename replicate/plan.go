@@ -18,10 +18,12 @@ import (
 type Selection struct {
 	// IDs selects these backups. An ID the source does not hold fails the
 	// copy before anything is written, with an error matching
-	// storage.ErrNotFound.
+	// storage.ErrNotFound; one that Retention or PointInTime leaves out is
+	// reported NotCopied (ErrLeftOut), never skipped silently.
 	IDs []string
 	// Chains selects, for each full backup ID, the full backup and every
-	// delta segment of the chain it started.
+	// delta segment of the chain it started (a full backup left out as
+	// IDs are is reported so).
 	Chains []string
 	// All selects every backup: full, delta segment and keys-json.
 	All bool

@@ -2,7 +2,9 @@ package replicate
 
 import (
 	"context"
+	"errors"
 	"testing"
+	"time"
 
 	"github.com/etcdbackup/etcdbackup/backup"
 	"github.com/etcdbackup/etcdbackup/retention"
@@ -38,5 +40,28 @@ func TestCopySelectsOnlyWhatRetentionKeeps(t *testing.T) {
 		if IsCopy(e.Manifest) {
 			t.Errorf("%s: a backup run's manifest taken for a copy", e.ID)
 		}
+	}
+}
+
+// TestCopyReportsANamedBackupLeftOut: a backup named by ID that the
+// selection's point-in-time window leaves out is reported NotCopied with
+// ErrLeftOut (etcdbackup copy then fails), never skipped silently.
+func TestCopyReportsANamedBackupLeftOut(t *testing.T) {
+	src, dst := memBucket(), memBucket()
+	now := time.Now().Truncate(time.Second)
+	old := namedFull(t, src, "full", now.Add(-100*time.Hour), 5)
+	namedFull(t, src, "full", now.Add(-72*time.Hour), 10) // the window's base
+	namedFull(t, src, "full", now.Add(-time.Hour), 20)
+	keep := retention.Policy{KeepWithin: 24 * time.Hour}
+	chains := retention.PointInTime(24 * time.Hour)
+	rep, err := copier(src, dst).Copy(context.Background(), "prod", Selection{IDs: []string{old.ID}, Retention: &keep, PointInTime: &chains})
+	if err != nil {
+		t.Fatalf("copy: %v", err)
+	}
+	if outcomes(rep) != "not-copied" || !errors.Is(rep.Items[0].Err, ErrLeftOut) {
+		t.Fatalf("the named backup outside the window: %q %v", outcomes(rep), rep.Items)
+	}
+	if n := len(listed(t, dst)); n != 0 {
+		t.Fatalf("the target holds %d backups", n)
 	}
 }
