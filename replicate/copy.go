@@ -402,6 +402,14 @@ func (r *copyRun) backup(e *backup.Entry) Item {
 		return it
 	}
 	want.Run = token
+	if have := r.held[want.ID]; have == nil || !sameBackup(have, &want) {
+		// To be copied, or looked at: with the source's manifest as
+		// stored, fields this version does not know included.
+		if err := r.keepUnknown(e, &want); err != nil {
+			it.Outcome, it.Err = Failed, err
+			return it
+		}
+	}
 	out, err := r.copyOnce(&want, true)
 	it.Outcome, it.Err = out, err
 	if err != nil && out != Pending {
@@ -411,6 +419,31 @@ func (r *copyRun) backup(e *backup.Entry) Item {
 		r.rep.CopiedBytes += e.Size
 	}
 	return it
+}
+
+// keepUnknown reads the source's manifest of e again, keeping the fields
+// this version does not know (a newer writer's), and gives them to want,
+// so that the target's manifest is the source's as stored but for its
+// destination and run token.
+func (r *copyRun) keepUnknown(e *backup.Entry, want *backup.Manifest) error {
+	if e.ManifestKey == "" {
+		return nil
+	}
+	rc, err := r.c.Source.Get(r.ctx, e.ManifestKey)
+	if err != nil {
+		return fmt.Errorf("read source manifest %s: %w", e.ManifestKey, err)
+	}
+	defer rc.Close()
+	m, err := backup.ParseManifestKeepingUnknown(rc)
+	if err != nil {
+		return fmt.Errorf("read source manifest %s: %w", e.ManifestKey, err)
+	}
+	if !sameBackup(m, e.Manifest) {
+		return fmt.Errorf("source manifest %s changed since it was listed", e.ManifestKey)
+	}
+	m.Destination, m.Run = want.Destination, want.Run
+	*want = *m
+	return nil
 }
 
 // copyOnce copies the backup want describes (the source's manifest with the
