@@ -61,7 +61,7 @@ type copyFlags struct {
 
 // defaultCopyStall is copy's --stall-timeout: far above the time one part
 // of an upload takes on a slow link, far below forever.
-const defaultCopyStall = 2 * time.Minute
+const defaultCopyStall = 5 * time.Minute
 
 func runCopy(ctx context.Context, s *streams, args []string) error {
 	fs := newFlagSet("copy", "--from=URL|NAME --to=URL|NAME --cluster=NAME (--backup=ID... | --chain=ID | --all | --since=TIME|DURATION | --point-in-time=DURATION) [--recheck] [--output=text|json]").withOutput()

@@ -10,13 +10,13 @@ import (
 )
 
 // TestCopyStallTimeoutByDefault: copy bounds a stalled source or target
-// by default (--stall-timeout, two minutes), and its Copier carries the
+// by default (--stall-timeout, five minutes), and its Copier carries the
 // flag's value; a negative one is a usage error.
 func TestCopyStallTimeoutByDefault(t *testing.T) {
 	tr := &transcript{t: t}
 	r := tr.ok("copy", "--help")
 	require.Contains(t, r.stdout, "-stall-timeout", r.stdout)
-	require.Contains(t, r.stdout, "(default 2m0s)", r.stdout)
+	require.Contains(t, r.stdout, "(default 5m0s)", r.stdout)
 	tr.fails(exitUsage, "copy", "--from=file:///nonexistent/a", "--to=file:///nonexistent/b", "--cluster=prod", "--all", "--stall-timeout=-1s")
 
 	reg, err := destination.NewRegistry(destination.Options{})
