@@ -173,13 +173,15 @@ func (c *Copier) Copy(ctx context.Context, cluster string, sel Selection) (*Repo
 	return r.rep, errors.Join(errs...)
 }
 
-// namedLeftOut returns the backups sel names (IDs, Chains) that its
-// retention or point-in-time window leaves out (drop): NotCopied, never
-// left out silently.
+// namedLeftOut returns the backups sel names by ID that its retention or
+// point-in-time window leaves out (drop): NotCopied, never left out
+// silently. (A chain's full backup the window leaves out is not: the
+// chain's segments in the window are copied on top of the full backup
+// that continues it.)
 func namedLeftOut(entries []backup.Entry, sel Selection, drop map[string]bool) []backup.Entry {
 	var out []backup.Entry
 	for _, e := range entries {
-		if drop[e.ID] && (slices.Contains(sel.IDs, e.ID) || slices.Contains(sel.Chains, e.ID)) {
+		if drop[e.ID] && slices.Contains(sel.IDs, e.ID) {
 			out = append(out, e)
 		}
 	}

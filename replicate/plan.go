@@ -22,8 +22,7 @@ type Selection struct {
 	// reported NotCopied (ErrLeftOut), never skipped silently.
 	IDs []string
 	// Chains selects, for each full backup ID, the full backup and every
-	// delta segment of the chain it started (a full backup left out as
-	// IDs are is reported so).
+	// delta segment of the chain it started.
 	Chains []string
 	// All selects every backup: full, delta segment and keys-json.
 	All bool

@@ -76,7 +76,7 @@ func runCopy(ctx context.Context, s *streams, args []string) error {
 	fs.Var(&f.chains, "chain", "`ID` of a full backup to copy with every delta segment of its chain (repeatable)")
 	fs.BoolVar(&f.all, "all", false, "copy every backup of the cluster")
 	fs.StringVar(&f.since, "since", "", "copy the backups created at or after `TIME` (RFC 3339), or within a duration (24h)")
-	fs.DurationVar(&f.pointInTime, "point-in-time", 0, "copy what restores every point of the last `DURATION` (24h): the full backup each chain restores from at the window's start, the segments after it and the full backups within it; alone it narrows every backup, with the flags above what they select (a backup named with --backup or --chain that it leaves out is not copied: the copy fails)")
+	fs.DurationVar(&f.pointInTime, "point-in-time", 0, "copy what restores every point of the last `DURATION` (24h): the full backup each chain restores from at the window's start, the segments after it and the full backups within it; alone it narrows every backup, with the flags above what they select (a backup named with --backup that it leaves out is not copied: the copy fails)")
 	f.memory = defaultMemory
 	fs.Var(&f.memory, "memory", "`bytes` of which half are the target's upload buffers, as save's --memory (the copy has no compressor); it also sets the Go runtime's memory limit to half plus 16 MiB unless GOMEMLIMIT is set; 0 for the library's defaults")
 	fs.BoolVar(&f.recheck, "recheck", false, "read back every backup the target holds already and check its sha256 before skipping it")
