@@ -17,20 +17,29 @@ import (
 )
 
 // storeKeysJSON commits a keys-json backup of opaque bytes on b.
-func storeKeysJSON(t *testing.T, b storage.Bucket, created time.Time, rev int64) {
+func storeKeysJSON(t *testing.T, b storage.Bucket, created time.Time, rev int64) *backup.Manifest {
+	return storeBackup(t, b, backup.Manifest{Format: backup.DeltaManifestFormat, Kind: backup.ManifestKindKeysJSON, Name: "export", Keys: 1,
+		Created: created, Etcd: backup.EtcdInfo{Revision: backup.RevisionInfo{Low: rev, High: rev}}})
+}
+
+// storeBackup commits the backup m describes, of opaque bytes, on b, as
+// a run of cluster prod-a writing to primary would.
+func storeBackup(t *testing.T, b storage.Bucket, m backup.Manifest) *backup.Manifest {
 	t.Helper()
-	data := fmt.Appendf(nil, "keys at %d", rev)
+	data := fmt.Appendf(nil, "%s %d %d", m.Name, m.Etcd.Revision.Low, m.FirstRevision)
 	sum := sha256.Sum256(data)
-	m := backup.Manifest{Format: backup.DeltaManifestFormat, Kind: backup.ManifestKindKeysJSON, Name: "export", Keys: 1,
-		Cluster: "prod-a", Destination: "primary", Compression: backup.None, Created: created, Completed: created.Add(time.Second),
-		Etcd: backup.EtcdInfo{Revision: backup.RevisionInfo{Low: rev, High: rev}}, Run: "0123abcd",
-		Stored: backup.Digest{Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:])}}
+	m.Cluster, m.Destination, m.Compression, m.Completed, m.Run = "prod-a", "primary", backup.None, m.Created.Add(time.Second), "0123abcd"
+	m.Stored = backup.Digest{Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:])}
 	m.Raw = m.Stored
 	m.ID = backup.BackupID(m.Cluster, m.Name, m.Created, true)
 	m.DataKey = backup.DataKey(m.ID, m.Created, m.Compression, false)
+	if m.Format == 0 {
+		m.Format = backup.ManifestFormat
+	}
 	up := &backup.BucketUploader{Bucket: b}
 	require.NoError(t, up.Upload(t.Context(), &m, bytes.NewReader(data)))
 	require.NoError(t, up.Commit(t.Context(), &m))
+	return &m
 }
 
 // TestReplicationPruneCountsKeysJSONCopies: a replication job's prune
