@@ -431,12 +431,7 @@ func (r *copyRun) keepUnknown(e *backup.Entry, want *backup.Manifest) error {
 	if e.ManifestKey == "" {
 		return nil
 	}
-	rc, err := r.c.Source.Get(r.ctx, e.ManifestKey)
-	if err != nil {
-		return fmt.Errorf("read source manifest %s: %w", e.ManifestKey, err)
-	}
-	defer rc.Close()
-	m, err := backup.ParseManifestKeepingUnknown(rc)
+	m, err := r.readManifest(r.c.Source, e.ManifestKey, backup.ParseManifestKeepingUnknown)
 	if err != nil {
 		return fmt.Errorf("read source manifest %s: %w", e.ManifestKey, err)
 	}

@@ -86,15 +86,10 @@ func (r *copyRun) inspect(want *backup.Manifest) (targetState, error) {
 // targetManifest reads the target's manifest at key; nil when there is
 // none. One that cannot be parsed is a conflict: it is not this backup's.
 func (r *copyRun) targetManifest(key string) (*backup.Manifest, error) {
-	rc, err := r.c.Target.Bucket.Get(r.ctx, key)
+	m, err := r.readManifest(r.c.Target.Bucket, key, backup.ParseManifest)
 	if errors.Is(err, storage.ErrNotFound) {
 		return nil, nil
 	}
-	if err != nil {
-		return nil, fmt.Errorf("read target %s: %w", key, err)
-	}
-	defer rc.Close()
-	m, err := backup.ParseManifest(rc)
 	if errors.Is(err, backup.ErrInvalidManifest) {
 		return nil, fmt.Errorf("%w: %s is not a valid manifest: %w", ErrConflict, key, err)
 	}

@@ -76,3 +76,21 @@ func (r *stepReader) Read(b []byte) (int, error) {
 	r.step(n, err)
 	return n, err
 }
+
+// readManifest reads and parses the manifest at key on cat, the read
+// bounded by the copier's StallTimeout as a transfer is. Errors of the
+// read are returned as they are (storage.ErrNotFound, a parse error).
+func (r *copyRun) readManifest(cat backup.Catalog, key string, parse func(io.Reader) (*backup.Manifest, error)) (*backup.Manifest, error) {
+	ctx, stalled := r.watchdog()
+	defer stalled.release()
+	rc, err := cat.Get(ctx, key)
+	var m *backup.Manifest
+	if err == nil {
+		defer rc.Close()
+		m, err = parse(&stepReader{ReadCloser: rc, step: stalled.step})
+	}
+	if cause := context.Cause(ctx); err != nil && r.ctx.Err() == nil && errors.Is(cause, backup.ErrDestinationStalled) {
+		return nil, cause
+	}
+	return m, err
+}
