@@ -83,12 +83,12 @@ type Copier struct {
 	// taking) is cancelled and its backup fails with an error matching
 	// backup.ErrDestinationStalled; the copy goes on with the next. It
 	// bounds the same way the read-back of a data object on the target
-	// (a resumed copy, Recheck) and the listings of source and target (a
-	// listing stalled fails the copy, or for the target's, has each
-	// backup looked at alone). As
-	// with backup.Pipeline.StallTimeout, an uploader may stop reading
-	// while it sends a buffered part, so set it well above the time one
-	// part takes. Zero means no bound.
+	// (a resumed copy, Recheck), the reads of manifests and the listings
+	// of source and target (a stalled listing of the source fails the
+	// copy; of the target, has each backup looked at alone). As with
+	// backup.Pipeline.StallTimeout, an uploader may stop reading while it
+	// sends a buffered part, so set it well above the time one part
+	// takes. Zero means no bound.
 	StallTimeout time.Duration
 }
 
