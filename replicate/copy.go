@@ -398,12 +398,6 @@ func (r *copyRun) backup(e *backup.Entry) Item {
 	it := Item{ID: e.ID, Kind: e.Kind, Bytes: e.Size, Created: e.Created}
 	want := *e.Manifest
 	want.Destination = r.c.Target.Name
-	token, err := copyToken(&want)
-	if err != nil {
-		it.Outcome, it.Err = Failed, err
-		return it
-	}
-	want.Run = token
 	if have := r.held[want.ID]; have == nil || !sameBackup(have, &want) {
 		// To be copied, or looked at: with the source's manifest as
 		// stored, fields this version does not know included.
@@ -412,6 +406,12 @@ func (r *copyRun) backup(e *backup.Entry) Item {
 			return it
 		}
 	}
+	token, err := copyToken(&want)
+	if err != nil {
+		it.Outcome, it.Err = Failed, err
+		return it
+	}
+	want.Run = token
 	out, err := r.copyOnce(&want, true)
 	it.Outcome, it.Err = out, err
 	if err != nil && out != Pending {
@@ -426,7 +426,7 @@ func (r *copyRun) backup(e *backup.Entry) Item {
 // keepUnknown reads the source's manifest of e again, keeping the fields
 // this version does not know (a newer writer's), and gives them to want,
 // so that the target's manifest is the source's as stored but for its
-// destination and run token.
+// destination (and the run token the copy then derives).
 func (r *copyRun) keepUnknown(e *backup.Entry, want *backup.Manifest) error {
 	if e.ManifestKey == "" {
 		return nil
@@ -438,7 +438,7 @@ func (r *copyRun) keepUnknown(e *backup.Entry, want *backup.Manifest) error {
 	if !sameBackup(m, e.Manifest) {
 		return fmt.Errorf("source manifest %s changed since it was listed", e.ManifestKey)
 	}
-	m.Destination, m.Run = want.Destination, want.Run
+	m.Destination = want.Destination
 	*want = *m
 	return nil
 }
