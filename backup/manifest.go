@@ -8,10 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
-	"reflect"
 	"runtime/debug"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -148,11 +145,6 @@ type Manifest struct {
 	// from. Empty in segments of older versions, whose config is their
 	// chain's full backup's (retention.ChainName).
 	Config string `json:"config,omitempty"`
-
-	// unknown holds the top-level fields of the manifest read by
-	// ParseManifestKeepingUnknown that this version does not know, which
-	// Marshal writes back.
-	unknown map[string]json.RawMessage
 }
 
 // RecoveryTail is a recovery's tail not caught up yet (Manifest.Recovery).
@@ -471,81 +463,16 @@ func ParseManifest(r io.Reader) (*Manifest, error) {
 	return &m, nil
 }
 
-// ParseManifestKeepingUnknown reads a manifest as ParseManifest does, and
-// keeps the top-level fields this version does not know (a newer
-// writer's): Marshal writes them back, after the known ones, so that a
-// copy of the manifest (package replicate) loses nothing a newer reader
-// needs. Unknown fields within known ones (of Etcd, Encryption ...) are
-// not kept.
-func ParseManifestKeepingUnknown(r io.Reader) (*Manifest, error) {
-	raw, err := io.ReadAll(io.LimitReader(r, MaxManifestSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("read manifest: %w", err)
-	}
-	m, err := ParseManifest(bytes.NewReader(raw))
-	if err != nil {
-		return nil, err
-	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &fields); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidManifest, err)
-	}
-	known := manifestFields()
-	for name, v := range fields {
-		if !known[name] {
-			if m.unknown == nil {
-				m.unknown = map[string]json.RawMessage{}
-			}
-			m.unknown[name] = v
-		}
-	}
-	return m, nil
-}
-
-// Known returns m without the fields this version does not know (see
-// ParseManifestKeepingUnknown).
-func (m Manifest) Known() Manifest {
-	m.unknown = nil
-	return m
-}
-
-// manifestFields returns the JSON names of Manifest's fields.
-func manifestFields() map[string]bool {
-	t := reflect.TypeFor[Manifest]()
-	out := map[string]bool{}
-	for i := range t.NumField() {
-		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
-		if t.Field(i).IsExported() && name != "" && name != "-" {
-			out[name] = true
-		}
-	}
-	return out
-}
-
-// Marshal validates m and encodes it as indented JSON, with the fields
-// this version does not know that m was read with
-// (ParseManifestKeepingUnknown), sorted by name, after the others.
+// Marshal validates m and encodes it as indented JSON.
 func (m *Manifest) Marshal() ([]byte, error) {
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
-	b, err := json.Marshal(m)
+	b, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return nil, fmt.Errorf("encode manifest: %w", err)
 	}
-	if len(m.unknown) > 0 {
-		b = b[:len(b)-1] // the closing brace
-		for _, name := range slices.Sorted(maps.Keys(m.unknown)) {
-			k, _ := json.Marshal(name)
-			b = append(append(append(append(b, ','), k...), ':'), m.unknown[name]...)
-		}
-		b = append(b, '}')
-	}
-	var out bytes.Buffer
-	if err := json.Indent(&out, b, "", "  "); err != nil {
-		return nil, fmt.Errorf("encode manifest: %w", err)
-	}
-	return append(out.Bytes(), '\n'), nil
+	return append(b, '\n'), nil
 }
 
 // TimestampLayout formats the UTC timestamps, to the second, of the IDs

@@ -83,8 +83,8 @@ type Copier struct {
 	// taking) is cancelled and its backup fails with an error matching
 	// backup.ErrDestinationStalled; the copy goes on with the next. It
 	// bounds the same way the read-back of a data object on the target
-	// (a resumed copy, Recheck), the reads of manifests and the listings
-	// of source and target (a stalled listing of the source fails the
+	// (a resumed copy, Recheck), the reads of the target's manifests and
+	// the listings of source and target (a stalled listing of the source fails the
 	// copy; of the target, has each backup looked at alone). As with
 	// backup.Pipeline.StallTimeout, an uploader may stop reading while it
 	// sends a buffered part, so set it well above the time one part
@@ -398,14 +398,6 @@ func (r *copyRun) backup(e *backup.Entry) Item {
 	it := Item{ID: e.ID, Kind: e.Kind, Bytes: e.Size, Created: e.Created}
 	want := *e.Manifest
 	want.Destination = r.c.Target.Name
-	if have := r.held[want.ID]; have == nil || !sameBackup(have, &want) {
-		// To be copied, or looked at: with the source's manifest as
-		// stored, fields this version does not know included.
-		if err := r.keepUnknown(e, &want); err != nil {
-			it.Outcome, it.Err = Failed, err
-			return it
-		}
-	}
 	token, err := copyToken(&want)
 	if err != nil {
 		it.Outcome, it.Err = Failed, err
@@ -421,26 +413,6 @@ func (r *copyRun) backup(e *backup.Entry) Item {
 		r.rep.CopiedBytes += e.Size
 	}
 	return it
-}
-
-// keepUnknown reads the source's manifest of e again, keeping the fields
-// this version does not know (a newer writer's), and gives them to want,
-// so that the target's manifest is the source's as stored but for its
-// destination (and the run token the copy then derives).
-func (r *copyRun) keepUnknown(e *backup.Entry, want *backup.Manifest) error {
-	if e.ManifestKey == "" {
-		return nil
-	}
-	m, err := r.readManifest(r.c.Source, e.ManifestKey, backup.ParseManifestKeepingUnknown)
-	if err != nil {
-		return fmt.Errorf("read source manifest %s: %w", e.ManifestKey, err)
-	}
-	if !sameBackup(m, e.Manifest) {
-		return fmt.Errorf("source manifest %s changed since it was listed", e.ManifestKey)
-	}
-	m.Destination = want.Destination
-	*want = *m
-	return nil
 }
 
 // copyOnce copies the backup want describes (the source's manifest with the

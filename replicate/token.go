@@ -43,9 +43,7 @@ func copyToken(want *backup.Manifest) (string, error) {
 // copyTokens returns the tokens a copy may write m with: the first, or
 // the second when the first is the source's (one chance in 2^32).
 func copyTokens(m *backup.Manifest) ([]string, error) {
-	// Of the fields this version knows: a copy keeps those it does not
-	// (backup.ParseManifestKeepingUnknown), which a listing drops.
-	bare := m.Known()
+	bare := *m
 	bare.Run = ""
 	body, err := bare.Marshal()
 	if err != nil {
