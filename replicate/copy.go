@@ -107,7 +107,8 @@ func (c *Copier) Copy(ctx context.Context, cluster string, sel Selection) (*Repo
 		return nil, err
 	}
 	started := c.now()
-	entries, err := listBackups(ctx, c.Source, cluster, c.StallTimeout)
+	source := &timedCatalog{Catalog: c.Source, times: map[string]time.Time{}}
+	entries, err := listBackups(ctx, source, cluster, c.StallTimeout)
 	if err != nil {
 		return nil, fmt.Errorf("list source: %w", err)
 	}
@@ -129,7 +130,7 @@ func (c *Copier) Copy(ctx context.Context, cluster string, sel Selection) (*Repo
 			total++
 		}
 	}
-	r := &copyRun{c: c, ctx: ctx, cluster: cluster, total: total,
+	r := &copyRun{c: c, ctx: ctx, cluster: cluster, total: total, sourceTimes: source.times,
 		rep: &Report{Cluster: cluster, Source: c.SourceName, Target: c.Target.Name}}
 	r.held = c.listTarget(ctx, cluster)
 	for _, m := range r.held {
@@ -276,6 +277,9 @@ type copyRun struct {
 	// bases are the full backups on the target, listed or copied, that
 	// may base a chain's segments (bridge).
 	bases []*backup.Manifest
+	// sourceTimes are the source's store's modification times of its
+	// objects, by key, as its listing gave them.
+	sourceTimes map[string]time.Time
 }
 
 func (r *copyRun) event(e Event) {
@@ -398,6 +402,14 @@ func (r *copyRun) backup(e *backup.Entry) Item {
 	it := Item{ID: e.ID, Kind: e.Kind, Bytes: e.Size, Created: e.Created}
 	want := *e.Manifest
 	want.Destination = r.c.Target.Name
+	if !IsCopy(e.Manifest) || want.SourceStored.IsZero() {
+		// The source's store dated the backup; a copy of a copy keeps
+		// the first store's time. Part of what the copy token hashes.
+		want.SourceStored = time.Time{}
+		if t := r.sourceTimes[e.ManifestKey]; !t.IsZero() {
+			want.SourceStored = t.UTC()
+		}
+	}
 	token, err := copyToken(&want)
 	if err != nil {
 		it.Outcome, it.Err = Failed, err

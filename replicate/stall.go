@@ -34,6 +34,27 @@ func listBackups(ctx context.Context, cat backup.Catalog, cluster string, stall 
 	return entries, err
 }
 
+// timedCatalog records the modification times its catalog's listing
+// gives, by key: the source's store's times, which a copy records
+// (backup.Manifest.SourceStored).
+type timedCatalog struct {
+	backup.Catalog
+	times map[string]time.Time
+}
+
+func (c *timedCatalog) List(ctx context.Context, prefix string) iter.Seq2[storage.ObjectInfo, error] {
+	return func(yield func(storage.ObjectInfo, error) bool) {
+		for info, err := range c.Catalog.List(ctx, prefix) {
+			if err == nil && !info.ModTime.IsZero() {
+				c.times[info.Key] = info.ModTime
+			}
+			if !yield(info, err) {
+				return
+			}
+		}
+	}
+}
+
 // stallCatalog calls step whenever its catalog lists an object or reads
 // some bytes.
 type stallCatalog struct {

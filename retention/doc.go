@@ -50,8 +50,9 @@
 // store's modification times; but a backup dated more than the clock skew
 // after now, or after the store wrote its manifest, is kept and counted by
 // no rule (Plan.Misdated), so that a writer whose clock runs fast never
-// pushes correctly dated backups out; a copy (PlanOptions.Copies) is dated
-// by its own times however long after its backup the store wrote it. A
+// pushes correctly dated backups out; a copy (PlanOptions.Copies) is
+// checked against the time its source's store wrote it, which the copy
+// records (backup.Manifest.SourceStored), instead of this store's. A
 // ChainPolicy keeps each config's point-in-time window restorable, from a
 // base whose date the store's time and the revisions confirm (or, with
 // FromOldestKept, the chains that reach past the oldest full backup kept),

@@ -105,10 +105,14 @@ type PlanOptions struct {
 	// were stored elsewhere (replicate.IsCopy): a copy's manifest keeps
 	// its source's times while the store dates it by the copy, any time
 	// later (a new target seeded with a month of backups, a target down
-	// for days). A copy is then dated by its own times: it is not
-	// misdated for having completed long before the store wrote it
-	// (ReasonBeforeStore), and still is when dated after now or after
-	// the store wrote it. Other backups keep every check.
+	// for days). A copy that records when the source's store wrote its
+	// manifest (backup.Manifest.SourceStored) has its dates checked
+	// against that time, with the same tolerances, instead of against
+	// the store's; it is still misdated when dated after now or after
+	// this store wrote it. A copy without that record (an older
+	// version's) and every other backup keep the checks against this
+	// store's time: one written long after its backup is kept, counted
+	// by no rule, since nothing proves its dates.
 	Copies func(*backup.Manifest) bool
 
 	// ModTimes holds the store's modification times of the folder's
@@ -329,15 +333,20 @@ func (o PlanOptions) misdated(e backup.Entry, now time.Time) string {
 	if created.After(mod.Add(o.ClockSkew)) {
 		return ReasonAfterStore
 	}
+	if src := e.Manifest.SourceStored; !src.IsZero() && o.Copies != nil && o.Copies(e.Manifest) {
+		// A copy: this store wrote it any time after its backup; the
+		// source's store wrote it when its backup completed.
+		if created.After(src.Add(o.ClockSkew)) {
+			return ReasonAfterStore
+		}
+		mod = src
+	}
 	// Backdated: the store wrote the manifest long after the date in it,
 	// while the pruner's clock agrees with the store's. When the pruner's
 	// clock is as far behind the store's as the writer's (one host's
 	// clock, or a store that restamps), the two agree with each other and
 	// the dates are compared with the pruner's now as they are.
 	slack := o.OrphanGrace + o.ClockSkew
-	if o.Copies != nil && o.Copies(e.Manifest) {
-		return "" // the store's time is the copy's, any time after
-	}
 	if mod.After(completed(e).Add(slack)) && !mod.After(now.Add(slack)) {
 		return ReasonBeforeStore
 	}

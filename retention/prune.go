@@ -56,8 +56,9 @@ type Pruner struct {
 	// (see PlanOptions.Scope).
 	Scope func(*backup.Manifest) bool
 	// Copies, when set, tells the copies among the backups (see
-	// PlanOptions.Copies): a replication target's prune dates them by
-	// their own times, not by when the store wrote them.
+	// PlanOptions.Copies): a replication target's prune checks their
+	// dates against when the source's store wrote them, which they
+	// record, not against when this store did.
 	Copies func(*backup.Manifest) bool
 	// Kind is the kind of backup the policy counts (see PlanOptions.Kind):
 	// snapshots by default, or keys-json backups.

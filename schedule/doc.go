@@ -49,8 +49,9 @@
 // to delete; with Replicate.Name, only the copies of that backup name
 // (one config's, each replicated by its own job). Its retention counts
 // snapshots, keys-json and keys backups apart (replicate.Kinds), and
-// dates a copy by its own times, however long after its backup it was
-// written (retention.PlanOptions.Copies). Replicate.PointInTime prunes
+// checks a copy's dates against when the source's store wrote it, which
+// the copy records, however long after its backup the copy was written
+// (retention.PlanOptions.Copies). Replicate.PointInTime prunes
 // the copied chains by the rule of continuous backups
 // (retention.PointInTime), the copies alone; without it a copied chain is
 // kept while its full backup is, or while it reaches past the oldest full

@@ -221,8 +221,8 @@ func (r *PipelineRunner) pruner(job Job, name string, store retention.Store, kin
 	p := &retention.Pruner{Store: store, Destination: name, Policy: job.Retention, Name: job.pruneName(), Scope: job.pruneScope(),
 		Kind: kind, Pins: r.Pins, Metrics: r.RetentionMetrics, Now: r.Now, Logger: r.Logger}
 	if job.Replicate != nil {
-		// Copies are written any time after their backups: dated by
-		// their own times.
+		// Copies are written any time after their backups: their dates
+		// are checked against the source's store's time they record.
 		p.Copies = replicate.IsCopy
 	}
 	if c := job.Continuous; c != nil {
