@@ -123,6 +123,7 @@ func TestPruneOfCopiesDeletesAChainNoLongerNeeded(t *testing.T) {
 	}
 	keep3 := retention.KeepLast(3)
 	chains := ChainRule(0)
+	chains.Grace = time.Minute // the store wrote X's chain longer ago
 	p := &retention.Pruner{Store: completedTimes(t, dst), Destination: "dst", Policy: keep3, Scope: IsCopy, Chains: &chains,
 		Now: func() time.Time { return t0.Add(time.Hour) }}
 	prep, err := p.Prune(ctx, "prod")

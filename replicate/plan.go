@@ -177,7 +177,9 @@ func Kinds() []backup.Kind {
 // for a positive window; for none, retention.OldestKept: a copied chain
 // stays whole while its full backup is kept, or while it reaches past the
 // oldest full backup kept (a follower's live chain, whose full backup
-// fell out of a keep-last), and is deleted whole once it ends before it.
+// fell out of a keep-last), and is deleted whole once it ends before it
+// and the target's store wrote none of it within the last hour
+// (retention.DefaultChainGrace: a copy may be extending it right now).
 func ChainRule(window time.Duration) retention.ChainPolicy {
 	if window > 0 {
 		return retention.PointInTime(window)

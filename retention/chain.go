@@ -80,9 +80,26 @@ type ChainPolicy struct {
 	// outlives its full backup's place in a keep-last), and deleted whole,
 	// its full backup with it, once it ends at or before it. A replication
 	// target without a point-in-time window prunes its copied chains so
-	// (see replicate.Selection).
+	// (see replicate.Selection). A chain the store wrote any of (its full
+	// backup or a segment) within Grace is kept whole, whatever the plan
+	// says of its full backup: a copy may be extending it right now.
 	FromOldestKept bool
+	// Grace is, with FromOldestKept, how long after the store wrote a
+	// chain's newest object (its full backup or a segment) the chain is
+	// kept whole: a copy writes a chain's full backup, the other full
+	// backups it copies, then the chain's segments one by one, and a
+	// prune running meanwhile (another replication job's on a shared
+	// target, an etcdbackup prune) must not delete what the copy goes on
+	// to extend. Set it above the longest pause a copy makes between two
+	// objects of a chain. The store's times are compared with the newest
+	// time the store gave (so a quiet store keeps its newest chain until
+	// something newer is stored); without them, the manifest's completion
+	// with the plan's now. Zero means DefaultChainGrace.
+	Grace time.Duration
 }
+
+// DefaultChainGrace is the default ChainPolicy.Grace: one hour.
+const DefaultChainGrace = time.Hour
 
 // OldestKept returns the ChainPolicy that keeps the chains reaching past
 // the oldest full backup a plan keeps (see ChainPolicy.FromOldestKept).
@@ -125,6 +142,10 @@ const (
 	// on top of: a prune never leaves a hole in a chain whose later
 	// segments stay.
 	ReasonBeforeOthers = "delta segment that later segments of its chain out of this scope continue: kept, no hole"
+	// ReasonRecentChain keeps, with FromOldestKept, a chain the store
+	// wrote any of within the grace (ChainPolicy.Grace): a copy may be
+	// extending it.
+	ReasonRecentChain = "chain stored within the grace period, a copy may be extending it: kept"
 )
 
 // Apply returns plan with the chain rule applied (plan is not changed). The
@@ -227,6 +248,7 @@ func (c ChainPolicy) Apply(plan *Plan) (*Plan, error) {
 	for chain, until := range tails {
 		ends[chain] = max(ends[chain], until)
 	}
+	recent := c.recentChains(plan, fulls, segments)
 	cut := map[string]int{} // chain -> index of its cut full backup, -1 for the base's revision
 	for chain, end := range ends {
 		cut[chain] = -1
@@ -255,6 +277,10 @@ func (c ChainPolicy) Apply(plan *Plan) (*Plan, error) {
 			ds[i].Action, ds[i].Reason = Keep, ReasonBeforeOthers
 			continue
 		}
+		if j != cutOutOfScope && e.Manifest.LastRevision <= cutRev && recent[e.Manifest.Chain] {
+			ds[i].Action, ds[i].Reason = Keep, ReasonRecentChain
+			continue
+		}
 		if j != cutOutOfScope && e.Manifest.LastRevision <= cutRev {
 			ds[i].Action = Delete
 			ds[i].Reason = fmt.Sprintf("delta segment ends at revision %d, at or before the full backup its chain restores from %s (%s, revision %d)",
@@ -267,6 +293,13 @@ func (c ChainPolicy) Apply(plan *Plan) (*Plan, error) {
 	for chain := range tails {
 		if ends[chain] > baseRev {
 			chainKept[chain] = true
+		}
+	}
+	for chain := range recent {
+		for i, d := range ds {
+			if d.Entry.Cluster == plan.Cluster && d.Entry.Continues(chain) {
+				keep(&ds[i], ReasonRecentChain)
+			}
 		}
 	}
 	// The full backups a kept chain continues from are kept whatever
@@ -283,6 +316,41 @@ func (c ChainPolicy) Apply(plan *Plan) (*Plan, error) {
 		}
 	}
 	return &out, nil
+}
+
+// recentChains returns, for a FromOldestKept rule, the chains (by their
+// full backup's ID) of which a full backup of fulls or a segment of
+// segments (indexes of plan's decisions) was stored within the grace: by
+// the store's time when the plan has it, within the grace before the
+// newest time the store gave (one clock, the store's), else by the
+// manifest's completion, within the grace before the plan's age
+// reference (Plan.ageNow).
+func (c ChainPolicy) recentChains(plan *Plan, fulls, segments []int) map[string]bool {
+	recent := map[string]bool{}
+	if !c.FromOldestKept {
+		return recent
+	}
+	grace := c.Grace
+	if grace <= 0 {
+		grace = DefaultChainGrace
+	}
+	storeSince, since := latest(plan.Options.ModTimes).Add(-grace), plan.ageNow().Add(-grace)
+	for _, i := range append(slices.Clone(fulls), segments...) {
+		e := plan.Decisions[i].Entry
+		if stored, ok := plan.Options.ModTimes[e.ManifestKey]; ok && !stored.IsZero() {
+			if !stored.After(storeSince) {
+				continue
+			}
+		} else if !completed(e).After(since) {
+			continue
+		}
+		if chain := e.Manifest.Chain; e.Kind == backup.KindDelta {
+			recent[chain] = true
+		} else {
+			recent[e.ID] = true
+		}
+	}
+	return recent
 }
 
 // recoveryTails returns, from the manifests of the entries of ds at idx,

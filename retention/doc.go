@@ -55,7 +55,8 @@
 // records (backup.Manifest.SourceStored), instead of this store's. A
 // ChainPolicy keeps each config's point-in-time window restorable, from a
 // base whose date the store's time and the revisions confirm (or, with
-// FromOldestKept, the chains that reach past the oldest full backup kept),
+// FromOldestKept, the chains that reach past the oldest full backup kept,
+// or that the store wrote any of within ChainPolicy.Grace),
 // and never leaves a hole in a chain whose later segments, out of its
 // scope, stay. A dry run reports the plan and deletes
 // nothing. Teardown deletes every backup of one cluster, for a host whose

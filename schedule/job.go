@@ -134,8 +134,10 @@ type Replicate struct {
 	// a chain's copies are kept while its full backup is, or while the
 	// chain reaches past the oldest full backup the Retention keeps (a
 	// follower's live chain, whose full backup fell out of a keep-last),
-	// and deleted with its full backup once it ends before that.
-	// Otherwise at least a minute.
+	// and deleted with its full backup once it ends before that and the
+	// target's store wrote none of it within the last hour
+	// (retention.DefaultChainGrace), since a copy, this job's or
+	// another's, may be extending it. Otherwise at least a minute.
 	PointInTime time.Duration
 	// Name, when set, scopes the job to the backups of one backup name:
 	// it copies only those (replicate.Selection.Name) and its retention

@@ -1,7 +1,10 @@
 package schedule
 
 import (
+	"context"
 	"fmt"
+	"iter"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,7 +13,43 @@ import (
 	"github.com/etcdbackup/etcdbackup/backup"
 	"github.com/etcdbackup/etcdbackup/replicate"
 	"github.com/etcdbackup/etcdbackup/retention"
+	"github.com/etcdbackup/etcdbackup/storage"
 )
+
+// completedTimes lists its bucket with every object of a backup of cluster dated
+// by the backup's completion (completedStore), as a store written as
+// each backup completed.
+type completedTimes struct {
+	storage.Bucket
+	times map[string]time.Time // backup ID -> modification time
+}
+
+func completedStore(t *testing.T, b storage.Bucket, cluster string) *completedTimes {
+	times := map[string]time.Time{}
+	entries, err := backup.ListBackups(t.Context(), b, cluster)
+	require.NoError(t, err)
+	for _, e := range entries {
+		if e.Manifest != nil {
+			times[e.ID] = e.Manifest.Completed
+		}
+	}
+	return &completedTimes{Bucket: b, times: times}
+}
+
+func (b *completedTimes) List(ctx context.Context, prefix string) iter.Seq2[storage.ObjectInfo, error] {
+	return func(yield func(storage.ObjectInfo, error) bool) {
+		for info, err := range b.Bucket.List(ctx, prefix) {
+			for id, tm := range b.times {
+				if strings.Contains(info.Key, id) {
+					info.ModTime = tm
+				}
+			}
+			if !yield(info, err) {
+				return
+			}
+		}
+	}
+}
 
 // TestReplicationKeepsALiveChainAndPrunesAnEndedOne: a replication job
 // with KeepLast(2) and no point-in-time window copies a follower's live
@@ -46,6 +85,10 @@ func TestReplicationKeepsALiveChainAndPrunesAnEndedOne(t *testing.T) {
 	require.NoError(t, err)
 
 	require.NoError(t, runner.replicate(t.Context(), job))
+	// The target's store wrote each copy as its backup completed (a job
+	// keeping up): the ended chain longer ago than the chain rule's grace.
+	vault := completedStore(t, dests["vault"], "prod-a")
+	runner.Store = func(context.Context, string) (retention.Store, error) { return vault, nil }
 	require.NoError(t, runner.Prune(t.Context(), job))
 	entries, err := backup.ListBackups(t.Context(), dests["vault"], "prod-a")
 	require.NoError(t, err)
