@@ -174,19 +174,42 @@ func (c *Copier) Copy(ctx context.Context, cluster string, sel Selection) (*Repo
 	return r.rep, errors.Join(errs...)
 }
 
-// namedLeftOut returns the backups sel names by ID that its retention or
+// namedLeftOut returns the backups sel names that its retention or
 // point-in-time window leaves out (drop): NotCopied, never left out
-// silently. (A chain's full backup the window leaves out is not: the
-// chain's segments in the window are copied on top of the full backup
-// that continues it.)
+// silently. A backup named by ID is; a chain named (Chains) is, its full
+// backup and segments, when all of it is left out. (A chain's full backup
+// the window leaves out is not when some of its segments are selected:
+// they are copied on top of the full backup that continues it.)
 func namedLeftOut(entries []backup.Entry, sel Selection, drop map[string]bool) []backup.Entry {
+	kept := map[string]bool{} // named chains of which something is selected
+	for _, e := range entries {
+		if chain := chainOf(e); slices.Contains(sel.Chains, chain) && !drop[e.ID] {
+			kept[chain] = true
+		}
+	}
 	var out []backup.Entry
 	for _, e := range entries {
-		if drop[e.ID] && slices.Contains(sel.IDs, e.ID) {
+		chain := chainOf(e)
+		named := slices.Contains(sel.IDs, e.ID) || slices.Contains(sel.Chains, chain) && !kept[chain]
+		if drop[e.ID] && named {
 			out = append(out, e)
 		}
 	}
 	return out
+}
+
+// chainOf returns the chain e belongs to: its own ID for a full backup,
+// its chain's for a segment; "" for other entries.
+func chainOf(e backup.Entry) string {
+	switch {
+	case e.Manifest == nil:
+		return ""
+	case e.Kind == backup.KindDelta:
+		return e.Manifest.Chain
+	case e.Kind == backup.KindBackup:
+		return e.ID
+	}
+	return ""
 }
 
 // fullsOf returns the full backups of entries by ID.

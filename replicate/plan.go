@@ -22,7 +22,9 @@ type Selection struct {
 	// reported NotCopied (ErrLeftOut), never skipped silently.
 	IDs []string
 	// Chains selects, for each full backup ID, the full backup and every
-	// delta segment of the chain it started.
+	// delta segment of the chain it started. A chain that Retention or
+	// PointInTime leaves out whole is reported NotCopied (ErrLeftOut),
+	// its full backup and segments.
 	Chains []string
 	// All selects every backup: full, delta segment and keys-json.
 	All bool

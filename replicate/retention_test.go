@@ -65,3 +65,32 @@ func TestCopyReportsANamedBackupLeftOut(t *testing.T) {
 		t.Fatalf("the target holds %d backups", n)
 	}
 }
+
+// TestCopyReportsANamedChainLeftOut: a chain named (Selection.Chains) that
+// the selection's retention or point-in-time window leaves out whole is
+// reported NotCopied with ErrLeftOut, its full backup and segment, never
+// copied as nothing without a word.
+func TestCopyReportsANamedChainLeftOut(t *testing.T) {
+	ctx := context.Background()
+	src, dst := memBucket(), memBucket()
+	now := time.Now().Truncate(time.Second)
+	old := namedFull(t, src, "full", now.Add(-48*time.Hour), 10)
+	configSegment(t, src, old, "full", 11, 20)
+	namedFull(t, src, "full", now.Add(-2*time.Hour), 50)
+	keep1, window := retention.KeepLast(1), retention.PointInTime(time.Hour)
+	for name, sel := range map[string]Selection{
+		"keep-last": {Chains: []string{old.ID}, Retention: &keep1},
+		"window":    {Chains: []string{old.ID}, Retention: &keep1, PointInTime: &window},
+	} {
+		rep, err := copier(src, dst).Copy(ctx, "prod", sel)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if outcomes(rep) != "not-copied not-copied" || !errors.Is(rep.Items[0].Err, ErrLeftOut) || !errors.Is(rep.Items[1].Err, ErrLeftOut) {
+			t.Fatalf("%s: the named chain left out: %q %v", name, outcomes(rep), rep.Items)
+		}
+	}
+	if n := len(listed(t, dst)); n != 0 {
+		t.Fatalf("the target holds %d backups", n)
+	}
+}
