@@ -131,7 +131,10 @@ func (m *Metrics) Record(rep *Report, now time.Time) {
 // failed, at now, before it made a report (Copier.Copy returned none): the
 // failures counter moves, and the lag is the time since the target may
 // lack backups by the last report (it grows while copies fail); with no
-// report recorded yet the lag is not set.
+// report recorded yet the lag is not set. The last report's time is kept
+// in memory only: after a restart, the lag of a copy that keeps failing
+// (a source dead since before the restart) is not set until a copy makes
+// a report, and the failures counter alone tells.
 func (m *Metrics) RecordFailure(cluster, source, target string, now time.Time) {
 	if m == nil {
 		return

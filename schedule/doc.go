@@ -60,8 +60,10 @@
 // keeps, so nothing it pruned is copied back. A run that finds the
 // targets in step copies nothing. PipelineRunner.ReplicationMetrics
 // records each copy's lag and the backups the target lacks, and a run
-// that fails before it can tell (a dead source) as a failure whose lag
-// grows.
+// that fails before it can tell (a dead source, or a run out of time) as
+// a failure whose lag grows from the last report, kept in memory only
+// (after a restart the lag is set again by the first report); a run
+// stopped otherwise (the scheduler stopping) is no failure.
 //
 // # Continuous backup
 //

@@ -19,7 +19,7 @@ func (r *PipelineRunner) replicate(ctx context.Context, job Job) error {
 	src, err := r.Store(ctx, job.Replicate.From)
 	if err != nil {
 		for _, name := range job.Destinations {
-			r.ReplicationMetrics.RecordFailure(job.Cluster, job.Replicate.From, name, r.now())
+			r.recordFailure(ctx, job, name)
 		}
 		return fmt.Errorf("replication source %s: %w", job.Replicate.From, err)
 	}
@@ -42,7 +42,7 @@ func (r *PipelineRunner) replicate(ctx context.Context, job Job) error {
 	for _, name := range job.Destinations {
 		target, err := r.replicationTarget(ctx, name)
 		if err != nil {
-			r.ReplicationMetrics.RecordFailure(job.Cluster, job.Replicate.From, name, r.now())
+			r.recordFailure(ctx, job, name)
 			errs = append(errs, err)
 			continue
 		}
@@ -51,16 +51,28 @@ func (r *PipelineRunner) replicate(ctx context.Context, job Job) error {
 		rep, err := c.Copy(ctx, job.Cluster, sel)
 		if rep != nil {
 			r.ReplicationMetrics.Record(rep, r.now())
-		} else if err != nil && ctx.Err() == nil {
+		} else if err != nil {
 			// Failed before it could tell what the target lacks (the
 			// source's listing failed): a failure, and the lag grows.
-			r.ReplicationMetrics.RecordFailure(job.Cluster, job.Replicate.From, name, r.now())
+			r.recordFailure(ctx, job, name)
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("replicate %s to %s: %w", job.Replicate.From, name, err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// recordFailure records a copy of job to target that failed before it
+// made a report (replicate.Metrics.RecordFailure), unless ctx was
+// cancelled for another reason than the run's timeout: a run stopped
+// (the scheduler stopping, its lock lost) is no failure of replication;
+// one that ran out of time (a source that hangs) is.
+func (r *PipelineRunner) recordFailure(ctx context.Context, job Job, target string) {
+	if ctx.Err() != nil && !errors.Is(context.Cause(ctx), ErrRunTimeout) {
+		return
+	}
+	r.ReplicationMetrics.RecordFailure(job.Cluster, job.Replicate.From, target, r.now())
 }
 
 // replicationTarget returns destination name as a copy's target: its
