@@ -91,10 +91,11 @@ type ChainPolicy struct {
 	// prune running meanwhile (another replication job's on a shared
 	// target, an etcdbackup prune) must not delete what the copy goes on
 	// to extend. Set it above the longest pause a copy makes between two
-	// objects of a chain. The store's times are compared with the newest
-	// time the store gave (so a quiet store keeps its newest chain until
-	// something newer is stored); without them, the manifest's completion
-	// with the plan's now. Zero means DefaultChainGrace.
+	// objects of a chain. The store's times (PlanOptions.ModTimes) are
+	// compared with the newest time the store gave, so a quiet store keeps
+	// its newest chain until something newer is stored; a plan without
+	// them (a copy's selection, replicate.Selection) keeps no chain for
+	// its age. Zero means DefaultChainGrace.
 	Grace time.Duration
 }
 
@@ -320,11 +321,9 @@ func (c ChainPolicy) Apply(plan *Plan) (*Plan, error) {
 
 // recentChains returns, for a FromOldestKept rule, the chains (by their
 // full backup's ID) of which a full backup of fulls or a segment of
-// segments (indexes of plan's decisions) was stored within the grace: by
-// the store's time when the plan has it, within the grace before the
-// newest time the store gave (one clock, the store's), else by the
-// manifest's completion, within the grace before the plan's age
-// reference (Plan.ageNow).
+// segments (indexes of plan's decisions) was stored within the grace
+// before the newest time the store gave (one clock, the store's). A plan
+// without the store's times (a copy's selection) has none.
 func (c ChainPolicy) recentChains(plan *Plan, fulls, segments []int) map[string]bool {
 	recent := map[string]bool{}
 	if !c.FromOldestKept {
@@ -334,14 +333,10 @@ func (c ChainPolicy) recentChains(plan *Plan, fulls, segments []int) map[string]
 	if grace <= 0 {
 		grace = DefaultChainGrace
 	}
-	storeSince, since := latest(plan.Options.ModTimes).Add(-grace), plan.ageNow().Add(-grace)
+	since := latest(plan.Options.ModTimes).Add(-grace)
 	for _, i := range append(slices.Clone(fulls), segments...) {
 		e := plan.Decisions[i].Entry
-		if stored, ok := plan.Options.ModTimes[e.ManifestKey]; ok && !stored.IsZero() {
-			if !stored.After(storeSince) {
-				continue
-			}
-		} else if !completed(e).After(since) {
+		if stored, ok := plan.Options.ModTimes[e.ManifestKey]; !ok || !stored.After(since) {
 			continue
 		}
 		if chain := e.Manifest.Chain; e.Kind == backup.KindDelta {
