@@ -145,6 +145,14 @@ type Manifest struct {
 	// from. Empty in segments of older versions, whose config is their
 	// chain's full backup's (retention.ChainName).
 	Config string `json:"config,omitempty"`
+	// SourceStored is, for a copy (package replicate), when the store the
+	// backup was first written to wrote its manifest, by that store's
+	// clock, as its listing gave it; a copy of a copy keeps the first.
+	// The target's store dates a copy by the copy, any time after its
+	// backup: retention checks a copy's dates against this time instead
+	// (retention.PlanOptions.Copies). Zero for every other backup, and in
+	// copies of older versions.
+	SourceStored time.Time `json:"sourceStored,omitzero"`
 }
 
 // RecoveryTail is a recovery's tail not caught up yet (Manifest.Recovery).

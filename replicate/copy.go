@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/etcdbackup/etcdbackup/backup"
@@ -22,6 +23,10 @@ var ErrConflict = fmt.Errorf("%w with other content on the target", backup.ErrBa
 // ErrChainHole says why a chain's segments after a hole in the source's
 // chain (revisions no segment holds) were NotCopied.
 var ErrChainHole = errors.New("chain has a hole on the source")
+
+// ErrLeftOut says why a backup a Selection names by ID (or as a chain) is
+// NotCopied: the selection's Retention or PointInTime leaves it out.
+var ErrLeftOut = errors.New("named backup left out by the selection")
 
 // ErrPending says why a backup's outcome is Pending: its data object is on
 // the target, uncommitted, and another writer's.
@@ -76,10 +81,14 @@ type Copier struct {
 	// without a byte moving from the source to the target: a transfer
 	// stalled longer (a source that stopped sending, a target that stopped
 	// taking) is cancelled and its backup fails with an error matching
-	// backup.ErrDestinationStalled; the copy goes on with the next. As
-	// with backup.Pipeline.StallTimeout, an uploader may stop reading
-	// while it sends a buffered part, so set it well above the time one
-	// part takes. Zero means no bound.
+	// backup.ErrDestinationStalled; the copy goes on with the next. It
+	// bounds the same way the read-back of a data object on the target
+	// (a resumed copy, Recheck), the reads of the target's manifests and
+	// the listings of source and target (a stalled listing of the source fails the
+	// copy; of the target, has each backup looked at alone). As with
+	// backup.Pipeline.StallTimeout, an uploader may stop reading while it
+	// sends a buffered part, so set it well above the time one part
+	// takes. Zero means no bound.
 	StallTimeout time.Duration
 }
 
@@ -98,7 +107,8 @@ func (c *Copier) Copy(ctx context.Context, cluster string, sel Selection) (*Repo
 		return nil, err
 	}
 	started := c.now()
-	entries, err := backup.ListBackups(ctx, c.Source, cluster)
+	source := &timedCatalog{Catalog: c.Source, times: map[string]time.Time{}}
+	entries, err := listBackups(ctx, source, cluster, c.StallTimeout)
 	if err != nil {
 		return nil, fmt.Errorf("list source: %w", err)
 	}
@@ -112,14 +122,15 @@ func (c *Copier) Copy(ctx context.Context, cluster string, sel Selection) (*Repo
 	if err != nil {
 		return nil, err
 	}
-	total := 0
+	left := namedLeftOut(entries, sel, drop)
+	total := len(left)
 	for _, g := range groups {
 		total += len(g.segments)
 		if g.full != nil {
 			total++
 		}
 	}
-	r := &copyRun{c: c, ctx: ctx, cluster: cluster, total: total,
+	r := &copyRun{c: c, ctx: ctx, cluster: cluster, total: total, sourceTimes: source.times,
 		rep: &Report{Cluster: cluster, Source: c.SourceName, Target: c.Target.Name}}
 	r.held = c.listTarget(ctx, cluster)
 	for _, m := range r.held {
@@ -133,6 +144,11 @@ func (c *Copier) Copy(ctx context.Context, cluster string, sel Selection) (*Repo
 	}
 	r.event(Event{Kind: Planned, Total: total})
 	c.logger().Info("copy started", "cluster", cluster, "from", c.SourceName, "to", c.Target.Name, "backups", total)
+	for _, e := range left {
+		r.index++
+		r.record(Item{ID: e.ID, Kind: e.Kind, Outcome: NotCopied, Bytes: e.Size, Created: e.Created,
+			Err: fmt.Errorf("%w: the selection's retention or point-in-time window leaves it out", ErrLeftOut)})
+	}
 	// Every full backup first: a chain's segments may continue from a
 	// synthetic full backup of a later group.
 	stops := make([]error, len(groups))
@@ -156,6 +172,44 @@ func (c *Copier) Copy(ctx context.Context, cluster string, sel Selection) (*Repo
 		"skipped", r.rep.Count(Skipped), "failed", r.rep.Count(Failed), "not_copied", r.rep.Count(NotCopied),
 		"bytes", r.rep.CopiedBytes, "elapsed", r.rep.Elapsed)
 	return r.rep, errors.Join(errs...)
+}
+
+// namedLeftOut returns the backups sel names that its retention or
+// point-in-time window leaves out (drop): NotCopied, never left out
+// silently. A backup named by ID is; a chain named (Chains) is, its full
+// backup and segments, when all of it is left out. (A chain's full backup
+// the window leaves out is not when some of its segments are selected:
+// they are copied on top of the full backup that continues it.)
+func namedLeftOut(entries []backup.Entry, sel Selection, drop map[string]bool) []backup.Entry {
+	kept := map[string]bool{} // named chains of which something is selected
+	for _, e := range entries {
+		if chain := chainOf(e); slices.Contains(sel.Chains, chain) && !drop[e.ID] {
+			kept[chain] = true
+		}
+	}
+	var out []backup.Entry
+	for _, e := range entries {
+		chain := chainOf(e)
+		named := slices.Contains(sel.IDs, e.ID) || slices.Contains(sel.Chains, chain) && !kept[chain]
+		if drop[e.ID] && named {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// chainOf returns the chain e belongs to: its own ID for a full backup,
+// its chain's for a segment; "" for other entries.
+func chainOf(e backup.Entry) string {
+	switch {
+	case e.Manifest == nil:
+		return ""
+	case e.Kind == backup.KindDelta:
+		return e.Manifest.Chain
+	case e.Kind == backup.KindBackup:
+		return e.ID
+	}
+	return ""
 }
 
 // fullsOf returns the full backups of entries by ID.
@@ -218,7 +272,7 @@ func (c *Copier) listTarget(ctx context.Context, cluster string) map[string]*bac
 	if c.Recheck {
 		return nil
 	}
-	entries, err := backup.ListBackups(ctx, c.Target.Bucket, cluster)
+	entries, err := listBackups(ctx, c.Target.Bucket, cluster, c.StallTimeout)
 	if err != nil {
 		c.logger().Warn("list target: looking at each backup alone", "target", c.Target.Name, "error", err)
 		return nil
@@ -246,6 +300,9 @@ type copyRun struct {
 	// bases are the full backups on the target, listed or copied, that
 	// may base a chain's segments (bridge).
 	bases []*backup.Manifest
+	// sourceTimes are the source's store's modification times of its
+	// objects, by key, as its listing gave them.
+	sourceTimes map[string]time.Time
 }
 
 func (r *copyRun) event(e Event) {
@@ -368,6 +425,14 @@ func (r *copyRun) backup(e *backup.Entry) Item {
 	it := Item{ID: e.ID, Kind: e.Kind, Bytes: e.Size, Created: e.Created}
 	want := *e.Manifest
 	want.Destination = r.c.Target.Name
+	if !IsCopy(e.Manifest) || want.SourceStored.IsZero() {
+		// The source's store dated the backup; a copy of a copy keeps
+		// the first store's time. Part of what the copy token hashes.
+		want.SourceStored = time.Time{}
+		if t := r.sourceTimes[e.ManifestKey]; !t.IsZero() {
+			want.SourceStored = t.UTC()
+		}
+	}
 	token, err := copyToken(&want)
 	if err != nil {
 		it.Outcome, it.Err = Failed, err

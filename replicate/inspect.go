@@ -1,6 +1,7 @@
 package replicate
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -85,15 +86,10 @@ func (r *copyRun) inspect(want *backup.Manifest) (targetState, error) {
 // targetManifest reads the target's manifest at key; nil when there is
 // none. One that cannot be parsed is a conflict: it is not this backup's.
 func (r *copyRun) targetManifest(key string) (*backup.Manifest, error) {
-	rc, err := r.c.Target.Bucket.Get(r.ctx, key)
+	m, err := r.readManifest(r.c.Target.Bucket, key, backup.ParseManifest)
 	if errors.Is(err, storage.ErrNotFound) {
 		return nil, nil
 	}
-	if err != nil {
-		return nil, fmt.Errorf("read target %s: %w", key, err)
-	}
-	defer rc.Close()
-	m, err := backup.ParseManifest(rc)
 	if errors.Is(err, backup.ErrInvalidManifest) {
 		return nil, fmt.Errorf("%w: %s is not a valid manifest: %w", ErrConflict, key, err)
 	}
@@ -104,13 +100,19 @@ func (r *copyRun) targetManifest(key string) (*backup.Manifest, error) {
 }
 
 // check reads the target's object at key and checks it against want.
+// The read is bounded by the copier's StallTimeout as a transfer is.
 func (r *copyRun) check(key string, want backup.Digest) error {
-	rc, err := r.c.Target.Bucket.Get(r.ctx, key)
-	if err != nil {
-		return fmt.Errorf("read target %s: %w", key, err)
+	ctx, stalled := r.watchdog()
+	defer stalled.release()
+	rc, err := r.c.Target.Bucket.Get(ctx, key)
+	if err == nil {
+		defer rc.Close()
+		_, err = io.Copy(io.Discard, newVerifyingReader(&stepReader{ReadCloser: rc, step: stalled.step}, want))
 	}
-	defer rc.Close()
-	if _, err := io.Copy(io.Discard, newVerifyingReader(rc, want)); err != nil {
+	if cause := context.Cause(ctx); err != nil && r.ctx.Err() == nil && errors.Is(cause, backup.ErrDestinationStalled) {
+		err = cause
+	}
+	if err != nil {
 		return fmt.Errorf("check target %s: %w", key, err)
 	}
 	return nil

@@ -1,6 +1,7 @@
 package replicate
 
 import (
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,10 +16,22 @@ import (
 //	etcdbackup_replication_in_step_timestamp_seconds{cluster,source,target} gauge: start of the last copy that left the target in step
 //	etcdbackup_replication_copied_bytes_total{cluster,source,target}   counter
 //	etcdbackup_replication_copied_backups_total{cluster,source,target} counter
-//	etcdbackup_replication_failures_total{cluster,source,target}       counter: backups that failed
+//	etcdbackup_replication_failures_total{cluster,source,target}       counter: backups that failed, and copies that failed before any backup (RecordFailure)
+//
+// A copy that fails before it can tell what the target lacks (a source
+// that cannot be listed, a target that cannot be opened) is recorded with
+// RecordFailure: the failures counter moves and the lag goes on growing
+// from what the last report said the target lacked (or from the start of
+// the last copy that left it in step); backups_behind keeps its last value.
 type Metrics struct {
 	lag, behind, inStep  *prometheus.GaugeVec
 	bytes, backups, fail *prometheus.CounterVec
+
+	mu sync.Mutex
+	// since is, per cluster, source and target, the time from which the
+	// target may lack backups: the creation of the oldest it lacked at the
+	// last report, or the start of the last copy that left it in step.
+	since map[[3]string]time.Time
 }
 
 var _ prometheus.Collector = (*Metrics)(nil)
@@ -94,14 +107,44 @@ func (m *Metrics) Record(rep *Report, now time.Time) {
 		}
 	}
 	lag := 0.0
+	since := oldest
 	if behind > 0 {
 		lag = max(now.Sub(oldest).Seconds(), 0)
 	} else {
-		m.inStep.With(labels).Set(float64(now.Add(-rep.Elapsed).UnixNano()) / 1e9)
+		since = now.Add(-rep.Elapsed)
+		m.inStep.With(labels).Set(float64(since.UnixNano()) / 1e9)
 	}
+	m.mu.Lock()
+	if m.since == nil {
+		m.since = map[[3]string]time.Time{}
+	}
+	m.since[[3]string{rep.Cluster, rep.Source, rep.Target}] = since
+	m.mu.Unlock()
 	m.lag.With(labels).Set(lag)
 	m.behind.With(labels).Set(float64(behind))
 	m.bytes.With(labels).Add(float64(rep.CopiedBytes))
 	m.backups.With(labels).Add(float64(copied))
 	m.fail.With(labels).Add(float64(failed))
+}
+
+// RecordFailure records a copy of cluster from source to target that
+// failed, at now, before it made a report (Copier.Copy returned none): the
+// failures counter moves, and the lag is the time since the target may
+// lack backups by the last report (it grows while copies fail); with no
+// report recorded yet the lag is not set. The last report's time is kept
+// in memory only: after a restart, the lag of a copy that keeps failing
+// (a source dead since before the restart) is not set until a copy makes
+// a report, and the failures counter alone tells.
+func (m *Metrics) RecordFailure(cluster, source, target string, now time.Time) {
+	if m == nil {
+		return
+	}
+	labels := prometheus.Labels{"cluster": cluster, "source": source, "target": target}
+	m.fail.With(labels).Inc()
+	m.mu.Lock()
+	since, ok := m.since[[3]string{cluster, source, target}]
+	m.mu.Unlock()
+	if ok {
+		m.lag.With(labels).Set(max(now.Sub(since).Seconds(), 0))
+	}
 }

@@ -18,22 +18,29 @@ import (
 type Selection struct {
 	// IDs selects these backups. An ID the source does not hold fails the
 	// copy before anything is written, with an error matching
-	// storage.ErrNotFound.
+	// storage.ErrNotFound; one that Retention or PointInTime leaves out is
+	// reported NotCopied (ErrLeftOut), never skipped silently.
 	IDs []string
 	// Chains selects, for each full backup ID, the full backup and every
-	// delta segment of the chain it started.
+	// delta segment of the chain it started. A chain that Retention or
+	// PointInTime leaves out whole is reported NotCopied (ErrLeftOut),
+	// its full backup and segments.
 	Chains []string
 	// All selects every backup: full, delta segment and keys-json.
 	All bool
 	// Since selects the backups created at or after it; zero selects none.
 	Since time.Time
-	// Retention, when set, narrows what the fields above select: a full
-	// backup this policy would delete among the source's snapshot backups
-	// (retention.MakePlan over the source's listing, every name counted,
-	// at the copy's now) is not selected, nor are its chain's segments.
-	// Give it the target's retention of the copies: what that prunes is
-	// then never selected again, so no copy copies back what the last
-	// prune deleted.
+	// Retention, when set, narrows what the fields above select: a
+	// backup this policy would delete among the source's backups of its
+	// kind (retention.MakePlan over the source's listing, every name
+	// counted, at the copy's now, each of Kinds counted apart: keys-json
+	// backups as snapshots are) is not selected; for a full backup, nor
+	// are its chain's segments, unless the chain rule keeps them: without
+	// PointInTime, that of a target without a point-in-time window
+	// (ChainRule(0)), which keeps a chain that reaches past the oldest
+	// full backup kept (a follower's live chain) with its full backup. Give it the target's retention of
+	// the copies: what that prunes is then never selected again, so no
+	// copy copies back what the last prune deleted.
 	Retention *retention.Policy
 	// PointInTime, when set, narrows the selection further by the rule of
 	// continuous backups: the plan above (over Retention, or the zero
@@ -120,8 +127,11 @@ func (s Selection) of(entries []backup.Entry) []backup.Entry {
 
 // pruned returns the IDs of the backups sel.Retention (and
 // sel.PointInTime) would delete among the source's entries at now; nil
-// without either. Without PointInTime, the segments of a full backup
-// deleted are dropped with it.
+// without either. Without PointInTime, the plan has the chain rule of a
+// target without a point-in-time window applied (ChainRule): a chain is
+// selected whole while its full backup is kept or while it reaches past
+// the oldest full backup kept (a follower's live chain), and dropped
+// whole once it ends before it.
 func (s Selection) pruned(cluster string, entries []backup.Entry, now time.Time) (map[string]bool, error) {
 	if s.Retention == nil && s.PointInTime == nil {
 		return nil, nil
@@ -130,32 +140,53 @@ func (s Selection) pruned(cluster string, entries []backup.Entry, now time.Time)
 	if s.Retention != nil {
 		policy = *s.Retention
 	}
-	p, err := retention.MakePlan(cluster, entries, policy, now, retention.PlanOptions{Kind: backup.KindBackup, ClockSkew: s.ClockSkew, Name: s.Name})
-	if err != nil {
-		return nil, fmt.Errorf("selection's retention: %w", err)
-	}
-	if s.PointInTime != nil {
-		if p, err = s.PointInTime.Apply(p); err != nil {
-			return nil, fmt.Errorf("selection's point-in-time window: %w", err)
-		}
-	}
 	drop := map[string]bool{}
-	for _, d := range p.Deletes() {
-		switch e := d.Entry; {
-		case e.Kind == backup.KindBackup:
-			drop[e.ID] = true
-		case e.Kind == backup.KindDelta && s.PointInTime != nil:
-			drop[e.ID] = true
+	for _, kind := range Kinds() {
+		p, err := retention.MakePlan(cluster, entries, policy, now, retention.PlanOptions{Kind: kind, ClockSkew: s.ClockSkew, Name: s.Name})
+		if err != nil {
+			return nil, fmt.Errorf("selection's retention: %w", err)
 		}
-	}
-	if s.PointInTime == nil {
-		for _, e := range entries {
-			if e.Kind == backup.KindDelta && drop[e.Manifest.Chain] {
+		if kind == backup.KindBackup {
+			rule := ChainRule(0)
+			if s.PointInTime != nil {
+				rule = *s.PointInTime
+			}
+			if p, err = rule.Apply(p); err != nil {
+				return nil, fmt.Errorf("selection's chain rule: %w", err)
+			}
+		}
+		for _, d := range p.Deletes() {
+			if e := d.Entry; e.Kind == kind || kind == backup.KindBackup && e.Kind == backup.KindDelta {
 				drop[e.ID] = true
 			}
 		}
 	}
 	return drop, nil
+}
+
+// Kinds returns the kinds of backup a copy's retention counts, each apart
+// from the others (retention.PlanOptions.Kind): snapshots (with their
+// chains' delta segments), keys-json and keys backups. A replication
+// target's prune runs once per kind with the same policy, as
+// Selection.Retention selects.
+func Kinds() []backup.Kind {
+	return []backup.Kind{backup.KindBackup, backup.KindKeysJSON, backup.KindKeys}
+}
+
+// ChainRule returns the chain rule a replication target's prune applies to
+// the copied chains, the rule Selection.PointInTime selects by (and,
+// without it, a selection with a Retention): retention.PointInTime(window)
+// for a positive window; for none, retention.OldestKept: a copied chain
+// stays whole while its full backup is kept, or while it reaches past the
+// oldest full backup kept (a follower's live chain, whose full backup
+// fell out of a keep-last), and is deleted whole once it ends before it
+// and the target's store wrote none of it within the last hour
+// (retention.DefaultChainGrace: a copy may be extending it right now).
+func ChainRule(window time.Duration) retention.ChainPolicy {
+	if window > 0 {
+		return retention.PointInTime(window)
+	}
+	return retention.OldestKept()
 }
 
 // group is a unit of copying: a backup that stands alone (no segments), or

@@ -2,7 +2,9 @@ package replicate
 
 import (
 	"context"
+	"errors"
 	"testing"
+	"time"
 
 	"github.com/etcdbackup/etcdbackup/backup"
 	"github.com/etcdbackup/etcdbackup/retention"
@@ -38,5 +40,57 @@ func TestCopySelectsOnlyWhatRetentionKeeps(t *testing.T) {
 		if IsCopy(e.Manifest) {
 			t.Errorf("%s: a backup run's manifest taken for a copy", e.ID)
 		}
+	}
+}
+
+// TestCopyReportsANamedBackupLeftOut: a backup named by ID that the
+// selection's point-in-time window leaves out is reported NotCopied with
+// ErrLeftOut (etcdbackup copy then fails), never skipped silently.
+func TestCopyReportsANamedBackupLeftOut(t *testing.T) {
+	src, dst := memBucket(), memBucket()
+	now := time.Now().Truncate(time.Second)
+	old := namedFull(t, src, "full", now.Add(-100*time.Hour), 5)
+	namedFull(t, src, "full", now.Add(-72*time.Hour), 10) // the window's base
+	namedFull(t, src, "full", now.Add(-time.Hour), 20)
+	keep := retention.Policy{KeepWithin: 24 * time.Hour}
+	chains := retention.PointInTime(24 * time.Hour)
+	rep, err := copier(src, dst).Copy(context.Background(), "prod", Selection{IDs: []string{old.ID}, Retention: &keep, PointInTime: &chains})
+	if err != nil {
+		t.Fatalf("copy: %v", err)
+	}
+	if outcomes(rep) != "not-copied" || !errors.Is(rep.Items[0].Err, ErrLeftOut) {
+		t.Fatalf("the named backup outside the window: %q %v", outcomes(rep), rep.Items)
+	}
+	if n := len(listed(t, dst)); n != 0 {
+		t.Fatalf("the target holds %d backups", n)
+	}
+}
+
+// TestCopyReportsANamedChainLeftOut: a chain named (Selection.Chains) that
+// the selection's retention or point-in-time window leaves out whole is
+// reported NotCopied with ErrLeftOut, its full backup and segment, never
+// copied as nothing without a word.
+func TestCopyReportsANamedChainLeftOut(t *testing.T) {
+	ctx := context.Background()
+	src, dst := memBucket(), memBucket()
+	now := time.Now().Truncate(time.Second)
+	old := namedFull(t, src, "full", now.Add(-48*time.Hour), 10)
+	configSegment(t, src, old, "full", 11, 20)
+	namedFull(t, src, "full", now.Add(-2*time.Hour), 50)
+	keep1, window := retention.KeepLast(1), retention.PointInTime(time.Hour)
+	for name, sel := range map[string]Selection{
+		"keep-last": {Chains: []string{old.ID}, Retention: &keep1},
+		"window":    {Chains: []string{old.ID}, Retention: &keep1, PointInTime: &window},
+	} {
+		rep, err := copier(src, dst).Copy(ctx, "prod", sel)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if outcomes(rep) != "not-copied not-copied" || !errors.Is(rep.Items[0].Err, ErrLeftOut) || !errors.Is(rep.Items[1].Err, ErrLeftOut) {
+			t.Fatalf("%s: the named chain left out: %q %v", name, outcomes(rep), rep.Items)
+		}
+	}
+	if n := len(listed(t, dst)); n != 0 {
+		t.Fatalf("the target holds %d backups", n)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"iter"
 	"testing"
 	"time"
 
@@ -64,5 +65,79 @@ func TestCopyStalledTransferFails(t *testing.T) {
 	}
 	if e := listed(t, dst); len(e) != 1 || e[0].ID != next.ID {
 		t.Fatalf("target lists %+v", e)
+	}
+}
+
+// TestCopyStalledReadBackFails: a target that stops sending the data
+// object a copy reads back (Recheck) fails that backup with
+// ErrDestinationStalled after StallTimeout, instead of hanging the copy.
+func TestCopyStalledReadBackFails(t *testing.T) {
+	src, dst := memBucket(), memBucket()
+	b := full(t, src, 0, 10)
+	if rep, err := copier(src, dst).Copy(context.Background(), "prod", Selection{All: true}); err != nil {
+		t.Fatalf("copy: %v (%s)", err, outcomes(rep))
+	}
+	c := copier(src, stallingSource{dst, "prod/" + b.DataKey})
+	c.Recheck, c.StallTimeout = true, 100*time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rep, err := c.Copy(ctx, "prod", Selection{All: true})
+	if ctx.Err() != nil {
+		t.Fatal("the stalled read-back was never cancelled")
+	}
+	if !errors.Is(err, backup.ErrDestinationStalled) || outcomes(rep) != "failed" {
+		t.Fatalf("copy: %v, %q", err, outcomes(rep))
+	}
+}
+
+// hangingList is a catalog whose listings send nothing until their
+// context ends, as a store whose connection hung.
+type hangingList struct{ storage.Bucket }
+
+func (hangingList) List(ctx context.Context, _ string) iter.Seq2[storage.ObjectInfo, error] {
+	return func(yield func(storage.ObjectInfo, error) bool) {
+		<-ctx.Done()
+		yield(storage.ObjectInfo{}, ctx.Err())
+	}
+}
+
+// TestCopyStalledListingFails: a source whose listing hangs fails the
+// copy with ErrDestinationStalled after StallTimeout; a target's that
+// hangs has each backup looked at alone.
+func TestCopyStalledListingFails(t *testing.T) {
+	src, dst := memBucket(), memBucket()
+	full(t, src, 0, 10)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := copier(hangingList{src}, dst)
+	c.StallTimeout = 100 * time.Millisecond
+	if _, err := c.Copy(ctx, "prod", Selection{All: true}); ctx.Err() != nil || !errors.Is(err, backup.ErrDestinationStalled) {
+		t.Fatalf("copy from a hanging source: %v (context: %v)", err, ctx.Err())
+	}
+	c = copier(src, hangingList{dst})
+	c.StallTimeout = 100 * time.Millisecond
+	rep, err := c.Copy(ctx, "prod", Selection{All: true})
+	if ctx.Err() != nil || err != nil || outcomes(rep) != "copied" {
+		t.Fatalf("copy to a target whose listing hangs: %v, %q (context: %v)", err, outcomes(rep), ctx.Err())
+	}
+}
+
+// TestCopyStalledManifestReadFails: a target that stops sending a
+// manifest the copy looks at fails the backup with ErrDestinationStalled
+// after StallTimeout instead of hanging the copy.
+func TestCopyStalledManifestReadFails(t *testing.T) {
+	src, dst := memBucket(), memBucket()
+	b := full(t, src, 0, 10)
+	mkey := "prod/" + backup.ManifestKey(b.DataKey)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if rep, err := copier(src, dst).Copy(ctx, "prod", Selection{All: true}); err != nil {
+		t.Fatalf("copy: %v (%s)", err, outcomes(rep))
+	}
+	c := copier(src, stallingSource{dst, mkey})
+	c.StallTimeout = 100 * time.Millisecond
+	rep, err := c.Copy(ctx, "prod", Selection{All: true})
+	if ctx.Err() != nil || !errors.Is(err, backup.ErrDestinationStalled) || outcomes(rep) != "failed" {
+		t.Fatalf("copy to a target whose manifest stalls: %v, %q (context: %v)", err, outcomes(rep), ctx.Err())
 	}
 }

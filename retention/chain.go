@@ -56,6 +56,10 @@ import (
 //     restore point of the window needs them, and full backups kept by the
 //     plan beyond the window restore on their own.
 //
+// It never deletes a segment that a segment of its chain out of the scope
+// (kept) continues: a prune never leaves a hole in a chain whose later
+// segments stay, whichever scope wrote or copied them.
+//
 // It never deletes a full backup and never turns a kept entry into a
 // deleted one, except segments: the plan's invariants (newest backup kept,
 // legacy, foreign and invalid entries kept, one cluster only) hold.
@@ -67,7 +71,40 @@ type ChainPolicy struct {
 	// backups are theirs. Segments of chains that start from a full backup
 	// of any other config are this config's.
 	Others []string
+	// FromOldestKept, with no Window, bases the rule on the plan's full
+	// backups instead of a time: the base is the full backup of the
+	// lowest revision among those the plan keeps (its keep rules, not a
+	// misdated date), so every revision from it on that a chain holds
+	// stays restorable. A chain whose full backup the plan deletes is
+	// then kept while it reaches past that base (a follower's live chain
+	// outlives its full backup's place in a keep-last), and deleted whole,
+	// its full backup with it, once it ends at or before it. A replication
+	// target without a point-in-time window prunes its copied chains so
+	// (see replicate.Selection). A chain the store wrote any of (its full
+	// backup or a segment) within Grace is kept whole, whatever the plan
+	// says of its full backup: a copy may be extending it right now.
+	FromOldestKept bool
+	// Grace is, with FromOldestKept, how long after the store wrote a
+	// chain's newest object (its full backup or a segment) the chain is
+	// kept whole: a copy writes a chain's full backup, the other full
+	// backups it copies, then the chain's segments one by one, and a
+	// prune running meanwhile (another replication job's on a shared
+	// target, an etcdbackup prune) must not delete what the copy goes on
+	// to extend. Set it above the longest pause a copy makes between two
+	// objects of a chain. The store's times (PlanOptions.ModTimes) are
+	// compared with the newest time the store gave, so a quiet store keeps
+	// its newest chain until something newer is stored; a plan without
+	// them (a copy's selection, replicate.Selection) keeps no chain for
+	// its age. Zero means DefaultChainGrace.
+	Grace time.Duration
 }
+
+// DefaultChainGrace is the default ChainPolicy.Grace: one hour.
+const DefaultChainGrace = time.Hour
+
+// OldestKept returns the ChainPolicy that keeps the chains reaching past
+// the oldest full backup a plan keeps (see ChainPolicy.FromOldestKept).
+func OldestKept() ChainPolicy { return ChainPolicy{FromOldestKept: true} }
 
 // PointInTime returns the ChainPolicy that keeps every revision of the last
 // window restorable, alongside a Policy (keep-last, GFS) for full backups.
@@ -75,14 +112,24 @@ func PointInTime(window time.Duration) ChainPolicy { return ChainPolicy{Window: 
 
 // Validate checks the window.
 func (c ChainPolicy) Validate() error {
-	if c.Window <= 0 {
+	switch {
+	case c.FromOldestKept && c.Window != 0:
+		return errors.New("chain rule has both a point-in-time window and FromOldestKept")
+	case c.FromOldestKept:
+		return nil
+	case c.Window <= 0:
 		return errors.New("point-in-time window must be positive")
 	}
 	return nil
 }
 
 // String describes the rule.
-func (c ChainPolicy) String() string { return fmt.Sprintf("point-in-time %s", c.Window) }
+func (c ChainPolicy) String() string {
+	if c.FromOldestKept {
+		return "chains from the oldest full backup kept"
+	}
+	return fmt.Sprintf("point-in-time %s", c.Window)
+}
 
 // Reasons of chain decisions.
 const (
@@ -91,6 +138,15 @@ const (
 	ReasonSegmentKept = "delta segment a restore point of the point-in-time window depends on: kept"
 	ReasonNoFull      = "delta segment of a cluster without a full backup with a known revision: kept"
 	ReasonSharedChain = "delta segment recording no config, on a chain another config's segments continue: kept"
+	// ReasonBeforeOthers keeps a segment that later segments of its chain,
+	// out of the plan's scope (another config's, another writer's), restore
+	// on top of: a prune never leaves a hole in a chain whose later
+	// segments stay.
+	ReasonBeforeOthers = "delta segment that later segments of its chain out of this scope continue: kept, no hole"
+	// ReasonRecentChain keeps, with FromOldestKept, a chain the store
+	// wrote any of within the grace (ChainPolicy.Grace): a copy may be
+	// extending it.
+	ReasonRecentChain = "chain stored within the grace period, a copy may be extending it: kept"
 )
 
 // Apply returns plan with the chain rule applied (plan is not changed). The
@@ -123,6 +179,10 @@ func (c ChainPolicy) Apply(plan *Plan) (*Plan, error) {
 	var segments []int           // delta segments of the scope
 	outside := map[string]bool{} // chains of segments out of the Scope or of Others
 	shared := map[string]bool{}  // chains of segments of Others
+	// The highest first revision of the segments of each chain out of the
+	// Scope or of Others: they are kept, and restore on top of every
+	// segment of the chain before them.
+	outsideFrom := map[string]int64{}
 	for i := range ds {
 		e := ds[i].Entry
 		if e.Cluster != plan.Cluster || e.Kind != backup.KindDelta || e.Manifest == nil {
@@ -131,6 +191,7 @@ func (c ChainPolicy) Apply(plan *Plan) (*Plan, error) {
 		if !inScope(plan, e.Manifest) {
 			ds[i].Action, ds[i].Reason = Keep, ReasonOutOfScope
 			outside[e.Manifest.Chain] = true
+			outsideFrom[e.Manifest.Chain] = max(outsideFrom[e.Manifest.Chain], e.Manifest.FirstRevision)
 			continue
 		}
 		cfg := e.Manifest.Config
@@ -143,6 +204,7 @@ func (c ChainPolicy) Apply(plan *Plan) (*Plan, error) {
 			// backup of this config (its follower started its chain on
 			// the cluster's newest full backup): kept while it is.
 			outside[e.Manifest.Chain], shared[e.Manifest.Chain] = true, true
+			outsideFrom[e.Manifest.Chain] = max(outsideFrom[e.Manifest.Chain], e.Manifest.FirstRevision)
 			continue
 		}
 		segments = append(segments, i)
@@ -161,6 +223,9 @@ func (c ChainPolicy) Apply(plan *Plan) (*Plan, error) {
 		return &out, nil
 	}
 	base := c.base(plan, fulls)
+	if c.FromOldestKept {
+		base = oldestKept(plan, fulls)
+	}
 	baseRev := ds[base].Entry.Manifest.Etcd.Revision.Low
 	keep(&ds[base], ReasonWindowBase)
 
@@ -184,6 +249,7 @@ func (c ChainPolicy) Apply(plan *Plan) (*Plan, error) {
 	for chain, until := range tails {
 		ends[chain] = max(ends[chain], until)
 	}
+	recent := c.recentChains(plan, fulls, segments)
 	cut := map[string]int{} // chain -> index of its cut full backup, -1 for the base's revision
 	for chain, end := range ends {
 		cut[chain] = -1
@@ -206,10 +272,20 @@ func (c ChainPolicy) Apply(plan *Plan) (*Plan, error) {
 			ds[i].Action, ds[i].Reason = Keep, ReasonSharedChain
 			continue
 		}
+		if j != cutOutOfScope && e.Manifest.LastRevision <= cutRev && e.Manifest.LastRevision < outsideFrom[e.Manifest.Chain] {
+			// Later segments of the chain, out of the scope, are kept:
+			// deleting it would leave them a hole to restore across.
+			ds[i].Action, ds[i].Reason = Keep, ReasonBeforeOthers
+			continue
+		}
+		if j != cutOutOfScope && e.Manifest.LastRevision <= cutRev && recent[e.Manifest.Chain] {
+			ds[i].Action, ds[i].Reason = Keep, ReasonRecentChain
+			continue
+		}
 		if j != cutOutOfScope && e.Manifest.LastRevision <= cutRev {
 			ds[i].Action = Delete
-			ds[i].Reason = fmt.Sprintf("delta segment ends at revision %d, at or before the full backup its chain restores from in the %s point-in-time window (%s, revision %d)",
-				e.Manifest.LastRevision, c.Window, cutID, cutRev)
+			ds[i].Reason = fmt.Sprintf("delta segment ends at revision %d, at or before the full backup its chain restores from %s (%s, revision %d)",
+				e.Manifest.LastRevision, c.where(), cutID, cutRev)
 			continue
 		}
 		ds[i].Action, ds[i].Reason = Keep, ReasonSegmentKept
@@ -218,6 +294,13 @@ func (c ChainPolicy) Apply(plan *Plan) (*Plan, error) {
 	for chain := range tails {
 		if ends[chain] > baseRev {
 			chainKept[chain] = true
+		}
+	}
+	for chain := range recent {
+		for i, d := range ds {
+			if d.Entry.Cluster == plan.Cluster && d.Entry.Continues(chain) {
+				keep(&ds[i], ReasonRecentChain)
+			}
 		}
 	}
 	// The full backups a kept chain continues from are kept whatever
@@ -234,6 +317,35 @@ func (c ChainPolicy) Apply(plan *Plan) (*Plan, error) {
 		}
 	}
 	return &out, nil
+}
+
+// recentChains returns, for a FromOldestKept rule, the chains (by their
+// full backup's ID) of which a full backup of fulls or a segment of
+// segments (indexes of plan's decisions) was stored within the grace
+// before the newest time the store gave (one clock, the store's). A plan
+// without the store's times (a copy's selection) has none.
+func (c ChainPolicy) recentChains(plan *Plan, fulls, segments []int) map[string]bool {
+	recent := map[string]bool{}
+	if !c.FromOldestKept {
+		return recent
+	}
+	grace := c.Grace
+	if grace <= 0 {
+		grace = DefaultChainGrace
+	}
+	since := latest(plan.Options.ModTimes).Add(-grace)
+	for _, i := range append(slices.Clone(fulls), segments...) {
+		e := plan.Decisions[i].Entry
+		if stored, ok := plan.Options.ModTimes[e.ManifestKey]; !ok || !stored.After(since) {
+			continue
+		}
+		if chain := e.Manifest.Chain; e.Kind == backup.KindDelta {
+			recent[chain] = true
+		} else {
+			recent[e.ID] = true
+		}
+	}
+	return recent
 }
 
 // recoveryTails returns, from the manifests of the entries of ds at idx,
@@ -381,6 +493,41 @@ func (c ChainPolicy) base(plan *Plan, fulls []int) int {
 	// cannot be trusted: a copy between buckets restamps the store's): the
 	// lowest revision keeps the most.
 	base = fulls[0]
+	for _, i := range fulls {
+		if low(i) < low(base) {
+			base = i
+		}
+	}
+	return base
+}
+
+// where says what bases the rule, for reasons.
+func (c ChainPolicy) where() string {
+	if c.FromOldestKept {
+		return "from the oldest full backup kept"
+	}
+	return fmt.Sprintf("in the %s point-in-time window", c.Window)
+}
+
+// oldestKept returns the full backup of fulls (indexes of plan's
+// decisions) with the lowest revision among those the plan keeps by its
+// rules (a misdated one is kept by none); the lowest revision of all when
+// it keeps none.
+func oldestKept(plan *Plan, fulls []int) int {
+	ds := plan.Decisions
+	low := func(i int) int64 { return ds[i].Entry.Manifest.Etcd.Revision.Low }
+	base, found := fulls[0], false
+	for _, i := range fulls {
+		if ds[i].Action != Keep || strings.HasPrefix(ds[i].Reason, reasonMisdatedPrefix) {
+			continue
+		}
+		if !found || low(i) < low(base) {
+			base, found = i, true
+		}
+	}
+	if found {
+		return base
+	}
 	for _, i := range fulls {
 		if low(i) < low(base) {
 			base = i

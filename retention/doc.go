@@ -50,9 +50,15 @@
 // store's modification times; but a backup dated more than the clock skew
 // after now, or after the store wrote its manifest, is kept and counted by
 // no rule (Plan.Misdated), so that a writer whose clock runs fast never
-// pushes correctly dated backups out. A ChainPolicy keeps each config's
-// point-in-time window restorable, from a base whose date the store's time
-// and the revisions confirm. A dry run reports the plan and deletes
+// pushes correctly dated backups out; a copy (PlanOptions.Copies) is
+// checked against the time its source's store wrote it, which the copy
+// records (backup.Manifest.SourceStored), instead of this store's. A
+// ChainPolicy keeps each config's point-in-time window restorable, from a
+// base whose date the store's time and the revisions confirm (or, with
+// FromOldestKept, the chains that reach past the oldest full backup kept,
+// or that the store wrote any of within ChainPolicy.Grace),
+// and never leaves a hole in a chain whose later segments, out of its
+// scope, stay. A dry run reports the plan and deletes
 // nothing. Teardown deletes every backup of one cluster, for a host whose
 // cluster is gone; it refuses an empty or pattern-like name.
 package retention

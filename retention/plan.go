@@ -101,6 +101,20 @@ type PlanOptions struct {
 	// reports it (Plan.Misdated). Zero means DefaultClockSkew.
 	ClockSkew time.Duration
 
+	// Copies, when set, tells the backups copied onto the store as they
+	// were stored elsewhere (replicate.IsCopy): a copy's manifest keeps
+	// its source's times while the store dates it by the copy, any time
+	// later (a new target seeded with a month of backups, a target down
+	// for days). A copy that records when the source's store wrote its
+	// manifest (backup.Manifest.SourceStored) has its dates checked
+	// against that time, with the same tolerances, instead of against
+	// the store's; it is still misdated when dated after now or after
+	// this store wrote it. A copy without that record (an older
+	// version's) and every other backup keep the checks against this
+	// store's time: one written long after its backup is kept, counted
+	// by no rule, since nothing proves its dates.
+	Copies func(*backup.Manifest) bool
+
 	// ModTimes holds the store's modification times of the folder's
 	// objects, by key, as the listing gave them: the store's clock, which
 	// no writer's clock moves. They cross-check the manifests' creation
@@ -318,6 +332,14 @@ func (o PlanOptions) misdated(e backup.Entry, now time.Time) string {
 	}
 	if created.After(mod.Add(o.ClockSkew)) {
 		return ReasonAfterStore
+	}
+	if src := e.Manifest.SourceStored; !src.IsZero() && o.Copies != nil && o.Copies(e.Manifest) {
+		// A copy: this store wrote it any time after its backup; the
+		// source's store wrote it when its backup completed.
+		if created.After(src.Add(o.ClockSkew)) {
+			return ReasonAfterStore
+		}
+		mod = src
 	}
 	// Backdated: the store wrote the manifest long after the date in it,
 	// while the pruner's clock agrees with the store's. When the pruner's

@@ -55,6 +55,11 @@ type Pruner struct {
 	// Scope, when set, prunes only the backups whose manifest it accepts
 	// (see PlanOptions.Scope).
 	Scope func(*backup.Manifest) bool
+	// Copies, when set, tells the copies among the backups (see
+	// PlanOptions.Copies): a replication target's prune checks their
+	// dates against when the source's store wrote them, which they
+	// record, not against when this store did.
+	Copies func(*backup.Manifest) bool
 	// Kind is the kind of backup the policy counts (see PlanOptions.Kind):
 	// snapshots by default, or keys-json backups.
 	Kind backup.Kind
@@ -185,7 +190,7 @@ func (p *Pruner) Prune(ctx context.Context, cluster string) (*Report, error) {
 	}
 	now := p.now()
 	plan, err := MakePlan(cluster, entries, p.Policy, now,
-		PlanOptions{OrphanGrace: p.OrphanGrace, Name: p.Name, Scope: p.Scope, Kind: p.Kind, ClockSkew: p.ClockSkew, ModTimes: listing.mod})
+		PlanOptions{OrphanGrace: p.OrphanGrace, Name: p.Name, Scope: p.Scope, Copies: p.Copies, Kind: p.Kind, ClockSkew: p.ClockSkew, ModTimes: listing.mod})
 	if err != nil {
 		return nil, err
 	}

@@ -47,12 +47,23 @@
 // prunes the copies there, of every backup name, and only copies: a
 // backup another job or a fanned-out run wrote to a target is never its
 // to delete; with Replicate.Name, only the copies of that backup name
-// (one config's, each replicated by its own job). Replicate.PointInTime prunes the copied chains by the rule of
-// continuous backups (retention.PointInTime), the copies alone. A
-// scheduled run copies only what that retention keeps, so nothing it
-// pruned is copied back. A run that finds the
+// (one config's, each replicated by its own job). Its retention counts
+// snapshots, keys-json and keys backups apart (replicate.Kinds), and
+// checks a copy's dates against when the source's store wrote it, which
+// the copy records, however long after its backup the copy was written
+// (retention.PlanOptions.Copies). Replicate.PointInTime prunes
+// the copied chains by the rule of continuous backups
+// (retention.PointInTime), the copies alone; without it a copied chain is
+// kept while its full backup is, or while it reaches past the oldest full
+// backup kept (a follower's live chain), and deleted whole after
+// (replicate.ChainRule). A scheduled run copies only what that retention
+// keeps, so nothing it pruned is copied back. A run that finds the
 // targets in step copies nothing. PipelineRunner.ReplicationMetrics
-// records each copy's lag and the backups the target lacks.
+// records each copy's lag and the backups the target lacks, and a run
+// that fails before it can tell (a dead source, or a run out of time) as
+// a failure whose lag grows from the last report, kept in memory only
+// (after a restart the lag is set again by the first report); a run
+// stopped otherwise (the scheduler stopping) is no failure.
 //
 // # Continuous backup
 //

@@ -76,7 +76,8 @@ type Job struct {
 	// copies the cluster's backups from Replicate.From to every one of
 	// Destinations, as stored (see replicate.Copier), instead of taking a
 	// backup, and the job's Retention then prunes the copies on the
-	// targets: the backups of every name that a copy committed there
+	// targets, each kind apart (snapshots, keys-json and keys backups,
+	// replicate.Kinds): the backups of every name that a copy committed there
 	// (replicate.IsCopy), never what another job or a backup run fanned
 	// out to a target wrote. A scheduled job copies only the backups its
 	// Retention keeps among the source's (replicate.Selection.Retention),
@@ -129,8 +130,14 @@ type Replicate struct {
 	// copied delta segment no kept restore point needs is deleted, with
 	// the job's Retention for the full backups. A scheduled job then
 	// copies none of what that rule deletes (replicate.Selection's
-	// PointInTime). Zero deletes no copied segment (a chain's copies are
-	// kept whole while its full backup is). Otherwise at least a minute.
+	// PointInTime). Zero prunes copied chains whole (replicate.ChainRule):
+	// a chain's copies are kept while its full backup is, or while the
+	// chain reaches past the oldest full backup the Retention keeps (a
+	// follower's live chain, whose full backup fell out of a keep-last),
+	// and deleted with its full backup once it ends before that and the
+	// target's store wrote none of it within the last hour
+	// (retention.DefaultChainGrace), since a copy, this job's or
+	// another's, may be extending it. Otherwise at least a minute.
 	PointInTime time.Duration
 	// Name, when set, scopes the job to the backups of one backup name:
 	// it copies only those (replicate.Selection.Name) and its retention

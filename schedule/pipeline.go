@@ -193,6 +193,12 @@ func (r *PipelineRunner) Prune(ctx context.Context, job Job) error {
 	if err := r.Validate(); err != nil {
 		return err
 	}
+	// A replication job's retention counts each kind of copy apart, as
+	// its selection does (replicate.Kinds).
+	kinds := []backup.Kind{job.backupKind()}
+	if job.Replicate != nil {
+		kinds = replicate.Kinds()
+	}
 	var errs []error
 	for _, name := range job.Destinations {
 		store, err := r.Store(ctx, name)
@@ -200,22 +206,36 @@ func (r *PipelineRunner) Prune(ctx context.Context, job Job) error {
 			errs = append(errs, fmt.Errorf("destination %s: %w", name, err))
 			continue
 		}
-		p := &retention.Pruner{Store: store, Destination: name, Policy: job.Retention, Name: job.pruneName(), Scope: job.pruneScope(),
-			Kind: job.backupKind(), Pins: r.Pins, Metrics: r.RetentionMetrics, Now: r.Now, Logger: r.Logger}
-		if c := job.Continuous; c != nil {
-			chains := retention.PointInTime(c.Window)
-			chains.Others = job.continuousPeers
-			p.Chains = &chains
-		}
-		if rp := job.Replicate; rp != nil && rp.PointInTime > 0 {
-			chains := retention.PointInTime(rp.PointInTime)
-			p.Chains = &chains
-		}
-		if _, err := p.Prune(ctx, job.Cluster); err != nil {
-			errs = append(errs, err)
+		for _, kind := range kinds {
+			if _, err := r.pruner(job, name, store, kind).Prune(ctx, job.Cluster); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// pruner returns the Pruner of job's retention of backups of kind on the
+// destination name.
+func (r *PipelineRunner) pruner(job Job, name string, store retention.Store, kind backup.Kind) *retention.Pruner {
+	p := &retention.Pruner{Store: store, Destination: name, Policy: job.Retention, Name: job.pruneName(), Scope: job.pruneScope(),
+		Kind: kind, Pins: r.Pins, Metrics: r.RetentionMetrics, Now: r.Now, Logger: r.Logger}
+	if job.Replicate != nil {
+		// Copies are written any time after their backups: their dates
+		// are checked against the source's store's time they record.
+		p.Copies = replicate.IsCopy
+	}
+	if c := job.Continuous; c != nil {
+		chains := retention.PointInTime(c.Window)
+		chains.Others = job.continuousPeers
+		p.Chains = &chains
+	}
+	if rp := job.Replicate; rp != nil {
+		// The rule its selection copies by: chains whole while needed.
+		chains := replicate.ChainRule(rp.PointInTime)
+		p.Chains = &chains
+	}
+	return p
 }
 
 // CatalogInventory is the Inventory that lists a job's destinations: the

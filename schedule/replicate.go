@@ -18,6 +18,9 @@ import (
 func (r *PipelineRunner) replicate(ctx context.Context, job Job) error {
 	src, err := r.Store(ctx, job.Replicate.From)
 	if err != nil {
+		for _, name := range job.Destinations {
+			r.recordFailure(ctx, job, name)
+		}
 		return fmt.Errorf("replication source %s: %w", job.Replicate.From, err)
 	}
 	sel := replicate.Selection{All: true}
@@ -39,18 +42,37 @@ func (r *PipelineRunner) replicate(ctx context.Context, job Job) error {
 	for _, name := range job.Destinations {
 		target, err := r.replicationTarget(ctx, name)
 		if err != nil {
+			r.recordFailure(ctx, job, name)
 			errs = append(errs, err)
 			continue
 		}
 		c := &replicate.Copier{Source: src, SourceName: job.Replicate.From, Target: target,
 			Observer: r.ReplicationObserver, Logger: r.Logger, Now: r.Now, StallTimeout: r.StallTimeout}
 		rep, err := c.Copy(ctx, job.Cluster, sel)
-		r.ReplicationMetrics.Record(rep, r.now())
+		if rep != nil {
+			r.ReplicationMetrics.Record(rep, r.now())
+		} else if err != nil {
+			// Failed before it could tell what the target lacks (the
+			// source's listing failed): a failure, and the lag grows.
+			r.recordFailure(ctx, job, name)
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("replicate %s to %s: %w", job.Replicate.From, name, err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// recordFailure records a copy of job to target that failed before it
+// made a report (replicate.Metrics.RecordFailure), unless ctx was
+// cancelled for another reason than the run's timeout: a run stopped
+// (the scheduler stopping, its lock lost) is no failure of replication;
+// one that ran out of time (a source that hangs) is.
+func (r *PipelineRunner) recordFailure(ctx context.Context, job Job, target string) {
+	if ctx.Err() != nil && !errors.Is(context.Cause(ctx), ErrRunTimeout) {
+		return
+	}
+	r.ReplicationMetrics.RecordFailure(job.Cluster, job.Replicate.From, target, r.now())
 }
 
 // replicationTarget returns destination name as a copy's target: its

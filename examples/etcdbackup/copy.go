@@ -7,6 +7,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/etcdbackup/etcdbackup/destination"
 	"github.com/etcdbackup/etcdbackup/replicate"
 	"github.com/etcdbackup/etcdbackup/retention"
 	"github.com/etcdbackup/etcdbackup/storage"
@@ -55,7 +56,12 @@ type copyFlags struct {
 	pointInTime      time.Duration
 	fromName, toName string
 	memory           byteSize
+	stall            time.Duration
 }
+
+// defaultCopyStall is copy's --stall-timeout: far above the time one part
+// of an upload takes on a slow link, far below forever.
+const defaultCopyStall = 5 * time.Minute
 
 func runCopy(ctx context.Context, s *streams, args []string) error {
 	fs := newFlagSet("copy", "--from=URL|NAME --to=URL|NAME --cluster=NAME (--backup=ID... | --chain=ID | --all | --since=TIME|DURATION | --point-in-time=DURATION) [--recheck] [--output=text|json]").withOutput()
@@ -70,12 +76,16 @@ func runCopy(ctx context.Context, s *streams, args []string) error {
 	fs.Var(&f.chains, "chain", "`ID` of a full backup to copy with every delta segment of its chain (repeatable)")
 	fs.BoolVar(&f.all, "all", false, "copy every backup of the cluster")
 	fs.StringVar(&f.since, "since", "", "copy the backups created at or after `TIME` (RFC 3339), or within a duration (24h)")
-	fs.DurationVar(&f.pointInTime, "point-in-time", 0, "copy what restores every point of the last `DURATION` (24h): the full backup each chain restores from at the window's start, the segments after it and the full backups within it; alone it narrows every backup, with the flags above what they select")
+	fs.DurationVar(&f.pointInTime, "point-in-time", 0, "copy what restores every point of the last `DURATION` (24h): the full backup each chain restores from at the window's start, the segments after it and the full backups within it; alone it narrows every backup, with the flags above what they select (a backup named with --backup that it leaves out is not copied: the copy fails)")
 	f.memory = defaultMemory
 	fs.Var(&f.memory, "memory", "`bytes` of which half are the target's upload buffers, as save's --memory (the copy has no compressor); it also sets the Go runtime's memory limit to half plus 16 MiB unless GOMEMLIMIT is set; 0 for the library's defaults")
 	fs.BoolVar(&f.recheck, "recheck", false, "read back every backup the target holds already and check its sha256 before skipping it")
+	fs.DurationVar(&f.stall, "stall-timeout", defaultCopyStall, "fail a backup whose transfer or read-back moves no byte for `DURATION`, and the copy when a listing stalls as long; 0 waits for ever")
 	if err := fs.parse(s, args); err != nil {
 		return err
+	}
+	if f.stall < 0 {
+		return usagef("--stall-timeout %s: want a positive duration, or 0", f.stall)
 	}
 	sel, err := f.selection(time.Now())
 	if err != nil {
@@ -110,8 +120,8 @@ func runCopy(ctx context.Context, s *streams, args []string) error {
 	}
 	defer toReg.Close()
 
-	c := &replicate.Copier{Source: from, SourceName: from.Name(), Target: replicate.DestinationTarget(to),
-		Recheck: f.recheck, Logger: fs.logger(s), Observer: copyProgress{w: s.stderr}}
+	c := f.copier(from, to)
+	c.Logger, c.Observer = fs.logger(s), copyProgress{w: s.stderr}
 	rep, err := c.Copy(ctx, f.from.cluster, sel)
 	if rep == nil {
 		if errors.Is(err, storage.ErrNotFound) {
@@ -126,6 +136,12 @@ func runCopy(ctx context.Context, s *streams, args []string) error {
 		err = notWhole(rep)
 	}
 	return err
+}
+
+// copier returns the Copier of the flags from one destination to another.
+func (f *copyFlags) copier(from, to *destination.Destination) *replicate.Copier {
+	return &replicate.Copier{Source: from, SourceName: from.Name(), Target: replicate.DestinationTarget(to),
+		Recheck: f.recheck, StallTimeout: f.stall}
 }
 
 // notWhole returns an error when the target does not hold every selected

@@ -85,4 +85,8 @@ func TestCopyPointInTime(t *testing.T) {
 	require.Equal(t, want, got, "not %s, %s nor %s", old.ID, chain.ID, early.ID)
 
 	tr.fails(exitUsage, "copy", "--from=file://"+src, "--to=file://"+dst, "--cluster=prod", "--point-in-time=-1h")
+	// A backup named outside the window is not copied, and said so.
+	r = tr.fails(exitFailure, "copy", "--from=file://"+src, "--to=file://"+dst, "--to-name=offsite", "--cluster=prod",
+		"--point-in-time=24h", "--backup="+old.ID)
+	require.Contains(t, r.stderr, "not-copied "+old.ID, r.stderr)
 }

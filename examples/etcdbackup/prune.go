@@ -11,6 +11,7 @@ import (
 
 	"github.com/etcdbackup/etcdbackup/backup"
 	"github.com/etcdbackup/etcdbackup/destination"
+	"github.com/etcdbackup/etcdbackup/replicate"
 	"github.com/etcdbackup/etcdbackup/retention"
 )
 
@@ -57,7 +58,7 @@ func runPrune(ctx context.Context, s *streams, args []string) error {
 	}
 	defer reg.Close()
 	p := &retention.Pruner{Store: d, Destination: d.Name(), Policy: pol, Chains: chains, Name: name, Kind: kinds[kind],
-		DryRun: dryRun, Logger: fs.logger(s)}
+		Copies: replicate.IsCopy, DryRun: dryRun, Logger: fs.logger(s)}
 	report, err := p.Prune(ctx, dest.cluster)
 	if report != nil {
 		if werr := printPruneReport(s, report, output == "json"); werr != nil && err == nil {
