@@ -91,7 +91,7 @@ func readScript(t *testing.T, raw []byte) (map[string]any, map[string][]byte) {
 	return header, values
 }
 
-// TestKeysJSONExportImport exports two prefixes of a cluster of 100,000
+// TestKeysJSONExportImport exports two prefixes of a cluster of 20,000
 // keys while writes go on, and imports the export into an empty etcd and
 // into one that holds conflicting keys, in every mode.
 func TestKeysJSONExportImport(t *testing.T) {
@@ -99,16 +99,16 @@ func TestKeysJSONExportImport(t *testing.T) {
 	src := etcdtest.Start(t, etcdtest.WithName("source"))
 	sc := src.Client(t)
 	chosen := []string{"/registry/namespaces/", "/registry/configmaps/ns-a/"}
-	fillKeys(t, sc, chosen, 5000, "v1")
-	fillKeys(t, sc, []string{"/registry/configmaps/ns-b/", "/registry/pods/ns-a/"}, 45000, "v1")
+	fillKeys(t, sc, chosen, 1000, "v1")
+	fillKeys(t, sc, []string{"/registry/configmaps/ns-b/", "/registry/pods/ns-a/"}, 9000, "v1")
 
 	// Writes go on under the chosen prefixes while the export reads.
 	var stop atomic.Bool
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for i := 0; !stop.Load(); i++ {
-			_, _ = sc.Put(ctx, fmt.Sprintf("/registry/namespaces/%06d", i%5000), fmt.Sprintf("v2-%d", i))
-			_, _ = sc.Delete(ctx, fmt.Sprintf("/registry/configmaps/ns-a/%06d", i%5000))
+			_, _ = sc.Put(ctx, fmt.Sprintf("/registry/namespaces/%06d", i%1000), fmt.Sprintf("v2-%d", i))
+			_, _ = sc.Delete(ctx, fmt.Sprintf("/registry/configmaps/ns-a/%06d", i%1000))
 		}
 	})
 	id, err := age.GenerateX25519Identity()
@@ -406,7 +406,8 @@ func TestExportReadsTheConnection(t *testing.T) {
 	lease, err := cli.Grant(ctx, 3600)
 	require.NoError(t, err)
 	sizes := []int{0, 1, 100, 5 << 10, 16<<10 - 40, 16 << 10, 16<<10 + 1, 40 << 10, 300 << 10, 1 << 20}
-	for i := range 600 {
+	// Every value size with every key length (70 pairs), three times.
+	for i := range 210 {
 		value := bytes.Repeat([]byte{byte(i), 0, '"', '\n', 0xff}, sizes[i%len(sizes)]/5+1)[:sizes[i%len(sizes)]]
 		key := fmt.Sprintf("/registry/k/%s%05d", strings.Repeat("x", i%7*3000), i)
 		var opts []clientv3.OpOption
@@ -433,7 +434,7 @@ func TestExportReadsTheConnection(t *testing.T) {
 
 	header, values := readScript(t, direct)
 	want := keysAt(t, cli, []string{"/registry/k/"}, int64(header["revision"].(float64)))
-	require.Len(t, values, 600)
+	require.Len(t, values, 210)
 	for k, kv := range want {
 		require.Equal(t, len(kv.Value), len(values[k]), k)
 		require.True(t, bytes.Equal(kv.Value, values[k]), k)
