@@ -315,6 +315,7 @@ func (t *targetState) run(ctx context.Context, all *followTargets) {
 		}
 		switch {
 		case lost && all.recovery:
+			all.notify() // awaitStored waits for it no more
 			return
 		case lost:
 			attempt++

@@ -1,0 +1,59 @@
+package backup
+
+import (
+	"context"
+	"errors"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// downUploader fails every upload.
+type downUploader struct{}
+
+func (downUploader) Upload(_ context.Context, _ *Manifest, r io.Reader) error {
+	_, _ = io.Copy(io.Discard, r)
+	return errors.New("down")
+}
+
+func (downUploader) Commit(context.Context, *Manifest) error { return errors.New("down") }
+
+// TestFollowerTailTargetLostEndsTheWait: a recovery's tail is stored on
+// x, and y, failing, loses a segment its backlog could not keep after x
+// stored everything. The tail waits for y no more: awaitStored returns
+// once y is lost, however late (it waited until Run ended).
+func TestFollowerTailTargetLostEndsTheWait(t *testing.T) {
+	f := &Follower{Cluster: "prod-a", Pipeline: &Pipeline{},
+		Targets:         []Target{{Destination: "x", Uploader: delayUploader{}}, {Destination: "y", Uploader: downUploader{}}},
+		MaxSegmentBytes: 1, MaxBacklogBytes: 1, SlowStore: time.Minute, RetryInterval: 100 * time.Millisecond}
+	codec, err := newSegmentCodec(f.Cluster, f.Pipeline)
+	require.NoError(t, err)
+	st := &followState{f: f, codec: codec, builder: newSegmentBuilder(), leases: map[int64]bool{}, chain: "prod-a-full"}
+	st.targets = f.newFollowTargets(2, "prod-a-full", nil)
+	st.targets.recovery = true
+	st.targets.start(t.Context())
+	t.Cleanup(st.targets.stop)
+	st.restart(chainStart{next: 2, chain: "prod-a-full"})
+	for rev := int64(2); rev <= 3; rev++ {
+		require.NoError(t, st.receive(t.Context(), clientv3.WatchResponse{Header: &etcdserverpb.ResponseHeader{ClusterId: 7, Revision: rev},
+			Events: []*clientv3.Event{{Type: mvccpb.PUT, Kv: &mvccpb.KeyValue{Key: []byte("/k"), Value: []byte("v"),
+				CreateRevision: 2, ModRevision: rev, Version: rev - 1}}}}))
+		_, err := st.flush(t.Context())
+		require.NoError(t, err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan bool, 1)
+	go func() { done <- st.targets.awaitStored(ctx) }()
+	select {
+	case held := <-done:
+		require.True(t, held, "x holds the tail")
+	case <-time.After(30 * time.Second):
+		t.Fatal("the tail still waits for y, which is lost")
+	}
+}
