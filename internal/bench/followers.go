@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -22,10 +23,10 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
-	"gocloud.dev/blob/fileblob"
 
 	"github.com/etcdbackup/etcdbackup/backup"
 	"github.com/etcdbackup/etcdbackup/storage/blob"
+	"github.com/etcdbackup/etcdbackup/storage/blob/drivers"
 )
 
 // followersConfig is what the followers subcommand's flags set.
@@ -257,16 +258,13 @@ func benchClient(endpoint string) (*clientv3.Client, error) {
 // benchFollower is one follower of endpoint into a file destination in
 // dir, with its own client, as a host gives each cluster.
 func benchFollower(dir, endpoint, cluster string, obs backup.FollowObserver) (*backup.Follower, func(), error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, nil, err
-	}
-	gb, err := fileblob.OpenBucket(dir, &fileblob.Options{NoTempDir: true})
+	bucket, err := fileBucket(context.Background(), dir)
 	if err != nil {
 		return nil, nil, err
 	}
-	bucket := blob.New(gb, nil)
 	cli, err := benchClient(endpoint)
 	if err != nil {
+		_ = bucket.Close()
 		return nil, nil, err
 	}
 	snapshotter, err := backup.NewEtcdSnapshotter(backup.EtcdConfig{Endpoints: []string{endpoint}})
@@ -282,6 +280,22 @@ func benchFollower(dir, endpoint, cluster string, obs backup.FollowObserver) (*b
 		Observer: obs,
 	}
 	return f, func() { _ = cli.Close(); _ = bucket.Close() }, nil
+}
+
+// fileBucket opens dir as a file:// destination is opened (storage/blob's
+// Open through the drivers' mux, as destination.Registry and the CLI open
+// it): exclusive puts, each object synced with its directories before the
+// put returns. A fileblob bucket given to blob.New does neither, so a bench
+// of it would measure what no host runs.
+func fileBucket(ctx context.Context, dir string) (*blob.Bucket, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(abs, 0o700); err != nil {
+		return nil, err
+	}
+	return blob.Open(ctx, drivers.NewURLMux(nil), (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}).String(), nil)
 }
 
 // writeSteadily puts perSecond values of 1 KiB a second until ctx ends.

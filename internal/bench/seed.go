@@ -19,13 +19,11 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"gocloud.dev/blob/fileblob"
 
 	"github.com/etcdbackup/etcdbackup/backup"
 	"github.com/etcdbackup/etcdbackup/retention"
 	"github.com/etcdbackup/etcdbackup/schedule"
 	"github.com/etcdbackup/etcdbackup/storage"
-	"github.com/etcdbackup/etcdbackup/storage/blob"
 	"github.com/etcdbackup/etcdbackup/storage/s3"
 )
 
@@ -238,15 +236,7 @@ func seedBucket(ctx context.Context, dest, run, logs string) (destBucket, error)
 		}
 		return stopWith{b, func() error { return m.stop(time.Minute) }}, nil
 	}
-	dir := filepath.Join(run, "dest")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, err
-	}
-	gb, err := fileblob.OpenBucket(dir, &fileblob.Options{NoTempDir: true})
-	if err != nil {
-		return nil, err
-	}
-	return blob.New(gb, nil), nil
+	return fileBucket(ctx, filepath.Join(run, "dest"))
 }
 
 // stopWith is a bucket whose Close also stops its server.
