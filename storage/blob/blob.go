@@ -137,6 +137,9 @@ type Bucket struct {
 	// key k is the file fileDir/escape(filePrefix+k). Open sets them from
 	// the URL; fileDir is empty for a fileblob bucket given to New.
 	fileDir, filePrefix string
+	// durable holds the directories of a file bucket whose names its
+	// puts have synced.
+	durable durableDirs
 
 	keepFailedUploads bool // skip abortFailedUpload, to observe the driver alone
 

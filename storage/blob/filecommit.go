@@ -163,15 +163,20 @@ func (b *Bucket) fileErrorf(op, key string, err error) error {
 	return storage.Errorf(op, key, sentinel, err)
 }
 
-// syncDirs syncs dir and each directory above it up to the bucket's
-// directory, which holds the names of the objects and of the folders
-// fileblob creates. Windows cannot open a directory to sync it; NTFS
-// journals its names.
+// syncDirs syncs dir, which holds the object's new name, and each
+// directory above it up to the bucket's directory, which hold the names of
+// the folders fileblob creates. It stops below a directory whose name an
+// earlier put of this bucket synced while it was the same directory (its
+// entry is durable; see durableDirs). Windows cannot open a directory to
+// sync it; NTFS journals its names.
 func (b *Bucket) syncDirs(dir string) error {
 	if runtime.GOOS == "windows" {
 		return nil
 	}
 	top := filepath.Clean(b.fileDir)
+	var child string // synced last, its name in dir not yet
+	var childID dirID
+	var known bool
 	for {
 		if err := b.syncPath(dir, "dir"); err != nil {
 			if errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENOTSUP) || errors.Is(err, syscall.EOPNOTSUPP) {
@@ -179,10 +184,17 @@ func (b *Bucket) syncDirs(dir string) error {
 			}
 			return fmt.Errorf("sync directory %s: %w", dir, err)
 		}
+		if known {
+			b.durable.add(child, childID)
+		}
 		parent := filepath.Dir(dir)
-		if dir == top || parent == dir || !isUnder(parent, top) {
+		if dir == top || parent == dir || !isUnder(parent, top) || b.durable.has(dir) {
 			return nil
 		}
+		// Taken before its parent is synced: a directory made again
+		// meanwhile is a different one, and not recorded.
+		child = dir
+		childID, known = identifyDir(dir)
 		dir = parent
 	}
 }
