@@ -164,6 +164,11 @@ func parseConfig(args []string) (*config, error) {
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
+	if *profile != "" {
+		if err := os.MkdirAll(*profile, 0o755); err != nil {
+			return nil, fmt.Errorf("-profile: %w", err)
+		}
+	}
 	c := &config{runs: *runs, runsLarge: *runsLarge, maxRuns: *maxRuns, restoreRuns: *restoreRuns, refRuns: *refRuns, work: *work, out: *out, chart: *chart, seed: *seed, trace: *trace, profile: *profile, cli: *cli, args: args, resume: *resume}
 	for s := range strings.SplitSeq(*sizes, ",") {
 		n, err := parseSize(strings.TrimSpace(s))

@@ -38,3 +38,8 @@ func OnSyncFile(b *Bucket, fn func(kind string, f *os.File) error) { b.onSync = 
 // OnRename has b call fn before each rename of its file commit; an error
 // fn returns stands for the rename's.
 func OnRename(b *Bucket, fn func(oldpath, newpath string) error) { b.onRename = fn }
+
+// IdentifyDir reports whether the bucket can tell the directory dir names
+// from another made at its place later (see durableDirs), and whether two
+// calls name the same one.
+func IdentifyDir(dir string) (id any, ok bool) { return identifyDir(dir) }

@@ -165,38 +165,49 @@ func (b *Bucket) fileErrorf(op, key string, err error) error {
 
 // syncDirs syncs dir, which holds the object's new name, and each
 // directory above it up to the bucket's directory, which hold the names of
-// the folders fileblob creates. It stops below a directory whose name an
-// earlier put of this bucket synced while it was the same directory (its
-// entry is durable; see durableDirs). Windows cannot open a directory to
-// sync it; NTFS journals its names.
+// the folders fileblob creates. It stops at a directory from which every
+// directory up to the bucket's is one that a completed walk synced and
+// still the same (see durableDirs): their names are durable. Windows
+// cannot open a directory to sync it; NTFS journals its names.
 func (b *Bucket) syncDirs(dir string) error {
 	if runtime.GOOS == "windows" {
 		return nil
 	}
-	top := filepath.Clean(b.fileDir)
-	var child string // synced last, its name in dir not yet
-	var childID dirID
-	var known bool
-	for {
-		if err := b.syncPath(dir, "dir"); err != nil {
+	path := dirsUp(dir, filepath.Clean(b.fileDir))
+	ids, ok := make([]dirID, len(path)), make([]bool, len(path))
+	for i, d := range path {
+		// Taken before any sync: a directory made again meanwhile is
+		// another, and recorded as none.
+		ids[i], ok[i] = identifyDir(d)
+	}
+	// path[from:] are durable: sync the names from dir's up to the one
+	// path[from] holds.
+	from := b.durable.durableFrom(path, ids, ok)
+	for _, d := range path[:min(from+1, len(path))] {
+		if err := b.syncPath(d, "dir"); err != nil {
 			if errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENOTSUP) || errors.Is(err, syscall.EOPNOTSUPP) {
-				return fmt.Errorf("sync directory %s: the file system cannot sync a directory, so no object can be made durable on it: %w", dir, err)
+				return fmt.Errorf("sync directory %s: the file system cannot sync a directory, so no object can be made durable on it: %w", d, err)
 			}
-			return fmt.Errorf("sync directory %s: %w", dir, err)
+			return fmt.Errorf("sync directory %s: %w", d, err)
 		}
-		if known {
-			b.durable.add(child, childID)
-		}
+	}
+	b.durable.add(path, ids, ok)
+	return nil
+}
+
+// dirsUp returns dir and each directory above it up to top (the last), or
+// dir alone when it is not under top.
+func dirsUp(dir, top string) []string {
+	path := []string{dir}
+	for dir != top {
 		parent := filepath.Dir(dir)
-		if dir == top || parent == dir || !isUnder(parent, top) || b.durable.has(dir) {
-			return nil
+		if parent == dir || !isUnder(parent, top) {
+			break
 		}
-		// Taken before its parent is synced: a directory made again
-		// meanwhile is a different one, and not recorded.
-		child = dir
-		childID, known = identifyDir(dir)
+		path = append(path, parent)
 		dir = parent
 	}
+	return path
 }
 
 // isUnder reports whether dir is top or inside it.
