@@ -326,7 +326,7 @@ func TestEtcdSnapshotTLS(t *testing.T) {
 	// Without the server name, the certificate does not match 127.0.0.1.
 	noName := *tlsInfo
 	noName.ServerName = ""
-	s := etcdSnapshotterFor(t, backup.EtcdConfig{Endpoints: srv.Endpoints(), TLS: &noName, DialTimeout: time.Second})
+	s := etcdSnapshotterFor(t, backup.EtcdConfig{Endpoints: srv.Endpoints(), TLS: &noName, DialTimeout: tlsFaultDialTimeout})
 	_, err := s.Snapshot(ctx)
 	require.ErrorIs(t, err, backup.ErrNoMember)
 	assert.Contains(t, err.Error(), "x509", "the handshake's error, not only a timeout")
@@ -336,7 +336,7 @@ func TestEtcdSnapshotTLS(t *testing.T) {
 	other := etcdtest.NewCA(t).Issue(t, etcdtest.CertOptions{})
 	wrongCA := *tlsInfo
 	wrongCA.TrustedCAFile = other.CAFile
-	s = etcdSnapshotterFor(t, backup.EtcdConfig{Endpoints: srv.Endpoints(), TLS: &wrongCA, DialTimeout: time.Second})
+	s = etcdSnapshotterFor(t, backup.EtcdConfig{Endpoints: srv.Endpoints(), TLS: &wrongCA, DialTimeout: tlsFaultDialTimeout})
 	_, err = s.Snapshot(ctx)
 	require.ErrorIs(t, err, backup.ErrNoMember)
 	assert.Contains(t, err.Error(), "certificate signed by unknown authority")

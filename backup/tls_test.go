@@ -11,6 +11,12 @@ import (
 	"github.com/etcdbackup/etcdbackup/internal/etcdtest"
 )
 
+// tlsFaultDialTimeout bounds the dial of a client whose TLS setup is
+// broken. The error names the handshake's fault once a handshake has
+// failed, and only a timeout before one has: a second was too short for
+// one on a machine under load.
+const tlsFaultDialTimeout = 5 * time.Second
+
 // TestEtcdTLSFailsClosed: every broken TLS setup refuses to snapshot, with
 // the handshake's reason in the error.
 func TestEtcdTLSFailsClosed(t *testing.T) {
@@ -39,7 +45,7 @@ func TestEtcdTLSFailsClosed(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := backup.NewEtcdSnapshotter(backup.EtcdConfig{Endpoints: tc.endpoints, TLS: tc.tls, DialTimeout: time.Second})
+			s, err := backup.NewEtcdSnapshotter(backup.EtcdConfig{Endpoints: tc.endpoints, TLS: tc.tls, DialTimeout: tlsFaultDialTimeout})
 			require.NoError(t, err)
 			snap, err := s.Snapshot(t.Context())
 			if snap != nil {
