@@ -427,7 +427,8 @@ func (r *copyRun) backup(e *backup.Entry) Item {
 	want.Destination = r.c.Target.Name
 	if !IsCopy(e.Manifest) || want.SourceStored.IsZero() {
 		// The source's store dated the backup; a copy of a copy keeps
-		// the first store's time. Part of what the copy token hashes.
+		// the first store's time. Not part of what the copy token
+		// hashes: another store holding the backup dates it otherwise.
 		want.SourceStored = time.Time{}
 		if t := r.sourceTimes[e.ManifestKey]; !t.IsZero() {
 			want.SourceStored = t.UTC()
