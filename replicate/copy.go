@@ -114,7 +114,7 @@ func (c *Copier) Copy(ctx context.Context, cluster string, sel Selection) (*Repo
 	}
 	onSource := fullsOf(entries)
 	entries = sel.of(entries)
-	drop, err := sel.pruned(cluster, entries, started)
+	drop, err := sel.pruned(cluster, entries, started, source.times)
 	if err != nil {
 		return nil, err
 	}

@@ -40,7 +40,11 @@ type Selection struct {
 	// (ChainRule(0)), which keeps a chain that reaches past the oldest
 	// full backup kept (a follower's live chain) with its full backup. Give it the target's retention of
 	// the copies: what that prunes is then never selected again, so no
-	// copy copies back what the last prune deleted.
+	// copy copies back what the last prune deleted. Dates are checked
+	// against the source's store times as the source's prune checks them
+	// (retention.PlanOptions.ModTimes, Copies: IsCopy): a backup dated
+	// long before its store wrote it (a writer's clock running slow) is
+	// misdated, kept by the source's prune and the target's, and selected.
 	Retention *retention.Policy
 	// PointInTime, when set, narrows the selection further by the rule of
 	// continuous backups: the plan above (over Retention, or the zero
@@ -132,7 +136,17 @@ func (s Selection) of(entries []backup.Entry) []backup.Entry {
 // selected whole while its full backup is kept or while it reaches past
 // the oldest full backup kept (a follower's live chain), and dropped
 // whole once it ends before it.
-func (s Selection) pruned(cluster string, entries []backup.Entry, now time.Time) (map[string]bool, error) {
+//
+// The plan checks the backups' dates against the source's store times
+// (stored, by key, as its listing gave them) and a copy's against the
+// time it records (IsCopy, backup.Manifest.SourceStored), as the
+// source's prune and the target's prune of the copies check them: a
+// misdated backup is kept by both, so it is selected. It ages backups at
+// now (retention.PlanOptions.AgeAtNow), never at the source's newest
+// write: the target's store wrote the copies later, and the selection
+// must never keep what the target's prune deletes (it would be copied
+// back after every prune).
+func (s Selection) pruned(cluster string, entries []backup.Entry, now time.Time, stored map[string]time.Time) (map[string]bool, error) {
 	if s.Retention == nil && s.PointInTime == nil {
 		return nil, nil
 	}
@@ -142,7 +156,8 @@ func (s Selection) pruned(cluster string, entries []backup.Entry, now time.Time)
 	}
 	drop := map[string]bool{}
 	for _, kind := range Kinds() {
-		p, err := retention.MakePlan(cluster, entries, policy, now, retention.PlanOptions{Kind: kind, ClockSkew: s.ClockSkew, Name: s.Name})
+		p, err := retention.MakePlan(cluster, entries, policy, now, retention.PlanOptions{Kind: kind, ClockSkew: s.ClockSkew, Name: s.Name,
+			ModTimes: stored, Copies: IsCopy, AgeAtNow: true})
 		if err != nil {
 			return nil, fmt.Errorf("selection's retention: %w", err)
 		}
@@ -150,6 +165,12 @@ func (s Selection) pruned(cluster string, entries []backup.Entry, now time.Time)
 			rule := ChainRule(0)
 			if s.PointInTime != nil {
 				rule = *s.PointInTime
+			}
+			if rule.FromOldestKept {
+				// Its grace keeps the chains the target's store wrote
+				// lately (a copy may be extending them); the selection
+				// keeps no chain for the source's times.
+				p.Options.ModTimes = nil
 			}
 			if p, err = rule.Apply(p); err != nil {
 				return nil, fmt.Errorf("selection's chain rule: %w", err)

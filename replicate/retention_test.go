@@ -22,7 +22,7 @@ func TestCopySelectsOnlyWhatRetentionKeeps(t *testing.T) {
 	}
 	keep2 := retention.KeepLast(2)
 	sel := Selection{All: true, Retention: &keep2}
-	rep, err := copier(src, dst).Copy(ctx, "prod", sel)
+	rep, err := copier(completedTimes(t, src), dst).Copy(ctx, "prod", sel)
 	if err != nil || outcomes(rep) != "copied copied" {
 		t.Fatalf("copy: %v, %q", err, outcomes(rep))
 	}
@@ -54,7 +54,7 @@ func TestCopyReportsANamedBackupLeftOut(t *testing.T) {
 	namedFull(t, src, "full", now.Add(-time.Hour), 20)
 	keep := retention.Policy{KeepWithin: 24 * time.Hour}
 	chains := retention.PointInTime(24 * time.Hour)
-	rep, err := copier(src, dst).Copy(context.Background(), "prod", Selection{IDs: []string{old.ID}, Retention: &keep, PointInTime: &chains})
+	rep, err := copier(completedTimes(t, src), dst).Copy(context.Background(), "prod", Selection{IDs: []string{old.ID}, Retention: &keep, PointInTime: &chains})
 	if err != nil {
 		t.Fatalf("copy: %v", err)
 	}
@@ -82,7 +82,7 @@ func TestCopyReportsANamedChainLeftOut(t *testing.T) {
 		"keep-last": {Chains: []string{old.ID}, Retention: &keep1},
 		"window":    {Chains: []string{old.ID}, Retention: &keep1, PointInTime: &window},
 	} {
-		rep, err := copier(src, dst).Copy(ctx, "prod", sel)
+		rep, err := copier(completedTimes(t, src), dst).Copy(ctx, "prod", sel)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}

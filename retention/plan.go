@@ -121,6 +121,15 @@ type PlanOptions struct {
 	// times and age orphans: an orphan is old only by both the plan's now
 	// and the newest modification time seen. Nil trusts now alone.
 	ModTimes map[string]time.Time
+
+	// AgeAtNow ages backups (max-age, keep-within, the point-in-time
+	// window) at the plan's now alone, never at the store's newest
+	// modification time when that is earlier; ModTimes still check the
+	// dates. A copy's selection (replicate.Selection) plans over its
+	// source's times and must age as far as the target's prune, whose
+	// store wrote the copies later, so that it never selects what that
+	// prune deletes.
+	AgeAtNow bool
 }
 
 // DefaultClockSkew is the default PlanOptions.ClockSkew.
@@ -262,7 +271,7 @@ func MakePlan(cluster string, entries []backup.Entry, policy Policy, now time.Ti
 // the store gave when that is earlier. A pruner whose clock runs fast
 // then never ages backups by its clock alone.
 func (p *Plan) ageNow() time.Time {
-	if s := latest(p.Options.ModTimes); !s.IsZero() && s.Before(p.Now) {
+	if s := latest(p.Options.ModTimes); !p.Options.AgeAtNow && !s.IsZero() && s.Before(p.Now) {
 		return s
 	}
 	return p.Now
