@@ -47,16 +47,20 @@
 // keeps its say over what it holds.
 //
 // Chains stay whole. A delta segment is copied only after its chain's full
-// backup and the segments before it, in revision order; a segment that
+// backup and the segments before it, in revision order, right after the
+// full backup (a target's prune keeps a chain it wrote lately whole); a segment that
 // cannot be copied (pruned on the source since it was listed), or a hole
 // in the source's chain (ErrChainHole), stops its chain there, so the target holds the chain contiguously up to a
 // revision (Report.Chains) and never a chain with a hole. Selecting a
 // segment selects what it restores on top of. A chain whose first segments
 // are gone (a point-in-time window no longer needs them) is copied on top
 // of the synthetic full backup that continues it, whole from there: the
-// source's, copied first, and never a full backup the source does not
-// hold (another writer's on the target, never checked against the source
-// and deleted whenever its writer's retention says so).
+// source's, copied first (such chains wait until every full backup is),
+// and never a full backup the source does not hold (another writer's on
+// the target, never checked against the source and deleted whenever its
+// writer's retention says so). A chain is reported whole only if the
+// target still holds its full backups once its segments are copied
+// (ErrChainBaseGone).
 //
 // IsCopy tells a copy from its manifest, which is what a replication job's
 // retention prunes. Copies committed by versions before the copy token

@@ -219,6 +219,23 @@ type group struct {
 	segments []backup.Entry
 }
 
+// standsAlone reports whether g's segments restore on top of g's full
+// backup alone, one after the other without a gap: they can be copied
+// right after it, before the full backups of later groups.
+func (g group) standsAlone() bool {
+	if g.full == nil || g.full.Manifest == nil {
+		return false
+	}
+	through := g.full.Manifest.Etcd.Revision.Low
+	for _, s := range g.segments {
+		if s.Manifest.FirstRevision > through+1 {
+			return false
+		}
+		through = max(through, s.Manifest.LastRevision)
+	}
+	return true
+}
+
 // plan returns the groups to copy, oldest first, from what the source
 // lists. Entries that are not backups (legacy, orphan, invalid, foreign)
 // are never copied.
