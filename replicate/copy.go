@@ -91,7 +91,10 @@ type Copier struct {
 	// bounds the same way the read-back of a data object on the target
 	// (a resumed copy, Recheck), the reads of the target's manifests and
 	// the listings of source and target (a stalled listing of the source fails the
-	// copy; of the target, has each backup looked at alone). As with
+	// copy; of the target, has each backup looked at alone), and each
+	// request to the target that moves no data object (a Stat, a
+	// manifest's commit, an object lock's read or write) is given that
+	// long to answer. As with
 	// backup.Pipeline.StallTimeout, an uploader may stop reading while it
 	// sends a buffered part, so set it well above the time one part
 	// takes. Zero means no bound.
@@ -452,8 +455,9 @@ func (r *copyRun) segments(g group, stop error) {
 func (r *copyRun) basesHeld(bases []*backup.Manifest) error {
 	for _, b := range bases {
 		key := backup.ClusterPrefix(b.Cluster) + backup.ManifestKey(b.DataKey)
-		_, err := r.c.Target.Bucket.Stat(r.ctx, key)
-		if errors.Is(err, storage.ErrNotFound) {
+		ctx, done := r.request()
+		_, err := r.c.Target.Bucket.Stat(ctx, key)
+		if err = done(err); errors.Is(err, storage.ErrNotFound) {
 			return fmt.Errorf("%w: %s was deleted from the target while the chain's segments were copied (a prune of the target meanwhile?); they restore from nothing there until it is copied again", ErrChainBaseGone, b.ID)
 		}
 		if err != nil {
@@ -540,8 +544,7 @@ func (r *copyRun) copyOnce(want *backup.Manifest, retry bool) (Outcome, error) {
 		if err := r.ensureLocked(want, true); err != nil {
 			return Failed, err
 		}
-		err = r.c.uploader().Commit(r.ctx, want)
-		if err == nil {
+		if err = r.commit(want); err == nil {
 			return Resumed, nil
 		}
 	default:
@@ -590,10 +593,17 @@ func (r *copyRun) transfer(want *backup.Manifest) error {
 		derr := backup.RemoveOwnData(cctx, r.c.Target.Bucket, want)
 		return errors.Join(fmt.Errorf("%w: the target stored %s before it was read to its end", ErrDigestMismatch, key), derr)
 	}
-	if err := up.Commit(r.ctx, want); err != nil {
+	if err := r.commit(want); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
 	return nil
+}
+
+// commit commits want's manifest on the target, the write bounded by the
+// copier's StallTimeout (request).
+func (r *copyRun) commit(want *backup.Manifest) error {
+	ctx, done := r.request()
+	return done(r.c.uploader().Commit(ctx, want))
 }
 
 // stallWatch cancels a transfer's context when no byte moved for the

@@ -40,7 +40,9 @@ func (r *copyRun) inspect(want *backup.Manifest) (targetState, error) {
 	if err != nil {
 		return targetState{}, err
 	}
-	info, err := b.Stat(r.ctx, dkey)
+	ctx, done := r.request()
+	info, err := b.Stat(ctx, dkey)
+	err = done(err)
 	dataFound := err == nil
 	if err != nil && !errors.Is(err, storage.ErrNotFound) {
 		return targetState{}, fmt.Errorf("stat target %s: %w", dkey, err)
@@ -144,7 +146,9 @@ func (r *copyRun) ensureLocked(want *backup.Manifest, relock bool) error {
 	prefix := backup.ClusterPrefix(want.Cluster)
 	now := r.c.now()
 	for _, key := range []string{prefix + want.DataKey, prefix + backup.ManifestKey(want.DataKey)} {
-		have, err := locker.Retention(r.ctx, key)
+		ctx, done := r.request()
+		have, err := locker.Retention(ctx, key)
+		err = done(err)
 		if errors.Is(err, storage.ErrNotFound) {
 			continue // the manifest, not written yet: Commit locks it
 		}
@@ -154,7 +158,9 @@ func (r *copyRun) ensureLocked(want *backup.Manifest, relock bool) error {
 		if have.Active(now) || !relock && (have.Mode != "" || !have.Until.IsZero()) {
 			continue
 		}
-		if err := locker.SetRetention(r.ctx, key, storage.Retention{Mode: lock.Mode, Until: now.Add(lock.RetainFor)}); err != nil {
+		ctx, done = r.request()
+		err = done(locker.SetRetention(ctx, key, storage.Retention{Mode: lock.Mode, Until: now.Add(lock.RetainFor)}))
+		if err != nil {
 			return fmt.Errorf("lock %s: %w", key, err)
 		}
 	}
