@@ -30,6 +30,13 @@ var ErrChainHole = errors.New("chain has a hole on the source")
 // they restore from nothing there until it is copied again.
 var ErrChainBaseGone = errors.New("chain's full backup is gone from the target")
 
+// ErrNewerManifest says why a backup was not copied: its manifest on the
+// source has fields this version does not know, added by a newer version
+// that wrote it. A copy writes the manifest as it parses it and would drop
+// them, so it copies nothing of that backup: copy it with a version at
+// least as new as the one that wrote it.
+var ErrNewerManifest = errors.New("manifest written by a newer version")
+
 // ErrLeftOut says why a backup a Selection names by ID (or as a chain) is
 // NotCopied: the selection's Retention or PointInTime leaves it out.
 var ErrLeftOut = errors.New("named backup left out by the selection")
@@ -541,6 +548,9 @@ func (r *copyRun) copyOnce(want *backup.Manifest, retry bool) (Outcome, error) {
 	case st.pending:
 		return Pending, st.pendingErr
 	case st.dataStored:
+		if err := r.knownFields(want); err != nil {
+			return Failed, err
+		}
 		if err := r.ensureLocked(want, true); err != nil {
 			return Failed, err
 		}
@@ -548,6 +558,9 @@ func (r *copyRun) copyOnce(want *backup.Manifest, retry bool) (Outcome, error) {
 			return Resumed, nil
 		}
 	default:
+		if err := r.knownFields(want); err != nil {
+			return Failed, err
+		}
 		err = r.transfer(want)
 		if err == nil {
 			return Copied, nil

@@ -14,11 +14,13 @@
 // A backup on the target looks exactly as if it had been written there:
 // the same data key and manifest, recording the target's name as its
 // destination (and the copy's run token). The manifest is written as this
-// version knows it: fields a newer version's writer added are not kept,
-// so copy with a version at least as new as the versions that wrote the
-// source's backups. It is written through the target's backup.Uploader (a
-// *destination.Destination applies its object lock) and becomes visible
-// only when its manifest is committed, last. Its creation and completion
+// version knows it, so a backup whose manifest has fields this version
+// does not know (a newer version's writer added them) is not copied: it
+// fails with ErrNewerManifest before anything of it is written on the
+// target. Copy with a version at least as new as the versions that wrote
+// the source's backups. A copy is written through the target's
+// backup.Uploader (a *destination.Destination applies its object lock)
+// and becomes visible only when its manifest is committed, last. Its creation and completion
 // times are the source's, so a restore to a time gives the same answer on
 // both.
 //

@@ -1,7 +1,9 @@
 package replicate
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -97,6 +99,45 @@ func (r *copyRun) targetManifest(key string) (*backup.Manifest, error) {
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read target %s: %w", key, err)
+	}
+	return m, nil
+}
+
+// knownFields reads the source's manifest of want again, before anything
+// of want is written on the target, and fails with ErrNewerManifest when
+// it has fields this version does not know (the listing parsed it
+// dropping them): the copy would commit a manifest without them.
+func (r *copyRun) knownFields(want *backup.Manifest) error {
+	key := backup.ClusterPrefix(want.Cluster) + backup.ManifestKey(want.DataKey)
+	_, err := r.readManifest(r.c.Source, key, parseKnown)
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		return fmt.Errorf("manifest %s vanished from the source (pruned meanwhile?): %w", key, err)
+	case errors.Is(err, ErrNewerManifest):
+		return fmt.Errorf("source %s: %w", key, err)
+	case err != nil:
+		return fmt.Errorf("read source %s: %w", key, err)
+	}
+	return nil
+}
+
+// parseKnown parses a manifest as backup.ParseManifest does, failing with
+// ErrNewerManifest when it has a field, at any depth, this version does
+// not know.
+func parseKnown(r io.Reader) (*backup.Manifest, error) {
+	raw, err := io.ReadAll(io.LimitReader(r, backup.MaxManifestSize+1))
+	if err != nil {
+		return nil, err
+	}
+	m, err := backup.ParseManifest(bytes.NewReader(raw))
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(new(backup.Manifest)); err != nil {
+		return nil, fmt.Errorf("%w (%v): a copy by this version would drop what it does not know; copy it with a version at least as new as the one that wrote it",
+			ErrNewerManifest, err)
 	}
 	return m, nil
 }
