@@ -113,10 +113,12 @@ type Copier struct {
 // segments in revision order right after its full backup, on top of it,
 // or, after every full backup, on top of a synthetic full backup that
 // continues the chain (when the chain's first segments were pruned, or
-// its full backup is gone). It returns a report of every backup
-// and, when some backup failed, an error joining their errors. A segment
-// is copied only once its full and the segments before it are on the
-// target: when one cannot be copied (it vanished from the source, pruned
+// its full backup is gone). It returns a report of every backup and,
+// when some backup failed or a backup or chain sel names (IDs, Chains)
+// was left out by its Retention or PointInTime (NotCopied), an error
+// joining their errors: errors.Is matches ErrLeftOut for the latter. A
+// segment is copied only once its full and the segments before it are on
+// the target: when one cannot be copied (it vanished from the source, pruned
 // meanwhile), the rest of its chain is not copied (NotCopied), so the
 // target never holds a chain with a hole. A chain is reported whole only
 // when the target still holds the full backups its segments restore from
@@ -173,7 +175,7 @@ func (c *Copier) Copy(ctx context.Context, cluster string, sel Selection) (*Repo
 	r.rep.Elapsed = c.now().Sub(started)
 	var errs []error
 	for _, it := range r.rep.Items {
-		if it.Outcome == Failed {
+		if it.Outcome == Failed || it.Outcome == NotCopied && errors.Is(it.Err, ErrLeftOut) {
 			errs = append(errs, fmt.Errorf("backup %s: %w", it.ID, it.Err))
 		}
 	}

@@ -19,12 +19,13 @@ type Selection struct {
 	// IDs selects these backups. An ID the source does not hold fails the
 	// copy before anything is written, with an error matching
 	// storage.ErrNotFound; one that Retention or PointInTime leaves out is
-	// reported NotCopied (ErrLeftOut), never skipped silently.
+	// reported NotCopied (ErrLeftOut) and Copy's error matches
+	// ErrLeftOut, never skipped silently.
 	IDs []string
 	// Chains selects, for each full backup ID, the full backup and every
 	// delta segment of the chain it started. A chain that Retention or
 	// PointInTime leaves out whole is reported NotCopied (ErrLeftOut),
-	// its full backup and segments.
+	// its full backup and segments, and Copy's error matches ErrLeftOut.
 	Chains []string
 	// All selects every backup: full, delta segment and keys-json.
 	All bool
