@@ -514,7 +514,7 @@ func (r *copyRun) backup(e *backup.Entry) Item {
 		return it
 	}
 	want.Run = token
-	out, err := r.copyOnce(&want, true)
+	out, err := r.copyOnce(&want, 2)
 	it.Outcome, it.Err = out, err
 	if err != nil && out != Pending {
 		it.Outcome = Failed
@@ -527,9 +527,11 @@ func (r *copyRun) backup(e *backup.Entry) Item {
 
 // copyOnce copies the backup want describes (the source's manifest with the
 // target's name), or finishes or skips it after looking at what the target
-// holds. retry allows one more look when another writer took a key
-// between the look and the write.
-func (r *copyRun) copyOnce(want *backup.Manifest, retry bool) (Outcome, error) {
+// holds. looks is how many more looks it takes when another writer took a
+// key between its look and its write: two, since another copy of the same
+// backup (from another store holding it) may take the data object, then
+// the manifest, each once.
+func (r *copyRun) copyOnce(want *backup.Manifest, looks int) (Outcome, error) {
 	var st targetState
 	var err error
 	if have := r.held[want.ID]; have != nil && sameBackup(have, want) {
@@ -568,8 +570,8 @@ func (r *copyRun) copyOnce(want *backup.Manifest, retry bool) (Outcome, error) {
 			return Copied, nil
 		}
 	}
-	if retry && errors.Is(err, backup.ErrBackupExists) && r.ctx.Err() == nil {
-		return r.copyOnce(want, false)
+	if looks > 0 && errors.Is(err, backup.ErrBackupExists) && r.ctx.Err() == nil {
+		return r.copyOnce(want, looks-1)
 	}
 	return Failed, err
 }
