@@ -109,7 +109,9 @@ type PlanOptions struct {
 	// manifest (backup.Manifest.SourceStored) has its dates checked
 	// against that time, with the same tolerances, instead of against
 	// the store's; it is still misdated when dated after now or after
-	// this store wrote it. A copy without that record (an older
+	// this store wrote it, and one recording a time after this store wrote
+	// it (no source's store wrote it later than its copy) is dated by
+	// this store's time. A copy without that record (an older
 	// version's) and every other backup keep the checks against this
 	// store's time: one written long after its backup is kept, counted
 	// by no rule, since nothing proves its dates.
@@ -342,9 +344,11 @@ func (o PlanOptions) misdated(e backup.Entry, now time.Time) string {
 	if created.After(mod.Add(o.ClockSkew)) {
 		return ReasonAfterStore
 	}
-	if src := e.Manifest.SourceStored; !src.IsZero() && o.Copies != nil && o.Copies(e.Manifest) {
+	if src := e.Manifest.SourceStored; !src.IsZero() && !src.After(mod.Add(o.ClockSkew)) && o.Copies != nil && o.Copies(e.Manifest) {
 		// A copy: this store wrote it any time after its backup; the
-		// source's store wrote it when its backup completed.
+		// source's store wrote it when its backup completed. Never after
+		// this store wrote the copy: a copy recording a later time
+		// (forged, or stores' clocks far apart) is dated by this store.
 		if created.After(src.Add(o.ClockSkew)) {
 			return ReasonAfterStore
 		}
