@@ -133,7 +133,9 @@ func (u *BucketUploader) Upload(ctx context.Context, m *Manifest, r io.Reader) e
 // Otherwise Commit removes the data object Upload wrote only when the store
 // refused the write (storage.ErrExist: another run's manifest, read back;
 // ErrPermission, ErrReadOnly, ErrLocked, ErrBucketNotFound, ErrInvalidKey),
-// and only when the object carries this run's token (Manifest.Run). After
+// and only when the object carries this run's token (Manifest.Run) and no
+// manifest of this run's token names it (two copies of one backup share a
+// token, and the first to commit owns the data object). After
 // an error that leaves the outcome in doubt (a timeout, a cancelled
 // context, a broken connection, or ErrExist with a read-back that finds no
 // manifest, from a replica or cache behind the write) it keeps the data
@@ -153,8 +155,8 @@ func (u *BucketUploader) Commit(ctx context.Context, m *Manifest) error {
 	}
 	cleanupCtx, cancel := cleanup.Context(ctx, u.cleanupTimeout())
 	defer cancel()
-	landed, found, rerr := holds(cleanupCtx, u.Bucket, key, body)
-	if landed {
+	got, found, rerr := readBack(cleanupCtx, u.Bucket, key)
+	if rerr == nil && found && bytes.Equal(got, body) {
 		return nil
 	}
 	// ErrExist says something is at the key: a read-back that finds
@@ -166,6 +168,12 @@ func (u *BucketUploader) Commit(ctx context.Context, m *Manifest) error {
 	}
 	if doubt {
 		return fmt.Errorf("write manifest: %w (the data object was kept, since the manifest may still land; retention collects it if not)", err)
+	}
+	if namesOwnData(got, m) {
+		// Another manifest of this run's token names the data object: a
+		// copy of the same backup (package replicate) committed it first,
+		// recording another source's time. The data object is its.
+		return fmt.Errorf("write manifest: %w (a manifest of the same run token names the data object: kept)", err)
 	}
 	if derr := RemoveOwnData(cleanupCtx, u.Bucket, m); derr != nil {
 		return fmt.Errorf("write manifest: %w (and the data object was left for retention to collect: %w)", err, derr)
@@ -181,19 +189,34 @@ const maxManifestReadBack = 1 << 20
 // anything. A missing key is (false, false, nil); an error reading it is
 // returned, since the key's content is then unknown.
 func holds(ctx context.Context, b Catalog, key string, body []byte) (held, found bool, err error) {
+	got, found, err := readBack(ctx, b, key)
+	return err == nil && found && bytes.Equal(got, body), found, err
+}
+
+// readBack returns the first maxManifestReadBack bytes at key, and
+// whether the key holds anything. A missing key is (nil, false, nil).
+func readBack(ctx context.Context, b Catalog, key string) ([]byte, bool, error) {
 	rc, err := b.Get(ctx, key)
 	if errors.Is(err, storage.ErrNotFound) {
-		return false, false, nil
+		return nil, false, nil
 	}
 	if err != nil {
-		return false, false, err
+		return nil, false, err
 	}
 	defer rc.Close()
 	got, err := io.ReadAll(io.LimitReader(rc, maxManifestReadBack))
-	if err != nil {
-		return false, true, err
+	return got, true, err
+}
+
+// namesOwnData reports whether got, the manifest at m's manifest key, is
+// one of m's run token naming m's data object: that data object is then
+// committed under it, whatever else the two manifests differ in.
+func namesOwnData(got []byte, m *Manifest) bool {
+	if m.Run == "" || len(got) == 0 {
+		return false
 	}
-	return bytes.Equal(got, body), true, nil
+	have, err := ParseManifest(bytes.NewReader(got))
+	return err == nil && have.Run == m.Run && have.DataKey == m.DataKey && have.Cluster == m.Cluster
 }
 
 // refused reports whether err is a store's refusal of a write, after which

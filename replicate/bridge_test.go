@@ -35,7 +35,7 @@ func TestCopyChainOnTopOfSyntheticFull(t *testing.T) {
 	// its base: the full and the segments before it are not needed.
 	window := retention.PointInTime(time.Hour)
 	keep := retention.KeepLast(1)
-	c := copier(src, dst)
+	c := copier(completedTimes(t, src), dst)
 	c.Now = func() time.Time { return syn.Created.Add(2 * time.Hour) }
 	rep, err := c.Copy(ctx, "prod", Selection{All: true, Retention: &keep, PointInTime: &window})
 	if err != nil {

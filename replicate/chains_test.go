@@ -136,7 +136,7 @@ func TestPruneOfCopiesDeletesAChainNoLongerNeeded(t *testing.T) {
 		}
 		t.Fatalf("the prune deleted %d copies, want 4: X, the oldest scheduled full backup and the chain's two segments", n)
 	}
-	rep, err := copier(src, dst).Copy(ctx, "prod", Selection{All: true, Retention: &keep3})
+	rep, err := copier(completedTimes(t, src), dst).Copy(ctx, "prod", Selection{All: true, Retention: &keep3})
 	if err != nil {
 		t.Fatalf("copy: %v (%s)", err, outcomes(rep))
 	}

@@ -24,6 +24,19 @@ var ErrConflict = fmt.Errorf("%w with other content on the target", backup.ErrBa
 // chain (revisions no segment holds) were NotCopied.
 var ErrChainHole = errors.New("chain has a hole on the source")
 
+// ErrChainBaseGone says why a chain is not whole (Chain.Err) although its
+// segments were copied: a full backup they restore from was gone from the
+// target by the time they were (a prune of the target ran meanwhile), so
+// they restore from nothing there until it is copied again.
+var ErrChainBaseGone = errors.New("chain's full backup is gone from the target")
+
+// ErrNewerManifest says why a backup was not copied: its manifest on the
+// source has fields this version does not know, added by a newer version
+// that wrote it. A copy writes the manifest as it parses it and would drop
+// them, so it copies nothing of that backup: copy it with a version at
+// least as new as the one that wrote it.
+var ErrNewerManifest = errors.New("manifest written by a newer version")
+
 // ErrLeftOut says why a backup a Selection names by ID (or as a chain) is
 // NotCopied: the selection's Retention or PointInTime leaves it out.
 var ErrLeftOut = errors.New("named backup left out by the selection")
@@ -85,7 +98,10 @@ type Copier struct {
 	// bounds the same way the read-back of a data object on the target
 	// (a resumed copy, Recheck), the reads of the target's manifests and
 	// the listings of source and target (a stalled listing of the source fails the
-	// copy; of the target, has each backup looked at alone). As with
+	// copy; of the target, has each backup looked at alone), and each
+	// request to the target that moves no data object (a Stat, a
+	// manifest's commit, an object lock's read or write) is given that
+	// long to answer. As with
 	// backup.Pipeline.StallTimeout, an uploader may stop reading while it
 	// sends a buffered part, so set it well above the time one part
 	// takes. Zero means no bound.
@@ -93,15 +109,21 @@ type Copier struct {
 }
 
 // Copy copies the selected backups of cluster from the source to the
-// target: fulls and standalone backups oldest first, then each chain's
-// segments in revision order, on top of the chain's full backup or of a
-// synthetic full backup that continues the chain (when the chain's first
-// segments were pruned, or its full backup is gone). It returns a report of every backup
-// and, when some backup failed, an error joining their errors. A segment
-// is copied only once its full and the segments before it are on the
-// target: when one cannot be copied (it vanished from the source, pruned
+// target: fulls and standalone backups oldest first, each chain's
+// segments in revision order right after its full backup, on top of it,
+// or, after every full backup, on top of a synthetic full backup that
+// continues the chain (when the chain's first segments were pruned, or
+// its full backup is gone). It returns a report of every backup and,
+// when some backup failed or a backup or chain sel names (IDs, Chains)
+// was left out by its Retention or PointInTime (NotCopied), an error
+// joining their errors: errors.Is matches ErrLeftOut for the latter. A
+// segment is copied only once its full and the segments before it are on
+// the target: when one cannot be copied (it vanished from the source, pruned
 // meanwhile), the rest of its chain is not copied (NotCopied), so the
-// target never holds a chain with a hole.
+// target never holds a chain with a hole. A chain is reported whole only
+// when the target still holds the full backups its segments restore from
+// once they are copied; one a prune deleted meanwhile makes the chain not
+// whole and Copy's error match ErrChainBaseGone.
 func (c *Copier) Copy(ctx context.Context, cluster string, sel Selection) (*Report, error) {
 	if err := c.validate(cluster, sel); err != nil {
 		return nil, err
@@ -114,7 +136,7 @@ func (c *Copier) Copy(ctx context.Context, cluster string, sel Selection) (*Repo
 	}
 	onSource := fullsOf(entries)
 	entries = sel.of(entries)
-	drop, err := sel.pruned(cluster, entries, started)
+	drop, err := sel.pruned(cluster, entries, started, source.times)
 	if err != nil {
 		return nil, err
 	}
@@ -149,20 +171,17 @@ func (c *Copier) Copy(ctx context.Context, cluster string, sel Selection) (*Repo
 		r.record(Item{ID: e.ID, Kind: e.Kind, Outcome: NotCopied, Bytes: e.Size, Created: e.Created,
 			Err: fmt.Errorf("%w: the selection's retention or point-in-time window leaves it out", ErrLeftOut)})
 	}
-	// Every full backup first: a chain's segments may continue from a
-	// synthetic full backup of a later group.
-	stops := make([]error, len(groups))
-	for i, g := range groups {
-		stops[i] = r.full(g)
-	}
-	for i, g := range groups {
-		r.segments(g, stops[i])
-	}
+	r.groups(groups)
 	r.rep.Elapsed = c.now().Sub(started)
 	var errs []error
 	for _, it := range r.rep.Items {
-		if it.Outcome == Failed {
+		if it.Outcome == Failed || it.Outcome == NotCopied && errors.Is(it.Err, ErrLeftOut) {
 			errs = append(errs, fmt.Errorf("backup %s: %w", it.ID, it.Err))
+		}
+	}
+	for _, ch := range r.rep.Chains {
+		if ch.Err != nil {
+			errs = append(errs, fmt.Errorf("chain %s: %w", ch.Full, ch.Err))
 		}
 	}
 	if err := ctx.Err(); err != nil {
@@ -330,6 +349,33 @@ func (r *copyRun) record(it Item) Item {
 	return it
 }
 
+// groups copies the groups in order, each chain's segments right after
+// its full backup: a prune of the target keeps a chain whole while its
+// store wrote some of it lately (retention.ChainPolicy.Grace), and a
+// chain's full backup copied long before its segments (after the other
+// full backups of a large copy) could be deleted under them. The segments
+// of a chain that needs a full backup of a later group (a synthetic full
+// backup across a hole, or none under its first segment) wait until every
+// full backup is copied.
+func (r *copyRun) groups(groups []group) {
+	type deferred struct {
+		g    group
+		stop error
+	}
+	var later []deferred
+	for _, g := range groups {
+		stop := r.full(g)
+		if g.standsAlone() {
+			r.segments(g, stop)
+		} else {
+			later = append(later, deferred{g, stop})
+		}
+	}
+	for _, d := range later {
+		r.segments(d.g, d.stop)
+	}
+}
+
 // full copies the full or standalone backup of g, and returns why its
 // segments cannot follow it (nil when they can, or g has no full).
 func (r *copyRun) full(g group) error {
@@ -356,9 +402,11 @@ func (r *copyRun) segments(g group, stop error) {
 	if len(g.segments) == 0 {
 		return
 	}
-	through := int64(-1) // -1: no full backup under the chain yet
+	through := int64(-1)         // -1: no full backup under the chain yet
+	var bases []*backup.Manifest // the full backups the segments copied restore from
 	if g.full != nil && stop == nil {
 		through = g.full.Manifest.Etcd.Revision.Low
+		bases = append(bases, g.full.Manifest)
 	}
 	whole := true
 	for i := range g.segments {
@@ -369,8 +417,9 @@ func (r *copyRun) segments(g group, stop error) {
 			stop = r.ctx.Err()
 		}
 		if stop == nil && (through < 0 || m.FirstRevision > through+1) {
-			if low, ok := r.bridge(g.chain, m); ok {
-				through = low
+			if base := r.bridge(g.chain, m); base != nil {
+				through = base.Etcd.Revision.Low
+				bases = append(bases, base)
 			} else if through < 0 {
 				stop = fmt.Errorf("its chain's full backup %s is not on the source or not selected, and no full backup on the target continues the chain there", g.chain)
 			} else {
@@ -399,22 +448,47 @@ func (r *copyRun) segments(g group, stop error) {
 				s.ID, m.FirstRevision, m.LastRevision, through)
 		}
 	}
-	r.rep.Chains = append(r.rep.Chains, Chain{Full: g.chain, Segments: len(g.segments), Through: through, Whole: whole})
+	ch := Chain{Full: g.chain, Segments: len(g.segments), Through: through, Whole: whole}
+	if whole {
+		if ch.Err = r.basesHeld(bases); ch.Err != nil {
+			ch.Whole = false
+		}
+	}
+	r.rep.Chains = append(r.rep.Chains, ch)
 }
 
-// bridge returns the lowest revision of a full backup on the target that
-// continues chain and that segment m continues: at or after the revision
-// before m's first, before its last.
-func (r *copyRun) bridge(chain string, m *backup.Manifest) (int64, bool) {
-	low, ok := int64(0), false
+// basesHeld looks again for the full backups a chain's segments were
+// copied on top of: the target's prune may have deleted one since it
+// was copied or listed. A chain is reported whole only when the target
+// still holds them.
+func (r *copyRun) basesHeld(bases []*backup.Manifest) error {
+	for _, b := range bases {
+		key := backup.ClusterPrefix(b.Cluster) + backup.ManifestKey(b.DataKey)
+		ctx, done := r.request()
+		_, err := r.c.Target.Bucket.Stat(ctx, key)
+		if err = done(err); errors.Is(err, storage.ErrNotFound) {
+			return fmt.Errorf("%w: %s was deleted from the target while the chain's segments were copied (a prune of the target meanwhile?); they restore from nothing there until it is copied again", ErrChainBaseGone, b.ID)
+		}
+		if err != nil {
+			return fmt.Errorf("look for the chain's full backup %s on the target: %w", b.ID, err)
+		}
+	}
+	return nil
+}
+
+// bridge returns the full backup on the target with the lowest revision
+// that continues chain and that segment m continues: at or after the
+// revision before m's first, before its last. Nil when there is none.
+func (r *copyRun) bridge(chain string, m *backup.Manifest) *backup.Manifest {
+	var low *backup.Manifest
 	for _, b := range r.bases {
 		e := backup.Entry{Kind: backup.KindBackup, ID: b.ID, Manifest: b}
 		rev := b.Etcd.Revision.Low
-		if e.Continues(chain) && rev >= m.FirstRevision-1 && rev < m.LastRevision && (!ok || rev < low) {
-			low, ok = rev, true
+		if e.Continues(chain) && rev >= m.FirstRevision-1 && rev < m.LastRevision && (low == nil || rev < low.Etcd.Revision.Low) {
+			low = b
 		}
 	}
-	return low, ok
+	return low
 }
 
 // present reports whether a backup of outcome o is on the target.
@@ -427,7 +501,8 @@ func (r *copyRun) backup(e *backup.Entry) Item {
 	want.Destination = r.c.Target.Name
 	if !IsCopy(e.Manifest) || want.SourceStored.IsZero() {
 		// The source's store dated the backup; a copy of a copy keeps
-		// the first store's time. Part of what the copy token hashes.
+		// the first store's time. Not part of what the copy token
+		// hashes: another store holding the backup dates it otherwise.
 		want.SourceStored = time.Time{}
 		if t := r.sourceTimes[e.ManifestKey]; !t.IsZero() {
 			want.SourceStored = t.UTC()
@@ -439,7 +514,7 @@ func (r *copyRun) backup(e *backup.Entry) Item {
 		return it
 	}
 	want.Run = token
-	out, err := r.copyOnce(&want, true)
+	out, err := r.copyOnce(&want, 2)
 	it.Outcome, it.Err = out, err
 	if err != nil && out != Pending {
 		it.Outcome = Failed
@@ -452,9 +527,11 @@ func (r *copyRun) backup(e *backup.Entry) Item {
 
 // copyOnce copies the backup want describes (the source's manifest with the
 // target's name), or finishes or skips it after looking at what the target
-// holds. retry allows one more look when another writer took a key
-// between the look and the write.
-func (r *copyRun) copyOnce(want *backup.Manifest, retry bool) (Outcome, error) {
+// holds. looks is how many more looks it takes when another writer took a
+// key between its look and its write: two, since another copy of the same
+// backup (from another store holding it) may take the data object, then
+// the manifest, each once.
+func (r *copyRun) copyOnce(want *backup.Manifest, looks int) (Outcome, error) {
 	var st targetState
 	var err error
 	if have := r.held[want.ID]; have != nil && sameBackup(have, want) {
@@ -475,21 +552,26 @@ func (r *copyRun) copyOnce(want *backup.Manifest, retry bool) (Outcome, error) {
 	case st.pending:
 		return Pending, st.pendingErr
 	case st.dataStored:
+		if err := r.knownFields(want); err != nil {
+			return Failed, err
+		}
 		if err := r.ensureLocked(want, true); err != nil {
 			return Failed, err
 		}
-		err = r.c.uploader().Commit(r.ctx, want)
-		if err == nil {
+		if err = r.commit(want); err == nil {
 			return Resumed, nil
 		}
 	default:
+		if err := r.knownFields(want); err != nil {
+			return Failed, err
+		}
 		err = r.transfer(want)
 		if err == nil {
 			return Copied, nil
 		}
 	}
-	if retry && errors.Is(err, backup.ErrBackupExists) && r.ctx.Err() == nil {
-		return r.copyOnce(want, false)
+	if looks > 0 && errors.Is(err, backup.ErrBackupExists) && r.ctx.Err() == nil {
+		return r.copyOnce(want, looks-1)
 	}
 	return Failed, err
 }
@@ -528,10 +610,17 @@ func (r *copyRun) transfer(want *backup.Manifest) error {
 		derr := backup.RemoveOwnData(cctx, r.c.Target.Bucket, want)
 		return errors.Join(fmt.Errorf("%w: the target stored %s before it was read to its end", ErrDigestMismatch, key), derr)
 	}
-	if err := up.Commit(r.ctx, want); err != nil {
+	if err := r.commit(want); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
 	return nil
+}
+
+// commit commits want's manifest on the target, the write bounded by the
+// copier's StallTimeout (request).
+func (r *copyRun) commit(want *backup.Manifest) error {
+	ctx, done := r.request()
+	return done(r.c.uploader().Commit(ctx, want))
 }
 
 // stallWatch cancels a transfer's context when no byte moved for the

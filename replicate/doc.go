@@ -14,11 +14,13 @@
 // A backup on the target looks exactly as if it had been written there:
 // the same data key and manifest, recording the target's name as its
 // destination (and the copy's run token). The manifest is written as this
-// version knows it: fields a newer version's writer added are not kept,
-// so copy with a version at least as new as the versions that wrote the
-// source's backups. It is written through the target's backup.Uploader (a
-// *destination.Destination applies its object lock) and becomes visible
-// only when its manifest is committed, last. Its creation and completion
+// version knows it, so a backup whose manifest has fields this version
+// does not know (a newer version's writer added them) is not copied: it
+// fails with ErrNewerManifest before anything of it is written on the
+// target. Copy with a version at least as new as the versions that wrote
+// the source's backups. A copy is written through the target's
+// backup.Uploader (a *destination.Destination applies its object lock)
+// and becomes visible only when its manifest is committed, last. Its creation and completion
 // times are the source's, so a restore to a time gives the same answer on
 // both.
 //
@@ -47,16 +49,20 @@
 // keeps its say over what it holds.
 //
 // Chains stay whole. A delta segment is copied only after its chain's full
-// backup and the segments before it, in revision order; a segment that
+// backup and the segments before it, in revision order, right after the
+// full backup (a target's prune keeps a chain it wrote lately whole); a segment that
 // cannot be copied (pruned on the source since it was listed), or a hole
 // in the source's chain (ErrChainHole), stops its chain there, so the target holds the chain contiguously up to a
 // revision (Report.Chains) and never a chain with a hole. Selecting a
 // segment selects what it restores on top of. A chain whose first segments
 // are gone (a point-in-time window no longer needs them) is copied on top
 // of the synthetic full backup that continues it, whole from there: the
-// source's, copied first, and never a full backup the source does not
-// hold (another writer's on the target, never checked against the source
-// and deleted whenever its writer's retention says so).
+// source's, copied first (such chains wait until every full backup is),
+// and never a full backup the source does not hold (another writer's on
+// the target, never checked against the source and deleted whenever its
+// writer's retention says so). A chain is reported whole only if the
+// target still holds its full backups once its segments are copied
+// (ErrChainBaseGone).
 //
 // IsCopy tells a copy from its manifest, which is what a replication job's
 // retention prunes. Copies committed by versions before the copy token

@@ -57,8 +57,14 @@ type Chain struct {
 	// Through is the last revision the target holds of the chain, copied
 	// in this run or before, without a segment missing in between.
 	Through int64
-	// Whole reports whether every selected segment is on the target.
+	// Whole reports whether every selected segment is on the target, on
+	// top of the full backups it restores from.
 	Whole bool
+	// Err says why a chain is not whole when no item of the report does:
+	// its full backup, copied or found on the target, was gone from the
+	// target when its segments were copied (ErrChainBaseGone). Nil
+	// otherwise.
+	Err error
 }
 
 // Report is the outcome of a copy.

@@ -1,7 +1,9 @@
 package replicate
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -40,7 +42,9 @@ func (r *copyRun) inspect(want *backup.Manifest) (targetState, error) {
 	if err != nil {
 		return targetState{}, err
 	}
-	info, err := b.Stat(r.ctx, dkey)
+	ctx, done := r.request()
+	info, err := b.Stat(ctx, dkey)
+	err = done(err)
 	dataFound := err == nil
 	if err != nil && !errors.Is(err, storage.ErrNotFound) {
 		return targetState{}, fmt.Errorf("stat target %s: %w", dkey, err)
@@ -99,6 +103,45 @@ func (r *copyRun) targetManifest(key string) (*backup.Manifest, error) {
 	return m, nil
 }
 
+// knownFields reads the source's manifest of want again, before anything
+// of want is written on the target, and fails with ErrNewerManifest when
+// it has fields this version does not know (the listing parsed it
+// dropping them): the copy would commit a manifest without them.
+func (r *copyRun) knownFields(want *backup.Manifest) error {
+	key := backup.ClusterPrefix(want.Cluster) + backup.ManifestKey(want.DataKey)
+	_, err := r.readManifest(r.c.Source, key, parseKnown)
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		return fmt.Errorf("manifest %s vanished from the source (pruned meanwhile?): %w", key, err)
+	case errors.Is(err, ErrNewerManifest):
+		return fmt.Errorf("source %s: %w", key, err)
+	case err != nil:
+		return fmt.Errorf("read source %s: %w", key, err)
+	}
+	return nil
+}
+
+// parseKnown parses a manifest as backup.ParseManifest does, failing with
+// ErrNewerManifest when it has a field, at any depth, this version does
+// not know.
+func parseKnown(r io.Reader) (*backup.Manifest, error) {
+	raw, err := io.ReadAll(io.LimitReader(r, backup.MaxManifestSize+1))
+	if err != nil {
+		return nil, err
+	}
+	m, err := backup.ParseManifest(bytes.NewReader(raw))
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(new(backup.Manifest)); err != nil {
+		return nil, fmt.Errorf("%w (%v): a copy by this version would drop what it does not know; copy it with a version at least as new as the one that wrote it",
+			ErrNewerManifest, err)
+	}
+	return m, nil
+}
+
 // check reads the target's object at key and checks it against want.
 // The read is bounded by the copier's StallTimeout as a transfer is.
 func (r *copyRun) check(key string, want backup.Digest) error {
@@ -144,7 +187,9 @@ func (r *copyRun) ensureLocked(want *backup.Manifest, relock bool) error {
 	prefix := backup.ClusterPrefix(want.Cluster)
 	now := r.c.now()
 	for _, key := range []string{prefix + want.DataKey, prefix + backup.ManifestKey(want.DataKey)} {
-		have, err := locker.Retention(r.ctx, key)
+		ctx, done := r.request()
+		have, err := locker.Retention(ctx, key)
+		err = done(err)
 		if errors.Is(err, storage.ErrNotFound) {
 			continue // the manifest, not written yet: Commit locks it
 		}
@@ -154,7 +199,9 @@ func (r *copyRun) ensureLocked(want *backup.Manifest, relock bool) error {
 		if have.Active(now) || !relock && (have.Mode != "" || !have.Until.IsZero()) {
 			continue
 		}
-		if err := locker.SetRetention(r.ctx, key, storage.Retention{Mode: lock.Mode, Until: now.Add(lock.RetainFor)}); err != nil {
+		ctx, done = r.request()
+		err = done(locker.SetRetention(ctx, key, storage.Retention{Mode: lock.Mode, Until: now.Add(lock.RetainFor)}))
+		if err != nil {
 			return fmt.Errorf("lock %s: %w", key, err)
 		}
 	}

@@ -105,3 +105,50 @@ func TestPruneKeepsCopiesOfMisdatedBackups(t *testing.T) {
 		t.Fatalf("copies of backups their store wrote ten days after their dates: %d deleted, %d misdated; want 0 and 5", n, m)
 	}
 }
+
+// TestCopySelectsMisdatedBackupsTheSourceKeeps: config "slow" is written
+// by a host whose clock runs ten days slow; its backups are the cluster's
+// recent state, which the source's prune keeps as misdated. A replication
+// job's selection (its retention, max-age 7d) checks their dates against
+// the source's store times as that prune does: it selects them, and the
+// target's prune of the copies keeps them (misdated) too, so they are not
+// copied back and forth.
+func TestCopySelectsMisdatedBackupsTheSourceKeeps(t *testing.T) {
+	ctx := context.Background()
+	src, dst := memBucket(), memBucket()
+	now := time.Now().Truncate(time.Second)
+	for i := range 3 {
+		namedFull(t, src, "slow", now.Add(-10*24*time.Hour).Add(time.Duration(i)*time.Hour), int64(100+10*i))
+		namedFull(t, src, "good", now.Add(-3*time.Hour).Add(time.Duration(i)*time.Hour), int64(10+i))
+	}
+	pol := retention.Policy{KeepLast: 10, MaxAge: 7 * 24 * time.Hour}
+	sp := &retention.Pruner{Store: src, Destination: "src", Policy: pol, DryRun: true}
+	srep, err := sp.Prune(ctx, "prod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, m := srep.Count(retention.WouldDelete), len(srep.Plan.Misdated()); n != 0 || m != 3 {
+		t.Fatalf("the source's own prune: %d would-delete, %d misdated; want 0 and 3", n, m)
+	}
+	rep, err := copier(src, dst).Copy(ctx, "prod", Selection{All: true, Retention: &pol})
+	if err != nil {
+		t.Fatalf("copy: %v (%s)", err, outcomes(rep))
+	}
+	slow := 0
+	for _, e := range listed(t, dst) {
+		if e.Manifest.Name == "slow" {
+			slow++
+		}
+	}
+	if slow != 3 {
+		t.Fatalf("the source keeps 3 misdated backups of config slow; the selection copied %d (%s)", slow, outcomes(rep))
+	}
+	p := &retention.Pruner{Store: dst, Destination: "dst", Policy: pol, Scope: IsCopy, Copies: IsCopy, DryRun: true}
+	prep, err := p.Prune(ctx, "prod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := prep.Count(retention.WouldDelete); n != 0 {
+		t.Errorf("the target's prune of the copies would delete %d", n)
+	}
+}

@@ -19,12 +19,13 @@ type Selection struct {
 	// IDs selects these backups. An ID the source does not hold fails the
 	// copy before anything is written, with an error matching
 	// storage.ErrNotFound; one that Retention or PointInTime leaves out is
-	// reported NotCopied (ErrLeftOut), never skipped silently.
+	// reported NotCopied (ErrLeftOut) and Copy's error matches
+	// ErrLeftOut, never skipped silently.
 	IDs []string
 	// Chains selects, for each full backup ID, the full backup and every
 	// delta segment of the chain it started. A chain that Retention or
 	// PointInTime leaves out whole is reported NotCopied (ErrLeftOut),
-	// its full backup and segments.
+	// its full backup and segments, and Copy's error matches ErrLeftOut.
 	Chains []string
 	// All selects every backup: full, delta segment and keys-json.
 	All bool
@@ -40,7 +41,11 @@ type Selection struct {
 	// (ChainRule(0)), which keeps a chain that reaches past the oldest
 	// full backup kept (a follower's live chain) with its full backup. Give it the target's retention of
 	// the copies: what that prunes is then never selected again, so no
-	// copy copies back what the last prune deleted.
+	// copy copies back what the last prune deleted. Dates are checked
+	// against the source's store times as the source's prune checks them
+	// (retention.PlanOptions.ModTimes, Copies: IsCopy): a backup dated
+	// long before its store wrote it (a writer's clock running slow) is
+	// misdated, kept by the source's prune and the target's, and selected.
 	Retention *retention.Policy
 	// PointInTime, when set, narrows the selection further by the rule of
 	// continuous backups: the plan above (over Retention, or the zero
@@ -132,7 +137,17 @@ func (s Selection) of(entries []backup.Entry) []backup.Entry {
 // selected whole while its full backup is kept or while it reaches past
 // the oldest full backup kept (a follower's live chain), and dropped
 // whole once it ends before it.
-func (s Selection) pruned(cluster string, entries []backup.Entry, now time.Time) (map[string]bool, error) {
+//
+// The plan checks the backups' dates against the source's store times
+// (stored, by key, as its listing gave them) and a copy's against the
+// time it records (IsCopy, backup.Manifest.SourceStored), as the
+// source's prune and the target's prune of the copies check them: a
+// misdated backup is kept by both, so it is selected. It ages backups at
+// now (retention.PlanOptions.AgeAtNow), never at the source's newest
+// write: the target's store wrote the copies later, and the selection
+// must never keep what the target's prune deletes (it would be copied
+// back after every prune).
+func (s Selection) pruned(cluster string, entries []backup.Entry, now time.Time, stored map[string]time.Time) (map[string]bool, error) {
 	if s.Retention == nil && s.PointInTime == nil {
 		return nil, nil
 	}
@@ -142,7 +157,8 @@ func (s Selection) pruned(cluster string, entries []backup.Entry, now time.Time)
 	}
 	drop := map[string]bool{}
 	for _, kind := range Kinds() {
-		p, err := retention.MakePlan(cluster, entries, policy, now, retention.PlanOptions{Kind: kind, ClockSkew: s.ClockSkew, Name: s.Name})
+		p, err := retention.MakePlan(cluster, entries, policy, now, retention.PlanOptions{Kind: kind, ClockSkew: s.ClockSkew, Name: s.Name,
+			ModTimes: stored, Copies: IsCopy, AgeAtNow: true})
 		if err != nil {
 			return nil, fmt.Errorf("selection's retention: %w", err)
 		}
@@ -150,6 +166,12 @@ func (s Selection) pruned(cluster string, entries []backup.Entry, now time.Time)
 			rule := ChainRule(0)
 			if s.PointInTime != nil {
 				rule = *s.PointInTime
+			}
+			if rule.FromOldestKept {
+				// Its grace keeps the chains the target's store wrote
+				// lately (a copy may be extending them); the selection
+				// keeps no chain for the source's times.
+				p.Options.ModTimes = nil
 			}
 			if p, err = rule.Apply(p); err != nil {
 				return nil, fmt.Errorf("selection's chain rule: %w", err)
@@ -196,6 +218,23 @@ type group struct {
 	full     *backup.Entry // nil for segments whose full is not on the source or not selected
 	chain    string        // the chain's ID, for segments
 	segments []backup.Entry
+}
+
+// standsAlone reports whether g's segments restore on top of g's full
+// backup alone, one after the other without a gap: they can be copied
+// right after it, before the full backups of later groups.
+func (g group) standsAlone() bool {
+	if g.full == nil || g.full.Manifest == nil {
+		return false
+	}
+	through := g.full.Manifest.Etcd.Revision.Low
+	for _, s := range g.segments {
+		if s.Manifest.FirstRevision > through+1 {
+			return false
+		}
+		through = max(through, s.Manifest.LastRevision)
+	}
+	return true
 }
 
 // plan returns the groups to copy, oldest first, from what the source

@@ -22,7 +22,7 @@ func TestCopySelectsOnlyWhatRetentionKeeps(t *testing.T) {
 	}
 	keep2 := retention.KeepLast(2)
 	sel := Selection{All: true, Retention: &keep2}
-	rep, err := copier(src, dst).Copy(ctx, "prod", sel)
+	rep, err := copier(completedTimes(t, src), dst).Copy(ctx, "prod", sel)
 	if err != nil || outcomes(rep) != "copied copied" {
 		t.Fatalf("copy: %v, %q", err, outcomes(rep))
 	}
@@ -45,7 +45,8 @@ func TestCopySelectsOnlyWhatRetentionKeeps(t *testing.T) {
 
 // TestCopyReportsANamedBackupLeftOut: a backup named by ID that the
 // selection's point-in-time window leaves out is reported NotCopied with
-// ErrLeftOut (etcdbackup copy then fails), never skipped silently.
+// ErrLeftOut, and Copy's error matches ErrLeftOut (etcdbackup copy then
+// fails), never skipped silently.
 func TestCopyReportsANamedBackupLeftOut(t *testing.T) {
 	src, dst := memBucket(), memBucket()
 	now := time.Now().Truncate(time.Second)
@@ -54,9 +55,9 @@ func TestCopyReportsANamedBackupLeftOut(t *testing.T) {
 	namedFull(t, src, "full", now.Add(-time.Hour), 20)
 	keep := retention.Policy{KeepWithin: 24 * time.Hour}
 	chains := retention.PointInTime(24 * time.Hour)
-	rep, err := copier(src, dst).Copy(context.Background(), "prod", Selection{IDs: []string{old.ID}, Retention: &keep, PointInTime: &chains})
-	if err != nil {
-		t.Fatalf("copy: %v", err)
+	rep, err := copier(completedTimes(t, src), dst).Copy(context.Background(), "prod", Selection{IDs: []string{old.ID}, Retention: &keep, PointInTime: &chains})
+	if !errors.Is(err, ErrLeftOut) {
+		t.Fatalf("copy: %v; want ErrLeftOut", err)
 	}
 	if outcomes(rep) != "not-copied" || !errors.Is(rep.Items[0].Err, ErrLeftOut) {
 		t.Fatalf("the named backup outside the window: %q %v", outcomes(rep), rep.Items)
@@ -68,8 +69,8 @@ func TestCopyReportsANamedBackupLeftOut(t *testing.T) {
 
 // TestCopyReportsANamedChainLeftOut: a chain named (Selection.Chains) that
 // the selection's retention or point-in-time window leaves out whole is
-// reported NotCopied with ErrLeftOut, its full backup and segment, never
-// copied as nothing without a word.
+// reported NotCopied with ErrLeftOut, its full backup and segment, and
+// Copy's error matches ErrLeftOut: never copied as nothing without a word.
 func TestCopyReportsANamedChainLeftOut(t *testing.T) {
 	ctx := context.Background()
 	src, dst := memBucket(), memBucket()
@@ -82,9 +83,9 @@ func TestCopyReportsANamedChainLeftOut(t *testing.T) {
 		"keep-last": {Chains: []string{old.ID}, Retention: &keep1},
 		"window":    {Chains: []string{old.ID}, Retention: &keep1, PointInTime: &window},
 	} {
-		rep, err := copier(src, dst).Copy(ctx, "prod", sel)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
+		rep, err := copier(completedTimes(t, src), dst).Copy(ctx, "prod", sel)
+		if !errors.Is(err, ErrLeftOut) {
+			t.Fatalf("%s: %v; want ErrLeftOut", name, err)
 		}
 		if outcomes(rep) != "not-copied not-copied" || !errors.Is(rep.Items[0].Err, ErrLeftOut) || !errors.Is(rep.Items[1].Err, ErrLeftOut) {
 			t.Fatalf("%s: the named chain left out: %q %v", name, outcomes(rep), rep.Items)

@@ -115,3 +115,28 @@ func (r *copyRun) readManifest(cat backup.Catalog, key string, parse func(io.Rea
 	}
 	return m, err
 }
+
+// request returns the context of one request to the target (a Stat, a
+// manifest's commit, a lock's read or write), cancelled when it takes
+// longer than the copier's StallTimeout (zero: no bound), and the function
+// the caller passes the request's error to once it returned: it ends the
+// context and returns the error to report, matching
+// backup.ErrDestinationStalled when the bound ended the request.
+func (r *copyRun) request() (context.Context, func(error) error) {
+	d := r.c.StallTimeout
+	if d <= 0 {
+		return r.ctx, func(err error) error { return err }
+	}
+	ctx, cancel := context.WithCancelCause(r.ctx)
+	t := time.AfterFunc(d, func() {
+		cancel(fmt.Errorf("%w: the target did not answer for %s", backup.ErrDestinationStalled, d))
+	})
+	return ctx, func(err error) error {
+		t.Stop()
+		defer cancel(nil)
+		if cause := context.Cause(ctx); err != nil && r.ctx.Err() == nil && errors.Is(cause, backup.ErrDestinationStalled) {
+			return fmt.Errorf("%w (%w)", cause, err)
+		}
+		return err
+	}
+}

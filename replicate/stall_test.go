@@ -5,10 +5,12 @@ import (
 	"errors"
 	"io"
 	"iter"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/etcdbackup/etcdbackup/backup"
+	"github.com/etcdbackup/etcdbackup/destination"
 	"github.com/etcdbackup/etcdbackup/storage"
 )
 
@@ -139,5 +141,77 @@ func TestCopyStalledManifestReadFails(t *testing.T) {
 	rep, err := c.Copy(ctx, "prod", Selection{All: true})
 	if ctx.Err() != nil || !errors.Is(err, backup.ErrDestinationStalled) || outcomes(rep) != "failed" {
 		t.Fatalf("copy to a target whose manifest stalls: %v, %q (context: %v)", err, outcomes(rep), ctx.Err())
+	}
+}
+
+// deadTarget is a target whose Stat, manifest writes or lock requests
+// (as chosen) never answer: a store that stopped answering after the
+// listing. Only the caller's context ends them.
+type deadTarget struct {
+	storage.Bucket
+	stat, commit, lock bool
+}
+
+func (d deadTarget) Stat(ctx context.Context, key string) (storage.ObjectInfo, error) {
+	if d.stat {
+		<-ctx.Done()
+		return storage.ObjectInfo{}, ctx.Err()
+	}
+	return d.Bucket.Stat(ctx, key)
+}
+
+func (d deadTarget) PutIfAbsent(ctx context.Context, key string, r io.Reader, o *storage.PutOptions) error {
+	if d.commit && strings.HasSuffix(key, backup.ManifestSuffix) {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return storage.PutIfAbsent(ctx, d.Bucket, key, r, o)
+}
+
+func (d deadTarget) ObjectLock() destination.ObjectLock {
+	if !d.lock {
+		return destination.ObjectLock{}
+	}
+	return destination.ObjectLock{Mode: storage.Governance, RetainFor: time.Hour}
+}
+
+func (d deadTarget) Retention(ctx context.Context, _ string) (storage.Retention, error) {
+	<-ctx.Done()
+	return storage.Retention{}, ctx.Err()
+}
+
+func (d deadTarget) SetRetention(ctx context.Context, _ string, _ storage.Retention) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// TestCopyStalledTargetRequestFails: a target that stops answering a
+// Stat of a data object, a manifest's write or a lock's read fails the
+// backup with ErrDestinationStalled after StallTimeout, as a stalled
+// transfer or read does, instead of holding the copy until its caller
+// gives up.
+func TestCopyStalledTargetRequestFails(t *testing.T) {
+	for name, target := range map[string]func(storage.Bucket) storage.Bucket{
+		"stat":   func(b storage.Bucket) storage.Bucket { return deadTarget{Bucket: b, stat: true} },
+		"commit": func(b storage.Bucket) storage.Bucket { return deadTarget{Bucket: b, commit: true} },
+		"lock":   func(b storage.Bucket) storage.Bucket { return deadTarget{Bucket: b, lock: true} },
+	} {
+		t.Run(name, func(t *testing.T) {
+			src, dst := memBucket(), memBucket()
+			full(t, src, 0, 10)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if name == "lock" { // the backup is there, its lock is looked at
+				if _, err := copier(src, dst).Copy(ctx, "prod", Selection{All: true}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c := copier(src, target(dst))
+			c.StallTimeout = 100 * time.Millisecond
+			rep, err := c.Copy(ctx, "prod", Selection{All: true})
+			if ctx.Err() != nil || !errors.Is(err, backup.ErrDestinationStalled) || outcomes(rep) != "failed" {
+				t.Fatalf("copy to a target whose %s hangs: %v, %q (context: %v)", name, err, outcomes(rep), ctx.Err())
+			}
+		})
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"slices"
+	"time"
 
 	"github.com/etcdbackup/etcdbackup/backup"
 	"github.com/etcdbackup/etcdbackup/retention"
@@ -20,15 +21,20 @@ import (
 // it, the copy would take the run's in-flight data object for its own, and
 // either writer's refused commit would delete the other's committed data.
 //
-// The token is derived from the manifest the copy commits (without its
-// token), so that the next copy of the same backup under the same target
-// name resumes a copy stopped between its data object and its manifest,
-// two copies with one token commit byte-identical manifests (the second
-// commit then finds its own bytes and succeeds), and anyone can tell a
-// copy from its manifest (IsCopy). A copy under another target name
-// derives another token and leaves the first one's objects alone.
+// The token is derived from the manifest the copy commits, without its
+// token and without the source's store time it records
+// (backup.Manifest.SourceStored), so that the next copy of the same
+// backup under the same target name resumes a copy stopped between its
+// data object and its manifest, also when it reads the backup from
+// another store holding it (a backup fanned out to two stores, the first
+// retired meanwhile), and anyone can tell a copy from its manifest
+// (IsCopy). Two copies with one token may then commit manifests that
+// differ in that time: the second commit is refused and keeps the data
+// object the first one's manifest names (backup.BucketUploader.Commit),
+// and the copy finds the backup committed. A copy under another target
+// name derives another token and leaves the first one's objects alone.
 func copyToken(want *backup.Manifest) (string, error) {
-	tokens, err := copyTokens(want)
+	tokens, err := copyTokens(want, false)
 	if err != nil {
 		return "", err
 	}
@@ -41,10 +47,15 @@ func copyToken(want *backup.Manifest) (string, error) {
 }
 
 // copyTokens returns the tokens a copy may write m with: the first, or
-// the second when the first is the source's (one chance in 2^32).
-func copyTokens(m *backup.Manifest) ([]string, error) {
+// the second when the first is the source's (one chance in 2^32). With
+// stored, the tokens hash m's SourceStored too, as the copies of the
+// versions that first recorded it did.
+func copyTokens(m *backup.Manifest, stored bool) ([]string, error) {
 	bare := *m
 	bare.Run = ""
+	if !stored {
+		bare.SourceStored = time.Time{}
+	}
 	body, err := bare.Marshal()
 	if err != nil {
 		return nil, err
@@ -69,7 +80,15 @@ func IsCopy(m *backup.Manifest) bool {
 	if m == nil || m.Run == "" {
 		return false
 	}
-	tokens, err := copyTokens(m)
+	tokens, err := copyTokens(m, false)
+	if err == nil && slices.Contains(tokens, m.Run) {
+		return true
+	}
+	if m.SourceStored.IsZero() {
+		return false
+	}
+	// A copy of the versions whose token hashed the source's time.
+	tokens, err = copyTokens(m, true)
 	return err == nil && slices.Contains(tokens, m.Run)
 }
 

@@ -7,16 +7,18 @@ import (
 	"io"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/etcdbackup/etcdbackup/backup"
 	"github.com/etcdbackup/etcdbackup/destination"
 	"github.com/etcdbackup/etcdbackup/internal/miniotest"
 )
 
-// TestTwoReplicatorsOnOneTarget: two copies of the same source run at once
-// onto one MinIO target, as two replication jobs of one target would. Each
-// backup ends committed once, its data object the source's, and neither
-// copy fails for the other.
+// TestTwoReplicatorsOnOneTarget: two copies of the same backups run at
+// once onto one MinIO target, as two replication jobs of one target would,
+// from one store or from two holding the same backups. Each backup ends
+// committed once, its data object the source's, and neither copy fails
+// for the other.
 func TestTwoReplicatorsOnOneTarget(t *testing.T) {
 	ctx := t.Context()
 	srv := miniotest.Start(t)
@@ -39,13 +41,22 @@ func TestTwoReplicatorsOnOneTarget(t *testing.T) {
 		}
 	}
 	want := listed(t, src)
+	// The same backups in two stores (fanned out to both), each dating
+	// them by its own clock: the copies record other source times, and
+	// derive the same tokens.
+	a := completedTimes(t, src)
+	b := completedTimes(t, src)
+	for id, tm := range b.times {
+		b.times[id] = tm.Add(3 * time.Second)
+	}
+	sources := []backup.Catalog{src, a, b}
 	for round := range 3 {
 		var wg sync.WaitGroup
 		errs := make([]error, 2)
 		reps := make([]*Report, 2)
 		for i := range 2 {
 			wg.Go(func() {
-				c := &Copier{Source: src, SourceName: "src", Target: DestinationTarget(dst)}
+				c := &Copier{Source: sources[(round+i)%3], SourceName: "src", Target: DestinationTarget(dst)}
 				reps[i], errs[i] = c.Copy(ctx, "prod", Selection{All: true})
 			})
 		}

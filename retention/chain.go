@@ -86,11 +86,12 @@ type ChainPolicy struct {
 	FromOldestKept bool
 	// Grace is, with FromOldestKept, how long after the store wrote a
 	// chain's newest object (its full backup or a segment) the chain is
-	// kept whole: a copy writes a chain's full backup, the other full
-	// backups it copies, then the chain's segments one by one, and a
-	// prune running meanwhile (another replication job's on a shared
-	// target, an etcdbackup prune) must not delete what the copy goes on
-	// to extend. Set it above the longest pause a copy makes between two
+	// kept whole: a copy writes a chain's full backup, then the chain's
+	// segments one by one (after the other full backups it copies, for a
+	// chain continued by a later synthetic full backup), and a prune
+	// running meanwhile (another replication job's on a shared target, an
+	// etcdbackup prune) must not delete what the copy goes on to extend
+	// (a copy that finds it deleted reports the chain not whole). Set it above the longest pause a copy makes between two
 	// objects of a chain. The store's times (PlanOptions.ModTimes) are
 	// compared with the newest time the store gave, so a quiet store keeps
 	// its newest chain until something newer is stored; a plan without

@@ -203,3 +203,53 @@ func TestPointInTimeClockSkew(t *testing.T) {
 		require.Equal(t, tc.want, decisionsByID(pit)[seg.ID].Action, "skew %s", tc.skew)
 	}
 }
+
+// TestPlanAgeAtNow: a store quiet for two days ages its backups at its
+// newest write; with AgeAtNow (a copy's selection over its source's
+// times) they are aged at the plan's now, the store's times still
+// checking their dates.
+func TestPlanAgeAtNow(t *testing.T) {
+	entries := withRevisions(history(now.Add(-5*24*time.Hour), now.Add(-3*24*time.Hour), now.Add(-2*24*time.Hour)))
+	mod := map[string]time.Time{}
+	for _, e := range entries {
+		mod[e.ManifestKey] = e.Manifest.Created.Add(time.Minute)
+	}
+	pol := retention.Policy{KeepLast: 3, MaxAge: 4 * 24 * time.Hour}
+	plan, err := retention.MakePlan("c", entries, pol, now, retention.PlanOptions{ModTimes: mod})
+	require.NoError(t, err)
+	require.Empty(t, plan.Deletes(), "aged at the store's newest write, two days ago")
+	plan, err = retention.MakePlan("c", entries, pol, now, retention.PlanOptions{ModTimes: mod, AgeAtNow: true})
+	require.NoError(t, err)
+	require.Len(t, plan.Deletes(), 1, "aged at now")
+	require.Equal(t, entries[0].ID, plan.Deletes()[0].Entry.ID)
+	mod[entries[1].ManifestKey] = now // written three days after its date
+	plan, err = retention.MakePlan("c", entries, pol, now, retention.PlanOptions{ModTimes: mod, AgeAtNow: true})
+	require.NoError(t, err)
+	require.Len(t, plan.Misdated(), 1, "the store's times still check the dates")
+}
+
+// TestPlanCopyRecordingALaterSourceTime: a copy (PlanOptions.Copies) is
+// dated by the time it records its source's store wrote it, but no
+// source's store wrote a backup after this store wrote its copy: a copy
+// recording such a time (forged, or its stores' clocks far apart) is
+// dated by this store's time as any backup. Written ten days after its
+// date, it is misdated: kept, counted by no rule.
+func TestPlanCopyRecordingALaterSourceTime(t *testing.T) {
+	entries := withRevisions(history(now.Add(-10*24*time.Hour), now.Add(-time.Hour)))
+	mod := map[string]time.Time{entries[0].ManifestKey: now, entries[1].ManifestKey: now.Add(-time.Hour)}
+	copies := func(*backup.Manifest) bool { return true }
+	pol := retention.Policy{KeepLast: 1, MaxAge: 7 * 24 * time.Hour}
+	for name, tc := range map[string]struct {
+		recorded time.Time
+		action   retention.Action
+	}{
+		"when it completed":                {entries[0].Created.Add(2 * time.Second), retention.Delete},
+		"ten years ahead":                  {now.AddDate(10, 0, 0), retention.Keep},
+		"an hour after this store's write": {now.Add(time.Hour), retention.Keep},
+	} {
+		entries[0].Manifest.SourceStored = tc.recorded
+		plan, err := retention.MakePlan("c", entries, pol, now, retention.PlanOptions{ModTimes: mod, Copies: copies})
+		require.NoError(t, err)
+		require.Equal(t, tc.action, decisionsByID(plan)[entries[0].ID].Action, name)
+	}
+}

@@ -109,7 +109,9 @@ type PlanOptions struct {
 	// manifest (backup.Manifest.SourceStored) has its dates checked
 	// against that time, with the same tolerances, instead of against
 	// the store's; it is still misdated when dated after now or after
-	// this store wrote it. A copy without that record (an older
+	// this store wrote it, and one recording a time after this store wrote
+	// it (no source's store wrote it later than its copy) is dated by
+	// this store's time. A copy without that record (an older
 	// version's) and every other backup keep the checks against this
 	// store's time: one written long after its backup is kept, counted
 	// by no rule, since nothing proves its dates.
@@ -121,6 +123,15 @@ type PlanOptions struct {
 	// times and age orphans: an orphan is old only by both the plan's now
 	// and the newest modification time seen. Nil trusts now alone.
 	ModTimes map[string]time.Time
+
+	// AgeAtNow ages backups (max-age, keep-within, the point-in-time
+	// window) at the plan's now alone, never at the store's newest
+	// modification time when that is earlier; ModTimes still check the
+	// dates. A copy's selection (replicate.Selection) plans over its
+	// source's times and must age as far as the target's prune, whose
+	// store wrote the copies later, so that it never selects what that
+	// prune deletes.
+	AgeAtNow bool
 }
 
 // DefaultClockSkew is the default PlanOptions.ClockSkew.
@@ -262,7 +273,7 @@ func MakePlan(cluster string, entries []backup.Entry, policy Policy, now time.Ti
 // the store gave when that is earlier. A pruner whose clock runs fast
 // then never ages backups by its clock alone.
 func (p *Plan) ageNow() time.Time {
-	if s := latest(p.Options.ModTimes); !s.IsZero() && s.Before(p.Now) {
+	if s := latest(p.Options.ModTimes); !p.Options.AgeAtNow && !s.IsZero() && s.Before(p.Now) {
 		return s
 	}
 	return p.Now
@@ -333,9 +344,11 @@ func (o PlanOptions) misdated(e backup.Entry, now time.Time) string {
 	if created.After(mod.Add(o.ClockSkew)) {
 		return ReasonAfterStore
 	}
-	if src := e.Manifest.SourceStored; !src.IsZero() && o.Copies != nil && o.Copies(e.Manifest) {
+	if src := e.Manifest.SourceStored; !src.IsZero() && !src.After(mod.Add(o.ClockSkew)) && o.Copies != nil && o.Copies(e.Manifest) {
 		// A copy: this store wrote it any time after its backup; the
-		// source's store wrote it when its backup completed.
+		// source's store wrote it when its backup completed. Never after
+		// this store wrote the copy: a copy recording a later time
+		// (forged, or stores' clocks far apart) is dated by this store.
 		if created.After(src.Add(o.ClockSkew)) {
 			return ReasonAfterStore
 		}

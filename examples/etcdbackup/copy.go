@@ -28,6 +28,7 @@ type copiedChain struct {
 	Segments int    `json:"segments"`
 	Through  int64  `json:"through"`
 	Whole    bool   `json:"whole"`
+	Error    string `json:"error,omitempty"`
 }
 
 // copyResult is what `copy --output=json` prints.
@@ -204,7 +205,11 @@ func copyResultOf(rep *replicate.Report) copyResult {
 		out.Backups = append(out.Backups, b)
 	}
 	for _, ch := range rep.Chains {
-		out.Chains = append(out.Chains, copiedChain{Full: ch.Full, Segments: ch.Segments, Through: ch.Through, Whole: ch.Whole})
+		c := copiedChain{Full: ch.Full, Segments: ch.Segments, Through: ch.Through, Whole: ch.Whole}
+		if ch.Err != nil {
+			c.Error = oneLine(ch.Err)
+		}
+		out.Chains = append(out.Chains, c)
 	}
 	return out
 }
@@ -213,7 +218,10 @@ func copyResultOf(rep *replicate.Report) copyResult {
 // hold whole.
 func printCopy(w io.Writer, rep *replicate.Report) error {
 	for _, ch := range rep.Chains {
-		if !ch.Whole {
+		switch {
+		case ch.Err != nil:
+			fmt.Fprintf(w, "chain %s: not whole on %s: %s\n", ch.Full, rep.Target, oneLine(ch.Err))
+		case !ch.Whole:
 			fmt.Fprintf(w, "chain %s: not whole on %s; it holds the chain through revision %d\n", ch.Full, rep.Target, ch.Through)
 		}
 	}

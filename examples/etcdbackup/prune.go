@@ -16,17 +16,18 @@ import (
 )
 
 func runPrune(ctx context.Context, s *streams, args []string) error {
-	fs := newFlagSet("prune", "--destination=URL|NAME --cluster=NAME --keep-last=N|--gfs=...|--keep-within=D|--max-age=D|--point-in-time=D [--name=NAME] [--kind=snapshot|keys-json] [--dry-run] [--output=table|json]")
+	fs := newFlagSet("prune", "--destination=URL|NAME --cluster=NAME --keep-last=N|--gfs=...|--keep-within=D|--max-age=D|--point-in-time=D [--name=NAME] [--kind=snapshot|keys-json] [--copies] [--dry-run] [--output=table|json]")
 	var (
 		dest               destinationFlags
 		policy             policyFlags
 		name, kind, output string
-		dryRun             bool
+		dryRun, copies     bool
 	)
 	dest.register(fs)
 	policy.register(fs)
 	fs.StringVar(&name, "name", "", "prune only the backups of this backup `name` (one config's); default: every backup of the cluster")
 	fs.StringVar(&kind, "kind", "snapshot", "the kind of backup to count: snapshot or keys-json (never counted together)")
+	fs.BoolVar(&copies, "copies", false, "the destination holds copies made by etcdbackup copy or a replication job: date a copy by the time its source's store wrote it, which the copy records; without it a copy is dated as any backup (one written long after its backup is misdated and kept), since anyone who can write to the destination can make a backup look like a copy")
 	fs.BoolVar(&dryRun, "dry-run", false, "say what would be deleted, delete nothing")
 	fs.StringVar(&output, "output", "table", "table or json")
 	if err := fs.parse(s, args); err != nil {
@@ -58,7 +59,13 @@ func runPrune(ctx context.Context, s *streams, args []string) error {
 	}
 	defer reg.Close()
 	p := &retention.Pruner{Store: d, Destination: d.Name(), Policy: pol, Chains: chains, Name: name, Kind: kinds[kind],
-		Copies: replicate.IsCopy, DryRun: dryRun, Logger: fs.logger(s)}
+		DryRun: dryRun, Logger: fs.logger(s)}
+	if copies {
+		// Trusting a copy's recorded time is a choice: on a primary, a
+		// writer that cannot delete could commit a backdated backup that
+		// looks like a copy and push a genuine one out of its slot.
+		p.Copies = replicate.IsCopy
+	}
 	report, err := p.Prune(ctx, dest.cluster)
 	if report != nil {
 		if werr := printPruneReport(s, report, output == "json"); werr != nil && err == nil {
