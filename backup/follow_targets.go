@@ -272,8 +272,10 @@ func (t *targetState) popFront() {
 
 // next returns the segment the target stores next, or lost when it lacks
 // revisions its backlog no longer holds (reported here, outside t.mu, the
-// first time).
-func (t *targetState) next(f *Follower) (seg *pendingSegment, chain string, gen int, lost bool) {
+// first time, and told to the waits for the targets, which wait for no
+// lost target: awaitDrained, awaitStored, a tail's flush).
+func (t *targetState) next(all *followTargets) (seg *pendingSegment, chain string, gen int, lost bool) {
+	f := all.f
 	t.mu.Lock()
 	for !t.lost && len(t.backlog) > 0 && t.backlog[0].sum.LastRevision <= t.committed {
 		t.popFront()
@@ -292,6 +294,7 @@ func (t *targetState) next(f *Follower) (seg *pendingSegment, chain string, gen 
 	t.mu.Unlock()
 	if dropped != nil {
 		f.targetLost(t.t.Destination, from, dropped)
+		all.notify()
 	}
 	return seg, chain, gen, lost
 }
@@ -309,14 +312,13 @@ func (t *targetState) run(ctx context.Context, all *followTargets) {
 		tried   []*Manifest
 	)
 	for ctx.Err() == nil {
-		seg, chain, gen, lost := t.next(f)
+		seg, chain, gen, lost := t.next(all)
 		if seg != doubted {
 			doubted, tried = seg, nil
 		}
 		switch {
 		case lost && all.recovery:
-			all.notify() // awaitStored waits for it no more
-			return
+			return // next told the tail's waits
 		case lost:
 			attempt++
 			pace := f.retry()
