@@ -117,12 +117,18 @@ const (
 //     target (Err nil; a target failing meanwhile retries, and only a
 //     lost one, reported as TargetLost, is not waited for), or ended
 //     short of it (Err: etcd compacted it, its history changed, no target
-//     could store it, or Run's context ended). A follower that starts
-//     again follows the new chain and resumes the tail the new chain's
-//     last segment records (Manifest.Recovery), each target from what its
-//     own catalog holds of the old chain (RecoveryStarted on the old
-//     chain, then RecoveryDone). A tail that ends short for good is reported once as
-//     the gap it leaves (ChainGap on the old chain, then RecoveryDone
+//     could store it, or Run's context ended). The tail reads history at
+//     its own pace: each segment waits for every target that works, so
+//     a destination slower than the others is never lost for its
+//     backlog; one that failed while the others went on past its backlog
+//     is lost for the tail (TargetLost on the old chain), and RecoveryDone
+//     lists it (Destinations, Err wrapping ErrTailIncomplete): the tail
+//     stays recorded, and a follower started again resumes it there. A
+//     follower that starts again follows the new chain and resumes the
+//     tail the new chain's last segment records (Manifest.Recovery), each
+//     target from what its own catalog holds of the old chain
+//     (RecoveryStarted on the old chain, then RecoveryDone). A tail that
+//     ends short for good is reported once as the gap it leaves (ChainGap on the old chain, then RecoveryDone
 //     with Err): a tail etcd compacted meanwhile is reported then, with
 //     ErrCompacted, and its revisions stay a gap.
 //
@@ -235,7 +241,9 @@ const (
 	// that lost revisions of a recovery's tail reports it with
 	// Event.Chain, the tail's chain: it takes no full backup for it, and
 	// the tail's revisions from Event.Revision are a gap on
-	// Event.Destination alone (RecoveryDone does not wait for it).
+	// Event.Destination alone (RecoveryDone does not wait for it, and
+	// lists it in Event.Destinations) until a follower started again
+	// resumes the tail there.
 	TargetLost FollowEventKind = "TargetLost"
 	// TargetRestarted: a full backup on the lost Event.Destination alone
 	// starts a new chain there (Event.Chain) at Event.Revision.
@@ -289,7 +297,10 @@ type FollowEvent struct {
 	// cancelled because too much arrived while a segment was stored,
 	// RawBytes is what the follower held of it.
 	RawBytes, StoredBytes, Events, Revisions int64
-	Err                                      error
+	// Destinations, for RecoveryDone, are the destinations that lost
+	// revisions of the recovery's tail while it ran.
+	Destinations []string
+	Err          error
 }
 
 // FollowObserver receives a follower's events, synchronously; ObserveFollow

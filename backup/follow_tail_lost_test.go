@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"sync"
 	"testing"
 	"time"
 
@@ -56,4 +57,53 @@ func TestFollowerTailTargetLostEndsTheWait(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the tail still waits for y, which is lost")
 	}
+}
+
+// TestFollowerTailWaitsForASlowTarget: in a recovery's tail, which reads
+// etcd's history at its own pace, y never fails but stores slower than
+// x. The tail waits for it before reading on: its backlog never passes
+// MaxBacklogBytes, and it holds the whole tail (it was lost, and its old
+// chain kept a hole for good, while RecoveryDone reported no error).
+func TestFollowerTailWaitsForASlowTarget(t *testing.T) {
+	var (
+		mu   sync.Mutex
+		lost []FollowEvent
+	)
+	f := &Follower{Cluster: "prod-a", Pipeline: &Pipeline{},
+		Targets: []Target{{Destination: "x", Uploader: delayUploader{}},
+			{Destination: "y", Uploader: delayUploader{100 * time.Millisecond}}},
+		MaxSegmentBytes: 1, MaxBacklogBytes: 1, SlowStore: time.Minute, RetryInterval: 100 * time.Millisecond,
+		Observer: FollowObserverFunc(func(e FollowEvent) {
+			if e.Kind == TargetLost {
+				mu.Lock()
+				defer mu.Unlock()
+				lost = append(lost, e)
+			}
+		})}
+	codec, err := newSegmentCodec(f.Cluster, f.Pipeline)
+	require.NoError(t, err)
+	st := &followState{f: f, codec: codec, builder: newSegmentBuilder(), leases: map[int64]bool{}, chain: "prod-a-full"}
+	st.targets = f.newFollowTargets(2, "prod-a-full", nil)
+	st.targets.recovery = true
+	st.targets.start(t.Context())
+	t.Cleanup(st.targets.stop)
+	st.restart(chainStart{next: 2, chain: "prod-a-full"})
+	for rev := int64(2); rev <= 4; rev++ {
+		require.NoError(t, st.receive(t.Context(), putAt(rev, rev)))
+		_, err := st.flush(t.Context())
+		require.NoError(t, err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	require.True(t, st.targets.awaitStored(ctx))
+	y := st.targets.list[1]
+	y.mu.Lock()
+	yLost, yCommitted := y.lost, y.committed
+	y.mu.Unlock()
+	mu.Lock()
+	defer mu.Unlock()
+	require.False(t, yLost, "a working, slower destination lost revisions of the tail: %v", lost)
+	require.Equal(t, int64(4), yCommitted)
+	require.Empty(t, lost)
+	require.Empty(t, st.targets.lostWhileRunning())
 }

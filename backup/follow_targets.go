@@ -70,10 +70,17 @@ type followTargets struct {
 	maxBytes int
 	changed  chan struct{} // a target stored or failed (one waiter: Run)
 	// recovery: the targets of a recovery's tail, which never take a
-	// full backup: a target lost there has lost the tail's points.
+	// full backup: a target lost there has lost the tail's points. A
+	// tail reads etcd's history at its own pace: each segment waits for
+	// every target that works (see progress).
 	recovery bool
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
+
+	mu sync.Mutex
+	// turnedLost are the destinations that turned lost while the
+	// workers ran, not at their start: a tail's RecoveryDone lists them.
+	turnedLost []string
 }
 
 // newFollowTargets returns the targets of f, each resuming after the point
@@ -147,17 +154,27 @@ func (all *followTargets) enqueue(p *pendingSegment) {
 	}
 }
 
-// progress reports whether a target holds revision last, and whether
-// every target failed its last attempt or is lost.
+// progress reports whether a target holds revision last (in a recovery's
+// tail, a target and every target that works: neither failing nor lost),
+// and whether every target failed its last attempt or is lost.
+//
+// A tail waits for every target that works: it reads history at its own
+// pace, and a destination slower than another would otherwise see its
+// backlog pass MaxBacklogBytes and lose revisions of the tail while it
+// stores every segment it is handed. One that fails is not waited for:
+// its backlog keeps what the others store meanwhile, up to the bound.
 func (all *followTargets) progress(last int64) (held, failing bool) {
 	failing = true
+	working := true // every target that works holds last
 	for _, t := range all.list {
 		t.mu.Lock()
-		held = held || (!t.lost && t.committed >= last)
+		holds := !t.lost && t.committed >= last
+		held = held || holds
+		working = working && (holds || t.failing || t.lost)
 		failing = failing && (t.failing || t.lost)
 		t.mu.Unlock()
 	}
-	return held, failing
+	return held && (working || !all.recovery), failing
 }
 
 // allLost reports whether every target is lost.
@@ -272,8 +289,7 @@ func (t *targetState) popFront() {
 
 // next returns the segment the target stores next, or lost when it lacks
 // revisions its backlog no longer holds (reported here, outside t.mu, the
-// first time, and told to the waits for the targets, which wait for no
-// lost target: awaitDrained, awaitStored, a tail's flush).
+// first time: see lostNow).
 func (t *targetState) next(all *followTargets) (seg *pendingSegment, chain string, gen int, lost bool) {
 	f := all.f
 	t.mu.Lock()
@@ -293,8 +309,7 @@ func (t *targetState) next(all *followTargets) (seg *pendingSegment, chain strin
 	lost = t.lost
 	t.mu.Unlock()
 	if dropped != nil {
-		f.targetLost(t.t.Destination, from, dropped)
-		all.notify()
+		all.lostNow(t, from, dropped)
 	}
 	return seg, chain, gen, lost
 }
@@ -431,6 +446,26 @@ func (t *targetState) failed(ctx context.Context, f *Follower, attempt int, err 
 		f.logger().Warn("destination falls behind: the others go on, it catches up when it works again",
 			"cluster", f.Cluster, "destination", dest, "committed_revision", committed, "error", err)
 	}
+}
+
+// lostNow reports t, which turned lost (its state says so already):
+// lacking revisions from from, for err. It is recorded (turnedLost), and
+// told to the waits for the targets, which wait for no lost target
+// (awaitDrained, awaitStored, a tail's flush).
+func (all *followTargets) lostNow(t *targetState, from int64, err error) {
+	all.mu.Lock()
+	all.turnedLost = append(all.turnedLost, t.t.Destination)
+	all.mu.Unlock()
+	all.f.targetLost(t.t.Destination, from, err)
+	all.notify()
+}
+
+// lostWhileRunning returns the destinations that turned lost while the
+// workers ran (lostNow).
+func (all *followTargets) lostWhileRunning() []string {
+	all.mu.Lock()
+	defer all.mu.Unlock()
+	return slices.Clone(all.turnedLost)
 }
 
 // targetLost reports a target that lacks revisions no longer held.

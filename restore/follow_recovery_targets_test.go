@@ -52,7 +52,8 @@ func tailUntil(t *testing.T, b storage.Bucket, chain string) int64 {
 
 // TestFollowerResumesEachTargetsTail: a follower to two destinations,
 // each with its own catalog, recovers; the old chain's tail is stored
-// whole on x and held back on y when the follower stops. Started again,
+// whole on x, and y fails it until the follower stops (a tail waits for
+// every destination that works: y's failures let x go on). Started again,
 // it resumes the tail from what y holds (x's catalog, the first, holds it
 // all), and every revision of the tail restores from y exactly.
 func TestFollowerResumesEachTargetsTail(t *testing.T) {
@@ -83,14 +84,16 @@ func TestFollowerResumesEachTargetsTail(t *testing.T) {
 	putsPast(t, cli, "/bulk", tail[len(tail)-1]+1000)
 	tail = append(tail, workload(t, cli, "/c", 6)...)
 
-	// y's tail waits at a gate; x's is stored whole.
+	// y fails the tail; x's is stored whole.
 	rec = &followEvents{}
 	f := follower(rec)
 	f.FinalCommitTimeout = 2 * time.Second
-	gate := &seenGate{gatedTail: gatedTail{inner: f.Targets[1].Uploader, chain: oldChain.Chain, from: oldEnd + 1, gate: make(chan struct{})}}
-	f.Targets[1].Uploader = gate
+	failing := &failingTail{inner: f.Targets[1].Uploader, chain: oldChain.Chain, from: oldEnd + 1}
+	failing.down.Store(true)
+	f.Targets[1].Uploader = failing
 	stop = runFollower(t, f)
-	require.Eventually(t, gate.seen.Load, 30*time.Second, 10*time.Millisecond, "a tail segment waits at y's gate: %v", rec.kinds())
+	require.Eventually(t, func() bool { return failing.failures.Load() > 0 }, 30*time.Second, 10*time.Millisecond,
+		"y fails a tail segment: %v", rec.kinds())
 	newChain, ok := rec.first(backup.ChainStarted)
 	require.True(t, ok, "events: %v", rec.kinds())
 	until := tailUntil(t, x, newChain.Chain)
@@ -105,10 +108,9 @@ func TestFollowerResumesEachTargetsTail(t *testing.T) {
 	},
 		30*time.Second, 20*time.Millisecond)
 	require.NoError(t, stop())
-	close(gate.gate)
 	stopped, ok := rec.first(backup.RecoveryDone)
 	require.True(t, ok, "events: %v", rec.kinds())
-	require.Error(t, stopped.Err, "stopped while y lacks the tail: not done")
+	require.Error(t, stopped.Err, "y lacks the tail: not done")
 	yEnd := chainEnd(t, y, oldChain.Chain)
 	require.Less(t, yEnd, until, "y lacks some of the tail")
 
