@@ -115,9 +115,11 @@ const (
 //     (RecoverySegmentCommitted), each target continuing its own;
 //  3. RecoveryDone: the tail reached the full backup's revision on every
 //     target (Err nil; a target failing meanwhile retries, and only a
-//     lost one, reported as TargetLost, is not waited for), or ended
-//     short of it (Err: etcd compacted it, its history changed, no target
-//     could store it, or Run's context ended). The tail reads history at
+//     lost one, reported as TargetLost, is not waited for; one still
+//     failing FinalCommitTimeout after the tail read its last revision
+//     is lost then), or ended short of it (Err: etcd compacted it, its
+//     history changed, no target could store it, or Run's context
+//     ended). The tail reads history at
 //     its own pace: each segment waits for every target that works, so
 //     a destination slower than the others is never lost for its
 //     backlog; one that failed while the others went on past its backlog
@@ -177,7 +179,9 @@ type Follower struct {
 	// DefaultMaxSegmentBytes.
 	MaxSegmentBytes int
 	// FinalCommitTimeout bounds storing the last segment once Run's context
-	// ends; zero means DefaultFinalCommitTimeout.
+	// ends, and how long a recovery's tail that read its last revision
+	// waits for a destination that keeps failing it (see RecoveryDone);
+	// zero means DefaultFinalCommitTimeout.
 	FinalCommitTimeout time.Duration
 	// SlowStore bounds how long the watch stays open while a segment is
 	// stored: past it, the watch is cancelled and opened again from the

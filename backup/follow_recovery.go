@@ -36,11 +36,12 @@ const (
 	// (a follower started again resumes the tail) or the recovery's full
 	// backup failed (the follower catches up on its chain). Destinations
 	// are those that lost revisions of the tail while it ran (each
-	// reported first as TargetLost on Chain): when the tail reached
-	// HeadRevision on the others, Err wraps ErrTailIncomplete, the
-	// revisions they lack restore from the others, and the tail stays
-	// recorded (Manifest.Recovery): a follower started again resumes it
-	// on them.
+	// reported first as TargetLost on Chain), one still failing
+	// FinalCommitTimeout after the tail read its last revision included:
+	// when the tail reached HeadRevision on the others, Err wraps
+	// ErrTailIncomplete, the revisions they lack restore from the others,
+	// and the tail stays recorded (Manifest.Recovery): a follower started
+	// again resumes it on them.
 	RecoveryDone FollowEventKind = "RecoveryDone"
 )
 
@@ -371,10 +372,12 @@ func (st *followState) runTail(ctx context.Context) (resume bool) {
 		}
 		if errors.Is(err, errTailDone) {
 			// Done once every target holds it: one failing retries
-			// meanwhile. Should Run's context end first, the targets get
-			// FinalCommitTimeout, as at any stop; a target still behind
-			// then is resumed by a follower started again.
-			if !st.targets.awaitStored(ctx) {
+			// meanwhile, for FinalCommitTimeout at most (then it lacks
+			// the tail, see tailDone). Should Run's context end first,
+			// the targets get FinalCommitTimeout, as at any stop; a target
+			// still behind then is resumed by a follower started again.
+			bound := cmpOr(f.FinalCommitTimeout, DefaultFinalCommitTimeout)
+			if !st.targets.awaitTailStored(ctx, bound) {
 				if ferr := st.finalFlush(ctx); ferr != nil {
 					f.logger().Warn("recovery tail: last segment not stored", "cluster", f.Cluster, "error", ferr)
 				}

@@ -60,7 +60,9 @@ type targetState struct {
 	failing   bool // its last attempt failed
 	behind    bool // failed since it last held everything
 	lost      bool // lacks revisions no longer held: needs a full backup
-	wake      chan struct{}
+	// failingSince is when its attempts began to fail (while failing).
+	failingSince time.Time
+	wake         chan struct{}
 }
 
 // followTargets runs a worker per target.
@@ -229,18 +231,62 @@ func (all *followTargets) held() bool {
 	return true
 }
 
-// awaitStored waits until every target that is not lost holds its
-// backlog, failing ones included (they retry), or ctx ends; it reports
-// whether they all do.
-func (all *followTargets) awaitStored(ctx context.Context) bool {
-	for !all.held() {
+// awaitTailStored waits, once a recovery's tail read its last revision,
+// until every target that is not lost holds its backlog, failing ones
+// included (they retry), or ctx ends; it reports whether they all do. A
+// target that keeps failing is waited for no longer than bound, counted from the tail's end or from its first failure since,
+// whichever is later. It is then lost for the tail (lostNow), and a
+// follower started again resumes the tail there; without the bound, the
+// tail would wait for it until Run ends, and no later outage could
+// recover (one tail runs at a time).
+func (all *followTargets) awaitTailStored(ctx context.Context, bound time.Duration) bool {
+	end := time.Now()
+	for {
+		wait, held := all.dropFailing(end, bound)
+		if held {
+			return true
+		}
+		timer := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			timer.Stop()
 			return all.held()
 		case <-all.changed:
+		case <-timer.C:
 		}
+		timer.Stop()
 	}
-	return true
+}
+
+// dropFailing makes lost each target that lacks its backlog and has been
+// failing for bound since end, or since its first failure after end (see
+// awaitTailStored). It reports whether every other target holds its
+// backlog, and else how long until the next target's bound, at most bound.
+func (all *followTargets) dropFailing(end time.Time, bound time.Duration) (wait time.Duration, held bool) {
+	now := time.Now()
+	wait, held = bound, true
+	for _, t := range all.list {
+		t.mu.Lock()
+		lacking, drop, from := !t.lost && t.lacking(), false, t.committed+1
+		if lacking && t.failing {
+			since := t.failingSince
+			if since.Before(end) {
+				since = end
+			}
+			if left := bound - now.Sub(since); left > 0 {
+				wait = min(wait, left)
+			} else {
+				t.lost, t.behind, drop = true, true, true
+			}
+		}
+		t.mu.Unlock()
+		if drop {
+			all.lostNow(t, from, fmt.Errorf("still failing %s after the recovery tail's end", bound))
+			continue
+		}
+		held = held && !lacking
+	}
+	return wait, held
 }
 
 // restart makes every target continue the new chain from next. Targets
@@ -433,6 +479,9 @@ func (t *targetState) failed(ctx context.Context, f *Follower, attempt int, err 
 		return // Run ended: not the target's failure
 	}
 	t.mu.Lock()
+	if !t.failing {
+		t.failingSince = time.Now()
+	}
 	t.failing = true
 	wasBehind, committed, chain := t.behind, t.committed, t.chain
 	t.behind = true
@@ -451,7 +500,7 @@ func (t *targetState) failed(ctx context.Context, f *Follower, attempt int, err 
 // lostNow reports t, which turned lost (its state says so already):
 // lacking revisions from from, for err. It is recorded (turnedLost), and
 // told to the waits for the targets, which wait for no lost target
-// (awaitDrained, awaitStored, a tail's flush).
+// (awaitDrained, awaitTailStored, a tail's flush).
 func (all *followTargets) lostNow(t *targetState, from int64, err error) {
 	all.mu.Lock()
 	all.turnedLost = append(all.turnedLost, t.t.Destination)

@@ -215,3 +215,63 @@ func TestFollowerTailWaitsForAFailingTarget(t *testing.T) {
 		srv.Stop()
 	}
 }
+
+// TestFollowerTailEndsForATargetStillFailing: x holds a recovery's whole
+// tail, and y keeps failing it after the tail read its last revision.
+// The tail does not wait for y until Run ends (no RecoveryDone, and no
+// later outage could recover): past FinalCommitTimeout it ends, saying y
+// lacks it, and stays recorded, so a follower started again resumes it
+// on y.
+func TestFollowerTailEndsForATargetStillFailing(t *testing.T) {
+	x, y := memBucket(t), memBucket(t)
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	follower := func(rec *followEvents) *backup.Follower {
+		f := destinationsFollower(t, etcd, rec, map[string]storage.Bucket{"x": x, "y": y}, "x", "y")
+		f.RecoveryRevisions, f.MaxSegmentBytes, f.FinalCommitTimeout = 300, 16<<10, time.Second
+		return f
+	}
+	rec := &followEvents{}
+	stop := runFollower(t, follower(rec))
+	require.Eventually(t, func() bool { return rec.count(backup.ChainStarted) == 1 }, 30*time.Second, 10*time.Millisecond)
+	oldChain, _ := rec.first(backup.ChainStarted)
+	a := workload(t, cli, "/a", 6)
+	require.Eventually(t, func() bool {
+		return chainEnd(t, x, oldChain.Chain) >= a[len(a)-1] && chainEnd(t, y, oldChain.Chain) >= a[len(a)-1]
+	}, 30*time.Second, 20*time.Millisecond)
+	require.NoError(t, stop())
+	oldEnd := chainEnd(t, y, oldChain.Chain)
+	tail := workload(t, cli, "/b", 12)
+	putsPast(t, cli, "/bulk", tail[len(tail)-1]+1000)
+
+	rec = &followEvents{}
+	f := follower(rec)
+	failing := &failingTail{inner: f.Targets[1].Uploader, chain: oldChain.Chain, from: oldEnd + 1}
+	failing.down.Store(true)
+	f.Targets[1].Uploader = failing
+	stop = runFollower(t, f)
+	require.Eventually(t, func() bool { return rec.count(backup.RecoveryDone) == 1 }, 30*time.Second, 10*time.Millisecond,
+		"the tail ends without y")
+	done, _ := rec.first(backup.RecoveryDone)
+	require.ErrorIs(t, done.Err, backup.ErrTailIncomplete, "events: %v", rec.kinds())
+	require.Equal(t, []string{"y"}, done.Destinations)
+	require.GreaterOrEqual(t, chainEnd(t, x, oldChain.Chain), done.HeadRevision, "x holds the tail")
+	require.Less(t, chainEnd(t, y, oldChain.Chain), done.HeadRevision, "y lacks it")
+	_, ok := rec.find(func(e backup.FollowEvent) bool {
+		return e.Kind == backup.TargetLost && e.Destination == "y" && e.Chain == oldChain.Chain
+	})
+	require.True(t, ok, "y's gap in the tail is reported: %v", rec.kinds())
+
+	newChain, _ := rec.first(backup.ChainStarted)
+	d := workload(t, cli, "/d", 3)
+	require.Eventually(t, func() bool { return chainEnd(t, x, newChain.Chain) >= d[len(d)-1] }, 30*time.Second, 20*time.Millisecond)
+	require.NoError(t, stop())
+	rec = &followEvents{}
+	stop = runFollower(t, follower(rec))
+	defer func() { _ = stop() }()
+	require.Eventually(t, func() bool { return rec.count(backup.RecoveryDone) == 1 }, 30*time.Second, 10*time.Millisecond,
+		"y's tail is resumed")
+	done, _ = rec.first(backup.RecoveryDone)
+	require.NoError(t, done.Err)
+	require.GreaterOrEqual(t, chainEnd(t, y, oldChain.Chain), done.HeadRevision)
+}
