@@ -1012,13 +1012,19 @@ func (st *followState) drainHeld(ctx context.Context) error {
 // judges it.
 func (st *followState) hold(wr clientv3.WatchResponse) int {
 	st.held = append(st.held, wr)
-	if h := wr.Header; h != nil && (st.clusterID == 0 || h.ClusterId == st.clusterID) && h.Revision >= st.committed {
-		st.sawHead(h.Revision)
-	}
+	st.sawHeader(wr.Header)
 	for _, ev := range wr.Events {
 		st.heldBytes += len(ev.Kv.Key) + len(ev.Kv.Value) + 64
 	}
 	return st.heldBytes
+}
+
+// sawHeader records the head a held response's header shows (see hold):
+// a header of another cluster or below what was committed shows none.
+func (st *followState) sawHeader(h *etcdserverpb.ResponseHeader) {
+	if h != nil && (st.clusterID == 0 || h.ClusterId == st.clusterID) && h.Revision >= st.committed {
+		st.sawHead(h.Revision)
+	}
 }
 
 // maxHeldWhileStoring bounds what the watch loop holds while a segment is
@@ -1055,7 +1061,9 @@ func (st *followState) storeAbandoned(ctx context.Context) {
 // restart makes st and its targets follow the chain c, with an empty
 // segment: what the ended chain held was stored or dropped
 // (storeAbandoned); the ended chain's prewatch, if its first watch did
-// not continue it yet, is closed.
+// not continue it yet, is closed. The heads c's held responses show are
+// recorded as hold records them, so that the segments cut while they are
+// drained report the head ChainStarted reported, not a lower one.
 func (st *followState) restart(c chainStart) {
 	if st.pre != c.pre {
 		// The ended chain's (a recovery right after a chain started, before
@@ -1066,6 +1074,9 @@ func (st *followState) restart(c chainStart) {
 	st.builder, st.pending, st.held, st.pre = newSegmentBuilder(), nil, c.held, c.pre
 	st.head, st.clusterID, st.lastPut, st.heads = 0, 0, nil, nil
 	st.leases = map[int64]bool{}
+	for _, wr := range c.held {
+		st.sawHeader(wr.Header)
+	}
 	st.targets.restart(c.next, c.chain, c.missing)
 }
 
