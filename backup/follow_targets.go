@@ -80,8 +80,9 @@ type followTargets struct {
 	wg       sync.WaitGroup
 
 	mu sync.Mutex
-	// turnedLost are the destinations that turned lost while the
-	// workers ran, not at their start: a tail's RecoveryDone lists them.
+	// turnedLost are, in a recovery's tail, the destinations that turned
+	// lost while the workers ran, not at their start: RecoveryDone lists
+	// them (a target lost there stays lost).
 	turnedLost []string
 }
 
@@ -234,8 +235,9 @@ func (all *followTargets) held() bool {
 // awaitTailStored waits, once a recovery's tail read its last revision,
 // until every target that is not lost holds its backlog, failing ones
 // included (they retry), or ctx ends; it reports whether they all do. A
-// target that keeps failing is waited for no longer than bound, counted from the tail's end or from its first failure since,
-// whichever is later. It is then lost for the tail (lostNow), and a
+// target that keeps failing is waited for no longer than bound, counted
+// from the tail's end or from its first failure since, whichever is
+// later. It is then lost for the tail (lostNow), and a
 // follower started again resumes the tail there; without the bound, the
 // tail would wait for it until Run ends, and no later outage could
 // recover (one tail runs at a time).
@@ -498,19 +500,21 @@ func (t *targetState) failed(ctx context.Context, f *Follower, attempt int, err 
 }
 
 // lostNow reports t, which turned lost (its state says so already):
-// lacking revisions from from, for err. It is recorded (turnedLost), and
-// told to the waits for the targets, which wait for no lost target
-// (awaitDrained, awaitTailStored, a tail's flush).
+// lacking revisions from from, for err. In a tail, it is recorded
+// (turnedLost). It is told to the waits for the targets, which wait for
+// no lost target (awaitDrained, awaitTailStored, a tail's flush).
 func (all *followTargets) lostNow(t *targetState, from int64, err error) {
-	all.mu.Lock()
-	all.turnedLost = append(all.turnedLost, t.t.Destination)
-	all.mu.Unlock()
+	if all.recovery {
+		all.mu.Lock()
+		all.turnedLost = append(all.turnedLost, t.t.Destination)
+		all.mu.Unlock()
+	}
 	all.f.targetLost(t.t.Destination, from, err)
 	all.notify()
 }
 
-// lostWhileRunning returns the destinations that turned lost while the
-// workers ran (lostNow).
+// lostWhileRunning returns the destinations that turned lost while a
+// tail's workers ran (lostNow).
 func (all *followTargets) lostWhileRunning() []string {
 	all.mu.Lock()
 	defer all.mu.Unlock()
