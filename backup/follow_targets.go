@@ -166,6 +166,8 @@ func (all *followTargets) enqueue(p *pendingSegment) {
 // backlog pass MaxBacklogBytes and lose revisions of the tail while it
 // stores every segment it is handed. One that fails is not waited for:
 // its backlog keeps what the others store meanwhile, up to the bound.
+// One whose store neither returns nor fails holds the tail back (not the
+// chain followed) until Run ends; a follower started again resumes it.
 func (all *followTargets) progress(last int64) (held, failing bool) {
 	failing = true
 	working := true // every target that works holds last
