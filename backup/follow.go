@@ -115,14 +115,22 @@ const (
 //     (RecoverySegmentCommitted), each target continuing its own;
 //  3. RecoveryDone: the tail reached the full backup's revision on every
 //     target (Err nil; a target failing meanwhile retries, and only a
-//     lost one, reported as TargetLost, is not waited for), or ended
-//     short of it (Err: etcd compacted it, its history changed, no target
-//     could store it, or Run's context ended). A follower that starts
-//     again follows the new chain and resumes the tail the new chain's
-//     last segment records (Manifest.Recovery), each target from what its
-//     own catalog holds of the old chain (RecoveryStarted on the old
-//     chain, then RecoveryDone). A tail that ends short for good is reported once as
-//     the gap it leaves (ChainGap on the old chain, then RecoveryDone
+//     lost one, reported as TargetLost, is not waited for; one still
+//     failing FinalCommitTimeout after the tail read its last revision
+//     is lost then), or ended short of it (Err: etcd compacted it, its
+//     history changed, no target could store it, or Run's context
+//     ended). The tail reads history at
+//     its own pace: each segment waits for every target that works, so
+//     a destination slower than the others is never lost for its
+//     backlog; one that failed while the others went on past its backlog
+//     is lost for the tail (TargetLost on the old chain), and RecoveryDone
+//     lists it (Destinations, Err wrapping ErrTailIncomplete): the tail
+//     stays recorded, and a follower started again resumes it there. A
+//     follower that starts again follows the new chain and resumes the
+//     tail the new chain's last segment records (Manifest.Recovery), each
+//     target from what its own catalog holds of the old chain
+//     (RecoveryStarted on the old chain, then RecoveryDone). A tail that
+//     ends short for good is reported once as the gap it leaves (ChainGap on the old chain, then RecoveryDone
 //     with Err): a tail etcd compacted meanwhile is reported then, with
 //     ErrCompacted, and its revisions stay a gap.
 //
@@ -171,7 +179,9 @@ type Follower struct {
 	// DefaultMaxSegmentBytes.
 	MaxSegmentBytes int
 	// FinalCommitTimeout bounds storing the last segment once Run's context
-	// ends; zero means DefaultFinalCommitTimeout.
+	// ends, and how long a recovery's tail that read its last revision
+	// waits for a destination that keeps failing it (see RecoveryDone);
+	// zero means DefaultFinalCommitTimeout.
 	FinalCommitTimeout time.Duration
 	// SlowStore bounds how long the watch stays open while a segment is
 	// stored: past it, the watch is cancelled and opened again from the
@@ -235,7 +245,9 @@ const (
 	// that lost revisions of a recovery's tail reports it with
 	// Event.Chain, the tail's chain: it takes no full backup for it, and
 	// the tail's revisions from Event.Revision are a gap on
-	// Event.Destination alone (RecoveryDone does not wait for it).
+	// Event.Destination alone (RecoveryDone does not wait for it, and
+	// lists it in Event.Destinations) until a follower started again
+	// resumes the tail there.
 	TargetLost FollowEventKind = "TargetLost"
 	// TargetRestarted: a full backup on the lost Event.Destination alone
 	// starts a new chain there (Event.Chain) at Event.Revision.
@@ -289,7 +301,10 @@ type FollowEvent struct {
 	// cancelled because too much arrived while a segment was stored,
 	// RawBytes is what the follower held of it.
 	RawBytes, StoredBytes, Events, Revisions int64
-	Err                                      error
+	// Destinations, for RecoveryDone, are the destinations that lost
+	// revisions of the recovery's tail while it ran.
+	Destinations []string
+	Err          error
 }
 
 // FollowObserver receives a follower's events, synchronously; ObserveFollow
@@ -997,13 +1012,19 @@ func (st *followState) drainHeld(ctx context.Context) error {
 // judges it.
 func (st *followState) hold(wr clientv3.WatchResponse) int {
 	st.held = append(st.held, wr)
-	if h := wr.Header; h != nil && (st.clusterID == 0 || h.ClusterId == st.clusterID) && h.Revision >= st.committed {
-		st.sawHead(h.Revision)
-	}
+	st.sawHeader(wr.Header)
 	for _, ev := range wr.Events {
 		st.heldBytes += len(ev.Kv.Key) + len(ev.Kv.Value) + 64
 	}
 	return st.heldBytes
+}
+
+// sawHeader records the head a held response's header shows (see hold):
+// a header of another cluster or below what was committed shows none.
+func (st *followState) sawHeader(h *etcdserverpb.ResponseHeader) {
+	if h != nil && (st.clusterID == 0 || h.ClusterId == st.clusterID) && h.Revision >= st.committed {
+		st.sawHead(h.Revision)
+	}
 }
 
 // maxHeldWhileStoring bounds what the watch loop holds while a segment is
@@ -1040,7 +1061,9 @@ func (st *followState) storeAbandoned(ctx context.Context) {
 // restart makes st and its targets follow the chain c, with an empty
 // segment: what the ended chain held was stored or dropped
 // (storeAbandoned); the ended chain's prewatch, if its first watch did
-// not continue it yet, is closed.
+// not continue it yet, is closed. The heads c's held responses show are
+// recorded as hold records them, so that the segments cut while they are
+// drained report the head ChainStarted reported, not a lower one.
 func (st *followState) restart(c chainStart) {
 	if st.pre != c.pre {
 		// The ended chain's (a recovery right after a chain started, before
@@ -1051,6 +1074,9 @@ func (st *followState) restart(c chainStart) {
 	st.builder, st.pending, st.held, st.pre = newSegmentBuilder(), nil, c.held, c.pre
 	st.head, st.clusterID, st.lastPut, st.heads = 0, 0, nil, nil
 	st.leases = map[int64]bool{}
+	for _, wr := range c.held {
+		st.sawHeader(wr.Header)
+	}
 	st.targets.restart(c.next, c.chain, c.missing)
 }
 

@@ -3,6 +3,7 @@ package backup
 import (
 	"context"
 	"io"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -121,4 +122,40 @@ func TestFollowerHeadFromHeldResponsesOfTheChain(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, committed, 2)
 	require.Equal(t, 30*time.Second, committed[1].Lag, "revision 3 was known at 10 s and committed at 40 s")
+}
+
+// TestFollowerHeadFromWhatAPrewatchHeld: a new chain's ChainStarted
+// reports the head the prewatch's last held response showed; the
+// segments cut while those held responses are drained report it too
+// (HeadRevision, the lag_revisions gauge), not each response's own
+// header as it is received: the head went backwards, and the follower
+// read as level with etcd.
+func TestFollowerHeadFromWhatAPrewatchHeld(t *testing.T) {
+	var (
+		mu     sync.Mutex
+		events []FollowEvent
+	)
+	f := &Follower{Cluster: "prod-a", Pipeline: &Pipeline{},
+		Targets:         []Target{{Destination: "x", Uploader: delayUploader{}}},
+		MaxSegmentBytes: 1, SlowStore: time.Minute, RetryInterval: time.Millisecond,
+		Observer: FollowObserverFunc(func(e FollowEvent) {
+			if e.Kind == ChainStarted || e.Kind == SegmentCommitted {
+				mu.Lock()
+				defer mu.Unlock()
+				events = append(events, e)
+			}
+		})}
+	st := drainState(t, f)
+	c := chainStart{next: 2, chain: "prod-a-full", high: 1, held: []clientv3.WatchResponse{putAt(2, 2), putAt(3, 3), putAt(4, 50)}}
+	st.restart(c)
+	f.event(newChainStarted(c, time.Second))
+	require.NoError(t, st.drainHeld(t.Context()))
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, events, 4)
+	require.Equal(t, ChainStarted, events[0].Kind)
+	require.Equal(t, int64(50), events[0].HeadRevision)
+	for _, e := range events[1:] {
+		require.Equal(t, int64(50), e.HeadRevision, "the head of the segment committed up to %d", e.Committed)
+	}
 }

@@ -24,6 +24,7 @@ import (
 //	etcdbackup_follower_segment_failures_total{cluster,destination} counter
 //	etcdbackup_follower_destination_behind{cluster,destination}      gauge: 1 while the destination lacks segments others hold
 //	etcdbackup_follower_destination_chains_total{cluster,destination} counter: chains started on the destination alone, after it lost revisions
+//	etcdbackup_follower_destination_tail_gaps_total{cluster,destination} counter: recovery tails the destination lost revisions of
 //	etcdbackup_follower_recovery_tail_revisions{cluster}       gauge: revisions of an old chain's tail a recovery still catches up (0 when none)
 //
 // While a recovery takes its full backup (RecoveryStarted), the lag in
@@ -34,10 +35,13 @@ import (
 // on another chain than the one it follows) sets the recovery gauge
 // only. A tail that ends short of its full backup for good
 // (etcd compacted it, ...) is reported as a gap (ChainGap), and counted
-// once, when it ends.
+// once, when it ends. A destination that lost revisions of a tail the
+// others store (TargetLost on the tail's chain) is counted in
+// destination_tail_gaps_total: it lacks them until a follower started
+// again resumes the tail there.
 type FollowerMetrics struct {
 	lagRevisions, lagSeconds, committed, chainSegments, lastCommit, behind, recovery *prometheus.GaugeVec
-	segments, bytes, gaps, failures, destChains                                      *prometheus.CounterVec
+	segments, bytes, gaps, failures, destChains, tailGaps                            *prometheus.CounterVec
 
 	// followed is each cluster's chain followed (ChainStarted,
 	// ChainResumed): a recovery's tail resumed on another chain has a
@@ -64,6 +68,7 @@ const (
 	MetricFollowerFailures      = "etcdbackup_follower_segment_failures_total"
 	MetricFollowerBehind        = "etcdbackup_follower_destination_behind"
 	MetricFollowerDestChains    = "etcdbackup_follower_destination_chains_total"
+	MetricFollowerDestTailGaps  = "etcdbackup_follower_destination_tail_gaps_total"
 	MetricFollowerRecoveryTail  = "etcdbackup_follower_recovery_tail_revisions"
 )
 
@@ -91,12 +96,14 @@ func NewFollowerMetrics() *FollowerMetrics {
 		failures: counter(MetricFollowerFailures, "Failed attempts to store a segment.", dest),
 		destChains: counter(MetricFollowerDestChains,
 			"Chains started on the destination alone with a full backup, after it lost revisions the follower no longer held.", dest),
+		tailGaps: counter(MetricFollowerDestTailGaps,
+			"Recovery tails the destination lost revisions of while the others stored them; a follower started again resumes the tail there.", dest),
 	}
 }
 
 func (m *FollowerMetrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.lagRevisions, m.lagSeconds, m.committed, m.chainSegments, m.lastCommit, m.behind, m.recovery,
-		m.segments, m.bytes, m.gaps, m.failures, m.destChains}
+		m.segments, m.bytes, m.gaps, m.failures, m.destChains, m.tailGaps}
 }
 
 // Describe implements prometheus.Collector.
@@ -144,7 +151,9 @@ func (m *FollowerMetrics) ObserveFollow(e FollowEvent) {
 		m.failures.WithLabelValues(c, e.Destination).Inc()
 	case TargetBehind, TargetLost:
 		if e.Kind == TargetLost && e.Chain != "" {
-			break // of a recovery's tail: the chain followed goes on there
+			// Of a recovery's tail: the chain followed goes on there.
+			m.tailGaps.WithLabelValues(c, e.Destination).Inc()
+			break
 		}
 		m.behind.WithLabelValues(c, e.Destination).Set(1)
 	case TargetRestarted:

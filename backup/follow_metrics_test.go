@@ -139,3 +139,20 @@ func TestFollowerMetricsResumedTail(t *testing.T) {
 etcdbackup_follower_lag_revisions{cluster="prod-a"} 2
 `), backup.MetricFollowerLagRevisions))
 }
+
+// TestFollowerMetricsTailLostTarget: a destination that lost revisions of
+// a recovery's tail the others store (TargetLost on the tail's chain) is
+// counted on that destination; it is not behind on the chain followed,
+// and the tail, which reached its end on the others, broke no chain.
+func TestFollowerMetricsTailLostTarget(t *testing.T) {
+	m := backup.NewFollowerMetrics()
+	m.ObserveFollow(backup.FollowEvent{Kind: backup.TargetLost, Cluster: "prod-a", Chain: "old", Destination: "y", Revision: 120,
+		Err: errors.New("revisions left its backlog")})
+	m.ObserveFollow(backup.FollowEvent{Kind: backup.RecoveryDone, Cluster: "prod-a", Chain: "old", Revision: 101, Committed: 300100,
+		HeadRevision: 300100, Destinations: []string{"y"}, Err: backup.ErrTailIncomplete})
+	require.NoError(t, testutil.CollectAndCompare(m, strings.NewReader(`
+# HELP etcdbackup_follower_destination_tail_gaps_total Recovery tails the destination lost revisions of while the others stored them; a follower started again resumes the tail there.
+# TYPE etcdbackup_follower_destination_tail_gaps_total counter
+etcdbackup_follower_destination_tail_gaps_total{cluster="prod-a",destination="y"} 1
+`), backup.MetricFollowerDestTailGaps, backup.MetricFollowerBehind, backup.MetricFollowerGaps))
+}

@@ -150,10 +150,10 @@ func TestFollowerTargetEventsOutsideLock(t *testing.T) {
 	ts := all.list[0]
 	ts.behind = true
 	all.enqueue(segment(51, 60))
-	seg, _, gen, _ := ts.next(f)
+	seg, _, gen, _ := ts.next(all)
 	ts.stored(f, seg, gen) // caught up
 	all.enqueue(segment(71, 80))
-	_, _, _, lost := ts.next(f) // 61..70 left the backlog: lost
+	_, _, _, lost := ts.next(all) // 61..70 left the backlog: lost
 	require.True(t, lost)
 	require.Equal(t, []FollowEventKind{TargetCaughtUp, TargetLost}, kinds)
 	require.Zero(t, locked, "events reported while the target's state was locked")

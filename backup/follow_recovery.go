@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc/metadata"
@@ -24,16 +25,23 @@ const (
 	// background.
 	RecoveryStarted FollowEventKind = "RecoveryStarted"
 	// RecoverySegmentCommitted: a segment of the old chain's tail (Chain)
-	// is stored on a first target, up to Committed; HeadRevision is the
-	// tail's last revision (the new full backup's): their difference is
-	// what the tail still lacks.
+	// is stored on every target that works (neither failing nor lost),
+	// up to Committed; HeadRevision is the tail's last revision (the new
+	// full backup's): their difference is what the tail still lacks.
 	RecoverySegmentCommitted FollowEventKind = "RecoverySegmentCommitted"
 	// RecoveryDone: the old chain's tail holds every revision up to
 	// HeadRevision (Committed), or, with Err, it ended at Committed short
 	// of it: the revisions between are not restorable from any chain
 	// (reported first as ChainGap on Chain), unless the follower stopped
 	// (a follower started again resumes the tail) or the recovery's full
-	// backup failed (the follower catches up on its chain).
+	// backup failed (the follower catches up on its chain). Destinations
+	// are those that lost revisions of the tail while it ran (each
+	// reported first as TargetLost on Chain), one still failing
+	// FinalCommitTimeout after the tail read its last revision included:
+	// when the tail reached HeadRevision on the others, Err wraps
+	// ErrTailIncomplete, the revisions they lack restore from the others,
+	// and the tail stays recorded (Manifest.Recovery): a follower started
+	// again resumes it on them.
 	RecoveryDone FollowEventKind = "RecoveryDone"
 )
 
@@ -47,6 +55,12 @@ var (
 // ErrNoTailChain ends a recovery's tail resumed when the old chain it
 // continues is no longer in the catalog (retention removed it).
 var ErrNoTailChain = errors.New("the recovery tail's chain is gone")
+
+// ErrTailIncomplete is the error of a RecoveryDone whose tail reached its
+// last revision while some destinations (FollowEvent.Destinations) lost
+// revisions of it: they lack them until a follower started again resumes
+// the tail there.
+var ErrTailIncomplete = errors.New("destinations lack revisions of the recovery tail")
 
 func (f *Follower) recoveryRevisions() int64 {
 	if f.RecoveryRevisions != 0 {
@@ -176,9 +190,10 @@ func (st *followState) tailFrom(until int64, lastPut *PutMark, at func(*targetSt
 
 // startTail runs tail in the background until Run returns (endTails),
 // recording it in the chain's segments until it ends (Manifest.Recovery),
-// or for good with keep (a target's catalog was not listed: what it holds
-// of the tail is not known): a follower stopped meanwhile resumes it when
-// it starts again.
+// or for good when destinations lack it at its end (see runTail) or with
+// keep (a target's catalog was not listed: what it holds of the tail is
+// not known): a follower stopped meanwhile resumes it when it starts
+// again.
 func (st *followState) startTail(ctx context.Context, tail *followState, keep bool) {
 	tctx, cancel := context.WithCancel(ctx)
 	st.stopTail = cancel
@@ -337,15 +352,18 @@ func (st *followState) tailHolds(ctx context.Context, rec *RecoveryTail) (map[*t
 // stream of its own (see tailStream): nothing it holds or waits for is
 // the chain followed's.
 //
-// stopped reports whether it ended because ctx did (a follower started
-// again resumes it).
-func (st *followState) runTail(ctx context.Context) (stopped bool) {
+// resume reports whether a follower started again resumes it: it ended
+// because ctx did, or destinations lost revisions of it (see tailDone).
+func (st *followState) runTail(ctx context.Context) (resume bool) {
 	f := st.f
 	ctx = tailStream(ctx)
 	from := st.next
 	st.targets.start(ctx)
 	defer st.targets.stop()
-	var end error
+	var (
+		end     error
+		stopped bool
+	)
 	for attempt := 1; ; attempt++ {
 		st.watchStarted = f.Pipeline.now()
 		err := st.checkHistory(ctx)
@@ -354,10 +372,12 @@ func (st *followState) runTail(ctx context.Context) (stopped bool) {
 		}
 		if errors.Is(err, errTailDone) {
 			// Done once every target holds it: one failing retries
-			// meanwhile. Should Run's context end first, the targets get
-			// FinalCommitTimeout, as at any stop; a target still behind
-			// then is resumed by a follower started again.
-			if !st.targets.awaitStored(ctx) {
+			// meanwhile, for FinalCommitTimeout at most (then it lacks
+			// the tail, see tailDone). Should Run's context end first,
+			// the targets get FinalCommitTimeout, as at any stop; a target
+			// still behind then is resumed by a follower started again.
+			bound := cmpOr(f.FinalCommitTimeout, DefaultFinalCommitTimeout)
+			if !st.targets.awaitTailStored(ctx, bound) {
 				if ferr := st.finalFlush(ctx); ferr != nil {
 					f.logger().Warn("recovery tail: last segment not stored", "cluster", f.Cluster, "error", ferr)
 				}
@@ -387,19 +407,38 @@ func (st *followState) runTail(ctx context.Context) (stopped bool) {
 			continue // ctx ended: store what is held, above
 		}
 	}
-	done := FollowEvent{Kind: RecoveryDone, Chain: st.chain, Revision: from, HeadRevision: st.until, Committed: st.committed, Err: end}
-	if stopped {
+	return st.tailDone(from, end, stopped)
+}
+
+// tailDone reports the end of the tail read from from (RecoveryDone): end
+// is why it ended short, stopped whether it ended because Run's context
+// did. It returns whether a follower started again resumes it: it
+// stopped, or it reached its last revision while destinations lost
+// revisions of it (ErrTailIncomplete), which they lack until then.
+func (st *followState) tailDone(from int64, end error, stopped bool) (resume bool) {
+	f := st.f
+	lacking := st.targets.lostWhileRunning()
+	done := FollowEvent{Kind: RecoveryDone, Chain: st.chain, Revision: from, HeadRevision: st.until, Committed: st.committed,
+		Err: end, Destinations: lacking}
+	switch {
+	case stopped:
 		f.event(done) // resumed by a follower started again: no gap yet
-	} else {
+	case end != nil:
 		f.tailEnded(done)
+	case len(lacking) > 0:
+		done.Err = fmt.Errorf("%w: %s", ErrTailIncomplete, strings.Join(lacking, ", "))
+		f.event(done)
+		f.logger().Warn("recovery tail caught up, but destinations lost revisions of it: a follower started again resumes it there",
+			"cluster", f.Cluster, "chain", st.chain, "until", st.until, "destinations", lacking)
+		return true
+	default:
+		f.event(done)
+		f.logger().Info("recovery tail caught up", "cluster", f.Cluster, "chain", st.chain, "committed_revision", st.committed)
+		return false
 	}
-	if end != nil {
-		f.logger().Warn("recovery tail ended short of the full backup: the revisions between are not restorable", "cluster", f.Cluster,
-			"chain", st.chain, "committed_revision", st.committed, "until", st.until, "error", end)
-		return stopped
-	}
-	f.logger().Info("recovery tail caught up", "cluster", f.Cluster, "chain", st.chain, "committed_revision", st.committed)
-	return false
+	f.logger().Warn("recovery tail ended short of the full backup: the revisions between are not restorable", "cluster", f.Cluster,
+		"chain", st.chain, "committed_revision", st.committed, "until", st.until, "error", done.Err)
+	return stopped
 }
 
 // tailEnded reports a recovery's tail ended (RecoveryDone, e): with

@@ -60,7 +60,9 @@ type targetState struct {
 	failing   bool // its last attempt failed
 	behind    bool // failed since it last held everything
 	lost      bool // lacks revisions no longer held: needs a full backup
-	wake      chan struct{}
+	// failingSince is when its attempts began to fail (while failing).
+	failingSince time.Time
+	wake         chan struct{}
 }
 
 // followTargets runs a worker per target.
@@ -70,10 +72,18 @@ type followTargets struct {
 	maxBytes int
 	changed  chan struct{} // a target stored or failed (one waiter: Run)
 	// recovery: the targets of a recovery's tail, which never take a
-	// full backup: a target lost there has lost the tail's points.
+	// full backup: a target lost there has lost the tail's points. A
+	// tail reads etcd's history at its own pace: each segment waits for
+	// every target that works (see progress).
 	recovery bool
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
+
+	mu sync.Mutex
+	// turnedLost are, in a recovery's tail, the destinations that turned
+	// lost while the workers ran, not at their start: RecoveryDone lists
+	// them (a target lost there stays lost).
+	turnedLost []string
 }
 
 // newFollowTargets returns the targets of f, each resuming after the point
@@ -147,17 +157,29 @@ func (all *followTargets) enqueue(p *pendingSegment) {
 	}
 }
 
-// progress reports whether a target holds revision last, and whether
-// every target failed its last attempt or is lost.
+// progress reports whether a target holds revision last (in a recovery's
+// tail, a target and every target that works: neither failing nor lost),
+// and whether every target failed its last attempt or is lost.
+//
+// A tail waits for every target that works: it reads history at its own
+// pace, and a destination slower than another would otherwise see its
+// backlog pass MaxBacklogBytes and lose revisions of the tail while it
+// stores every segment it is handed. One that fails is not waited for:
+// its backlog keeps what the others store meanwhile, up to the bound.
+// One whose store neither returns nor fails holds the tail back (not the
+// chain followed) until Run ends; a follower started again resumes it.
 func (all *followTargets) progress(last int64) (held, failing bool) {
 	failing = true
+	working := true // every target that works holds last
 	for _, t := range all.list {
 		t.mu.Lock()
-		held = held || (!t.lost && t.committed >= last)
+		holds := !t.lost && t.committed >= last
+		held = held || holds
+		working = working && (holds || t.failing || t.lost)
 		failing = failing && (t.failing || t.lost)
 		t.mu.Unlock()
 	}
-	return held, failing
+	return held && (working || !all.recovery), failing
 }
 
 // allLost reports whether every target is lost.
@@ -212,18 +234,63 @@ func (all *followTargets) held() bool {
 	return true
 }
 
-// awaitStored waits until every target that is not lost holds its
-// backlog, failing ones included (they retry), or ctx ends; it reports
-// whether they all do.
-func (all *followTargets) awaitStored(ctx context.Context) bool {
-	for !all.held() {
+// awaitTailStored waits, once a recovery's tail read its last revision,
+// until every target that is not lost holds its backlog, failing ones
+// included (they retry), or ctx ends; it reports whether they all do. A
+// target that keeps failing is waited for no longer than bound, counted
+// from the tail's end or from its first failure since, whichever is
+// later. It is then lost for the tail (lostNow), and a
+// follower started again resumes the tail there; without the bound, the
+// tail would wait for it until Run ends, and no later outage could
+// recover (one tail runs at a time).
+func (all *followTargets) awaitTailStored(ctx context.Context, bound time.Duration) bool {
+	end := time.Now()
+	for {
+		wait, held := all.dropFailing(end, bound)
+		if held {
+			return true
+		}
+		timer := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			timer.Stop()
 			return all.held()
 		case <-all.changed:
+		case <-timer.C:
 		}
+		timer.Stop()
 	}
-	return true
+}
+
+// dropFailing makes lost each target that lacks its backlog and has been
+// failing for bound since end, or since its first failure after end (see
+// awaitTailStored). It reports whether every other target holds its
+// backlog, and else how long until the next target's bound, at most bound.
+func (all *followTargets) dropFailing(end time.Time, bound time.Duration) (wait time.Duration, held bool) {
+	now := time.Now()
+	wait, held = bound, true
+	for _, t := range all.list {
+		t.mu.Lock()
+		lacking, drop, from := !t.lost && t.lacking(), false, t.committed+1
+		if lacking && t.failing {
+			since := t.failingSince
+			if since.Before(end) {
+				since = end
+			}
+			if left := bound - now.Sub(since); left > 0 {
+				wait = min(wait, left)
+			} else {
+				t.lost, t.behind, drop = true, true, true
+			}
+		}
+		t.mu.Unlock()
+		if drop {
+			all.lostNow(t, from, fmt.Errorf("still failing %s after the recovery tail's end", bound))
+			continue
+		}
+		held = held && !lacking
+	}
+	return wait, held
 }
 
 // restart makes every target continue the new chain from next. Targets
@@ -272,8 +339,9 @@ func (t *targetState) popFront() {
 
 // next returns the segment the target stores next, or lost when it lacks
 // revisions its backlog no longer holds (reported here, outside t.mu, the
-// first time).
-func (t *targetState) next(f *Follower) (seg *pendingSegment, chain string, gen int, lost bool) {
+// first time: see lostNow).
+func (t *targetState) next(all *followTargets) (seg *pendingSegment, chain string, gen int, lost bool) {
+	f := all.f
 	t.mu.Lock()
 	for !t.lost && len(t.backlog) > 0 && t.backlog[0].sum.LastRevision <= t.committed {
 		t.popFront()
@@ -291,7 +359,7 @@ func (t *targetState) next(f *Follower) (seg *pendingSegment, chain string, gen 
 	lost = t.lost
 	t.mu.Unlock()
 	if dropped != nil {
-		f.targetLost(t.t.Destination, from, dropped)
+		all.lostNow(t, from, dropped)
 	}
 	return seg, chain, gen, lost
 }
@@ -309,14 +377,13 @@ func (t *targetState) run(ctx context.Context, all *followTargets) {
 		tried   []*Manifest
 	)
 	for ctx.Err() == nil {
-		seg, chain, gen, lost := t.next(f)
+		seg, chain, gen, lost := t.next(all)
 		if seg != doubted {
 			doubted, tried = seg, nil
 		}
 		switch {
 		case lost && all.recovery:
-			all.notify() // awaitStored waits for it no more
-			return
+			return // next told the tail's waits
 		case lost:
 			attempt++
 			pace := f.retry()
@@ -416,6 +483,9 @@ func (t *targetState) failed(ctx context.Context, f *Follower, attempt int, err 
 		return // Run ended: not the target's failure
 	}
 	t.mu.Lock()
+	if !t.failing {
+		t.failingSince = time.Now()
+	}
 	t.failing = true
 	wasBehind, committed, chain := t.behind, t.committed, t.chain
 	t.behind = true
@@ -429,6 +499,28 @@ func (t *targetState) failed(ctx context.Context, f *Follower, attempt int, err 
 		f.logger().Warn("destination falls behind: the others go on, it catches up when it works again",
 			"cluster", f.Cluster, "destination", dest, "committed_revision", committed, "error", err)
 	}
+}
+
+// lostNow reports t, which turned lost (its state says so already):
+// lacking revisions from from, for err. In a tail, it is recorded
+// (turnedLost). It is told to the waits for the targets, which wait for
+// no lost target (awaitDrained, awaitTailStored, a tail's flush).
+func (all *followTargets) lostNow(t *targetState, from int64, err error) {
+	if all.recovery {
+		all.mu.Lock()
+		all.turnedLost = append(all.turnedLost, t.t.Destination)
+		all.mu.Unlock()
+	}
+	all.f.targetLost(t.t.Destination, from, err)
+	all.notify()
+}
+
+// lostWhileRunning returns the destinations that turned lost while a
+// tail's workers ran (lostNow).
+func (all *followTargets) lostWhileRunning() []string {
+	all.mu.Lock()
+	defer all.mu.Unlock()
+	return slices.Clone(all.turnedLost)
 }
 
 // targetLost reports a target that lacks revisions no longer held.

@@ -28,8 +28,10 @@ func (f *followEvents) find(match func(backup.FollowEvent) bool) (backup.FollowE
 
 // TestFollowerTailLostTargetIsReported: while a recovery's tail is stored
 // on x, y fails it past its backlog's bound. y lost revisions of the
-// tail, a gap there: it is reported (TargetLost on the old chain), and
-// the tail is done without it.
+// tail, a gap there: it is reported (TargetLost on the old chain), the
+// tail is done without it, and RecoveryDone says y lacks it
+// (ErrTailIncomplete). The tail stays recorded: a follower started again
+// resumes it on y, which then holds it whole.
 func TestFollowerTailLostTargetIsReported(t *testing.T) {
 	x, y := memBucket(t), memBucket(t)
 	etcd := etcdtest.Start(t)
@@ -60,18 +62,39 @@ func TestFollowerTailLostTargetIsReported(t *testing.T) {
 	failing.down.Store(true)
 	f.Targets[1].Uploader = failing
 	stop = runFollower(t, f)
-	defer func() { _ = stop() }()
 	require.Eventually(t, func() bool { return rec.count(backup.RecoveryDone) == 1 }, 30*time.Second, 10*time.Millisecond,
 		"events: %v", rec.kinds())
 	done, _ := rec.first(backup.RecoveryDone)
-	require.NoError(t, done.Err, "x holds the tail")
+	require.ErrorIs(t, done.Err, backup.ErrTailIncomplete, "x holds the tail, y does not")
+	require.Equal(t, []string{"y"}, done.Destinations)
 	require.Less(t, chainEnd(t, y, oldChain.Chain), done.HeadRevision, "y lacks some of the tail")
+	require.Zero(t, rec.count(backup.ChainGap), "the revisions y lacks restore from x: %v", rec.kinds())
 	lost, ok := rec.find(func(e backup.FollowEvent) bool {
 		return e.Kind == backup.TargetLost && e.Destination == "y" && e.Chain == oldChain.Chain
 	})
 	require.True(t, ok, "y's gap in the tail is reported: %v", rec.kinds())
 	require.Greater(t, lost.Revision, oldEnd)
 	require.LessOrEqual(t, lost.Revision, chainEnd(t, y, oldChain.Chain)+1, "from the first revision y lacks")
+
+	// The new chain's segments record the tail still: started again, the
+	// follower resumes it on y.
+	newChain, _ := rec.first(backup.ChainStarted)
+	d := workload(t, cli, "/d", 3)
+	require.Eventually(t, func() bool { return chainEnd(t, x, newChain.Chain) >= d[len(d)-1] }, 30*time.Second, 20*time.Millisecond)
+	require.NoError(t, stop())
+	yEnd := chainEnd(t, y, oldChain.Chain)
+	rec = &followEvents{}
+	stop = runFollower(t, follower(rec))
+	defer func() { _ = stop() }()
+	require.Eventually(t, func() bool { return rec.count(backup.RecoveryDone) == 1 }, 30*time.Second, 10*time.Millisecond,
+		"y's tail is resumed")
+	started, ok := rec.first(backup.RecoveryStarted)
+	require.True(t, ok, "events: %v", rec.kinds())
+	require.Equal(t, oldChain.Chain, started.Chain)
+	require.Equal(t, yEnd+1, started.Revision, "from what y holds")
+	done, _ = rec.first(backup.RecoveryDone)
+	require.NoError(t, done.Err)
+	require.GreaterOrEqual(t, chainEnd(t, y, oldChain.Chain), done.HeadRevision)
 }
 
 // downCatalog is a catalog that cannot be listed.

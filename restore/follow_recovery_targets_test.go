@@ -52,7 +52,8 @@ func tailUntil(t *testing.T, b storage.Bucket, chain string) int64 {
 
 // TestFollowerResumesEachTargetsTail: a follower to two destinations,
 // each with its own catalog, recovers; the old chain's tail is stored
-// whole on x and held back on y when the follower stops. Started again,
+// whole on x, and y fails it until the follower stops (a tail waits for
+// every destination that works: y's failures let x go on). Started again,
 // it resumes the tail from what y holds (x's catalog, the first, holds it
 // all), and every revision of the tail restores from y exactly.
 func TestFollowerResumesEachTargetsTail(t *testing.T) {
@@ -83,14 +84,16 @@ func TestFollowerResumesEachTargetsTail(t *testing.T) {
 	putsPast(t, cli, "/bulk", tail[len(tail)-1]+1000)
 	tail = append(tail, workload(t, cli, "/c", 6)...)
 
-	// y's tail waits at a gate; x's is stored whole.
+	// y fails the tail; x's is stored whole.
 	rec = &followEvents{}
 	f := follower(rec)
 	f.FinalCommitTimeout = 2 * time.Second
-	gate := &seenGate{gatedTail: gatedTail{inner: f.Targets[1].Uploader, chain: oldChain.Chain, from: oldEnd + 1, gate: make(chan struct{})}}
-	f.Targets[1].Uploader = gate
+	failing := &failingTail{inner: f.Targets[1].Uploader, chain: oldChain.Chain, from: oldEnd + 1}
+	failing.down.Store(true)
+	f.Targets[1].Uploader = failing
 	stop = runFollower(t, f)
-	require.Eventually(t, gate.seen.Load, 30*time.Second, 10*time.Millisecond, "a tail segment waits at y's gate: %v", rec.kinds())
+	require.Eventually(t, func() bool { return failing.failures.Load() > 0 }, 30*time.Second, 10*time.Millisecond,
+		"y fails a tail segment: %v", rec.kinds())
 	newChain, ok := rec.first(backup.ChainStarted)
 	require.True(t, ok, "events: %v", rec.kinds())
 	until := tailUntil(t, x, newChain.Chain)
@@ -105,10 +108,9 @@ func TestFollowerResumesEachTargetsTail(t *testing.T) {
 	},
 		30*time.Second, 20*time.Millisecond)
 	require.NoError(t, stop())
-	close(gate.gate)
 	stopped, ok := rec.first(backup.RecoveryDone)
 	require.True(t, ok, "events: %v", rec.kinds())
-	require.Error(t, stopped.Err, "stopped while y lacks the tail: not done")
+	require.Error(t, stopped.Err, "y lacks the tail: not done")
 	yEnd := chainEnd(t, y, oldChain.Chain)
 	require.Less(t, yEnd, until, "y lacks some of the tail")
 
@@ -212,4 +214,64 @@ func TestFollowerTailWaitsForAFailingTarget(t *testing.T) {
 		requireSameAt(t, cli, restored, rev)
 		srv.Stop()
 	}
+}
+
+// TestFollowerTailEndsForATargetStillFailing: x holds a recovery's whole
+// tail, and y keeps failing it after the tail read its last revision.
+// The tail does not wait for y until Run ends (no RecoveryDone, and no
+// later outage could recover): past FinalCommitTimeout it ends, saying y
+// lacks it, and stays recorded, so a follower started again resumes it
+// on y.
+func TestFollowerTailEndsForATargetStillFailing(t *testing.T) {
+	x, y := memBucket(t), memBucket(t)
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	follower := func(rec *followEvents) *backup.Follower {
+		f := destinationsFollower(t, etcd, rec, map[string]storage.Bucket{"x": x, "y": y}, "x", "y")
+		f.RecoveryRevisions, f.MaxSegmentBytes, f.FinalCommitTimeout = 300, 16<<10, time.Second
+		return f
+	}
+	rec := &followEvents{}
+	stop := runFollower(t, follower(rec))
+	require.Eventually(t, func() bool { return rec.count(backup.ChainStarted) == 1 }, 30*time.Second, 10*time.Millisecond)
+	oldChain, _ := rec.first(backup.ChainStarted)
+	a := workload(t, cli, "/a", 6)
+	require.Eventually(t, func() bool {
+		return chainEnd(t, x, oldChain.Chain) >= a[len(a)-1] && chainEnd(t, y, oldChain.Chain) >= a[len(a)-1]
+	}, 30*time.Second, 20*time.Millisecond)
+	require.NoError(t, stop())
+	oldEnd := chainEnd(t, y, oldChain.Chain)
+	tail := workload(t, cli, "/b", 12)
+	putsPast(t, cli, "/bulk", tail[len(tail)-1]+1000)
+
+	rec = &followEvents{}
+	f := follower(rec)
+	failing := &failingTail{inner: f.Targets[1].Uploader, chain: oldChain.Chain, from: oldEnd + 1}
+	failing.down.Store(true)
+	f.Targets[1].Uploader = failing
+	stop = runFollower(t, f)
+	require.Eventually(t, func() bool { return rec.count(backup.RecoveryDone) == 1 }, 30*time.Second, 10*time.Millisecond,
+		"the tail ends without y")
+	done, _ := rec.first(backup.RecoveryDone)
+	require.ErrorIs(t, done.Err, backup.ErrTailIncomplete, "events: %v", rec.kinds())
+	require.Equal(t, []string{"y"}, done.Destinations)
+	require.GreaterOrEqual(t, chainEnd(t, x, oldChain.Chain), done.HeadRevision, "x holds the tail")
+	require.Less(t, chainEnd(t, y, oldChain.Chain), done.HeadRevision, "y lacks it")
+	_, ok := rec.find(func(e backup.FollowEvent) bool {
+		return e.Kind == backup.TargetLost && e.Destination == "y" && e.Chain == oldChain.Chain
+	})
+	require.True(t, ok, "y's gap in the tail is reported: %v", rec.kinds())
+
+	newChain, _ := rec.first(backup.ChainStarted)
+	d := workload(t, cli, "/d", 3)
+	require.Eventually(t, func() bool { return chainEnd(t, x, newChain.Chain) >= d[len(d)-1] }, 30*time.Second, 20*time.Millisecond)
+	require.NoError(t, stop())
+	rec = &followEvents{}
+	stop = runFollower(t, follower(rec))
+	defer func() { _ = stop() }()
+	require.Eventually(t, func() bool { return rec.count(backup.RecoveryDone) == 1 }, 30*time.Second, 10*time.Millisecond,
+		"y's tail is resumed")
+	done, _ = rec.first(backup.RecoveryDone)
+	require.NoError(t, done.Err)
+	require.GreaterOrEqual(t, chainEnd(t, y, oldChain.Chain), done.HeadRevision)
 }

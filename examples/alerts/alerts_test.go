@@ -303,6 +303,9 @@ func exportedMetrics(t *testing.T) map[string]family {
 		fm.ObserveFollow(backup.FollowEvent{Kind: kind, Time: now, Cluster: "prod", Destination: "main", HeadRevision: 10, Committed: 8,
 			Revision: 2, ChainLength: 1, RawBytes: 100, StoredBytes: 50, Events: 3, Revisions: 2, Err: errors.New("x")})
 	}
+	// A destination that lost revisions of a recovery's tail.
+	fm.ObserveFollow(backup.FollowEvent{Kind: backup.TargetLost, Time: now, Cluster: "prod", Chain: "old", Destination: "main", Revision: 2,
+		Err: errors.New("x")})
 
 	// The scheduler: one job that succeeds and one that fails, each run
 	// once on a one-second schedule.
