@@ -46,8 +46,16 @@
 //     fileblob syncs nothing, so the adapter writes the object under a
 //     hidden temporary name, fsyncs its data and its ".attrs" file, links
 //     or renames both into place and fsyncs each directory from the key's
-//     up to the bucket's. A file system that cannot fsync a directory
-//     fails the put with an error that says so.
+//     up to the bucket's. On Linux, a directory whose name an earlier put
+//     of the same Bucket fsynced is not fsynced again while it and every
+//     directory above it up to the bucket's are the same ones (device,
+//     inode and the inode's generation, FS_IOC_GETVERSION): a put into an
+//     existing directory fsyncs that directory alone. Where the generation
+//     cannot be read (tmpfs, overlayfs, NFS, a bucket directory that is a
+//     symbolic link, other systems), every put fsyncs every directory. A
+//     directory moved away and back keeps its identity: do not move a
+//     bucket's directories while a process has it open. A file system that
+//     cannot fsync a directory fails the put with an error that says so.
 //   - A full file system or quota (ENOSPC, EDQUOT) and an S3 store out of
 //     space (507, XMinioStorageFull) give storage.ErrNoSpace.
 //   - On s3blob buckets the Bucket is also a storage.UploadCleaner.

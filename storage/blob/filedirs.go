@@ -13,7 +13,7 @@ const maxDurableDirs = 4096
 // again under the same name, even on a reused inode number, is another.
 type dirID struct {
 	dev, ino   uint64
-	generation uint32
+	generation uint64 // as FS_IOC_GETVERSION answers it, in 8 bytes
 }
 
 // durableDirs records the directories whose names a put of this bucket

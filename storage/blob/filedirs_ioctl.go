@@ -3,6 +3,7 @@
 package blob
 
 import (
+	"encoding/binary"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -10,7 +11,7 @@ import (
 
 // fsIocGetVersion is linux/fs.h's FS_IOC_GETVERSION, _IOR('v', 1, long),
 // in the ioctl encoding of these architectures.
-const fsIocGetVersion = 2<<30 | uint(unsafe.Sizeof(uintptr(0)))<<16 | 'v'<<8 | 1
+const fsIocGetVersion = 2<<30 | unsafe.Sizeof(uintptr(0))<<16 | 'v'<<8 | 1
 
 // identifyDir returns the identity of the directory dir names (not of a
 // symbolic link there), and false when it cannot tell one directory made
@@ -26,9 +27,11 @@ func identifyDir(dir string) (dirID, bool) {
 	if err := unix.Fstat(fd, &st); err != nil {
 		return dirID{}, false
 	}
-	gen, err := unix.IoctlGetUint32(fd, fsIocGetVersion)
-	if err != nil {
+	// The request's size is a long: a FUSE file system may answer with
+	// that many bytes, where the kernel's write an int.
+	var gen [8]byte
+	if _, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), fsIocGetVersion, uintptr(unsafe.Pointer(&gen[0]))); errno != 0 {
 		return dirID{}, false
 	}
-	return dirID{dev: st.Dev, ino: st.Ino, generation: gen}, true
+	return dirID{dev: uint64(st.Dev), ino: st.Ino, generation: binary.NativeEndian.Uint64(gen[:])}, true
 }
