@@ -535,7 +535,7 @@ func (r *copyRun) copyOnce(want *backup.Manifest, looks int) (Outcome, error) {
 	var st targetState
 	var err error
 	if have := r.held[want.ID]; have != nil && sameBackup(have, want) {
-		st = targetState{committed: true, own: have.Run == want.Run}
+		st = targetState{committed: true, own: ownRun(want, have.SourceStored, have.Run)}
 	} else if st, err = r.inspect(want); err != nil {
 		return Failed, err
 	}
@@ -558,7 +558,15 @@ func (r *copyRun) copyOnce(want *backup.Manifest, looks int) (Outcome, error) {
 		if err := r.ensureLocked(want, true); err != nil {
 			return Failed, err
 		}
-		if err = r.commit(want); err == nil {
+		resumed := want
+		if st.run != "" {
+			// A previous version's copy: the manifest names its data
+			// object with the token the data object carries.
+			w := *want
+			w.Run = st.run
+			resumed = &w
+		}
+		if err = r.commit(resumed); err == nil {
 			return Resumed, nil
 		}
 	default:
