@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/etcdbackup/etcdbackup/backup"
@@ -94,7 +95,10 @@ type Copier struct {
 	// without a byte moving from the source to the target: a transfer
 	// stalled longer (a source that stopped sending, a target that stopped
 	// taking) is cancelled and its backup fails with an error matching
-	// backup.ErrDestinationStalled; the copy goes on with the next. It
+	// backup.ErrDestinationStalled; the copy goes on with the next. Once
+	// the source's object was read to its end, the rest of its upload
+	// (the last part's request, a single object's write, a multipart
+	// upload's completion) is given that long. It
 	// bounds the same way the read-back of a data object on the target
 	// (a resumed copy, Recheck), the reads of the target's manifests and
 	// the listings of source and target (a stalled listing of the source fails the
@@ -535,7 +539,7 @@ func (r *copyRun) copyOnce(want *backup.Manifest, looks int) (Outcome, error) {
 	var st targetState
 	var err error
 	if have := r.held[want.ID]; have != nil && sameBackup(have, want) {
-		st = targetState{committed: true, own: have.Run == want.Run}
+		st = targetState{committed: true, own: ownRun(want, have.SourceStored, have.Run)}
 	} else if st, err = r.inspect(want); err != nil {
 		return Failed, err
 	}
@@ -558,7 +562,15 @@ func (r *copyRun) copyOnce(want *backup.Manifest, looks int) (Outcome, error) {
 		if err := r.ensureLocked(want, true); err != nil {
 			return Failed, err
 		}
-		if err = r.commit(want); err == nil {
+		resumed := want
+		if st.run != "" {
+			// A previous version's copy: the manifest names its data
+			// object with the token the data object carries.
+			w := *want
+			w.Run = st.run
+			resumed = &w
+		}
+		if err = r.commit(resumed); err == nil {
 			return Resumed, nil
 		}
 	default:
@@ -624,11 +636,14 @@ func (r *copyRun) commit(want *backup.Manifest) error {
 }
 
 // stallWatch cancels a transfer's context when no byte moved for the
-// copier's StallTimeout, until the source's object was read to its end.
+// copier's StallTimeout, and when the upload did not end that long after
+// the source's object was read to its end (the last part's request, a
+// single object's write, a multipart upload's completion).
 type stallWatch struct {
 	t      *time.Timer
 	d      time.Duration
 	cancel context.CancelCauseFunc
+	ended  atomic.Bool // the source's object was read to its end
 }
 
 // watchdog returns the context of one transfer and its stall watch; the
@@ -641,19 +656,25 @@ func (r *copyRun) watchdog() (context.Context, *stallWatch) {
 	ctx, cancel := context.WithCancelCause(r.ctx)
 	w := &stallWatch{d: d, cancel: cancel}
 	w.t = time.AfterFunc(d, func() {
+		if w.ended.Load() {
+			cancel(fmt.Errorf("%w: the target did not answer for %s after the data object's last byte", backup.ErrDestinationStalled, d))
+			return
+		}
 		cancel(fmt.Errorf("%w: no byte of the transfer moved for %s", backup.ErrDestinationStalled, d))
 	})
 	return ctx, w
 }
 
 // step records a read of n bytes that returned err: bytes moved restart
-// the watch, the end of the object stops it (the uploader may then take
-// its time to store the last part).
+// the watch; the end of the object (or a failed read) restarts it once
+// more, for the rest of the upload, as request bounds a request.
 func (w *stallWatch) step(n int, err error) {
 	switch {
 	case w.t == nil:
 	case err != nil:
-		w.t.Stop()
+		if !w.ended.Swap(true) {
+			w.t.Reset(w.d)
+		}
 	case n > 0:
 		w.t.Reset(w.d)
 	}

@@ -17,12 +17,17 @@ import (
 type targetState struct {
 	// committed: its manifest, the same backup's, and its data object.
 	committed bool
-	// own: the manifest or data object found carries the copy's token: a
-	// copy of this backup between the same names wrote it.
+	// own: the manifest or data object found carries the copy's token,
+	// or the one a previous version's copy derived (ownRun): a copy of
+	// this backup between the same names wrote it.
 	own bool
 	// dataStored: its data object, verified, without a manifest, carrying
 	// the copy's token or none (a copy stopped between the two).
 	dataStored bool
+	// run: the token the stored data object carries when it is a copy's
+	// of a version whose token hashed the source's store time (ownRun):
+	// the copy commits its manifest with it.
+	run string
 	// pending: a data object of the backup's size without a manifest,
 	// written by another writer (a backup run fanned out to the target,
 	// another copy) that may still commit it: the copy leaves it alone.
@@ -62,7 +67,7 @@ func (r *copyRun) inspect(want *backup.Manifest) (targetState, error) {
 				return targetState{}, fmt.Errorf("the target's committed copy is damaged: %w", err)
 			}
 		}
-		return targetState{committed: true, own: have.Run == want.Run}, nil
+		return targetState{committed: true, own: ownRun(want, have.SourceStored, have.Run)}, nil
 	}
 	if !dataFound {
 		return targetState{}, nil
@@ -76,7 +81,8 @@ func (r *copyRun) inspect(want *backup.Manifest) (targetState, error) {
 		}
 		return targetState{}, err
 	}
-	if tok := info.Metadata[backup.MetadataRun]; tok != "" && tok != want.Run {
+	tok := info.Metadata[backup.MetadataRun]
+	if tok != "" && !ownRun(want, want.SourceStored, tok) {
 		// The backup's bytes, another writer's: never resumed,
 		// committed or removed by this copy. One without a token (an
 		// older version's, a store keeping no metadata, a file write
@@ -84,7 +90,11 @@ func (r *copyRun) inspect(want *backup.Manifest) (targetState, error) {
 		// prove it its own, so none removes it after a refused commit.
 		return targetState{pending: true, pendingErr: fmt.Errorf("%w: data object %s has no manifest yet and another writer's token", ErrPending, dkey)}, nil
 	}
-	return targetState{dataStored: true, own: true}, nil
+	st := targetState{dataStored: true, own: true}
+	if tok != "" && tok != want.Run {
+		st.run = tok
+	}
+	return st, nil
 }
 
 // targetManifest reads the target's manifest at key; nil when there is

@@ -215,3 +215,37 @@ func TestCopyStalledTargetRequestFails(t *testing.T) {
 		})
 	}
 }
+
+// deadAfterLastByte is a target that reads a data object's body to its
+// end, then never answers: a store that stopped answering as the last
+// part was sent (a single PutObject, a multipart completion, a write to
+// a hung mount). Only the caller's context ends the request.
+type deadAfterLastByte struct{ storage.Bucket }
+
+func (d deadAfterLastByte) PutIfAbsent(ctx context.Context, key string, r io.Reader, o *storage.PutOptions) error {
+	if strings.HasSuffix(key, backup.ManifestSuffix) {
+		return storage.PutIfAbsent(ctx, d.Bucket, key, r, o)
+	}
+	if _, err := io.Copy(io.Discard, r); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// TestCopyTargetStalledAfterLastByteFails: StallTimeout bounds a data
+// object's upload after the source was read to its end too: a target
+// that took every byte and never answers fails the backup with
+// ErrDestinationStalled, not when the caller gives up.
+func TestCopyTargetStalledAfterLastByteFails(t *testing.T) {
+	src, dst := memBucket(), memBucket()
+	full(t, src, 0, 10)
+	c := copier(src, deadAfterLastByte{dst})
+	c.StallTimeout = 100 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rep, err := c.Copy(ctx, "prod", Selection{All: true})
+	if ctx.Err() != nil || !errors.Is(err, backup.ErrDestinationStalled) || outcomes(rep) != "failed" {
+		t.Fatalf("copy to a target that hangs after the last byte: %v, %q (context: %v)", err, outcomes(rep), ctx.Err())
+	}
+}

@@ -71,6 +71,24 @@ func copyTokens(m *backup.Manifest, stored bool) ([]string, error) {
 	return tokens, nil
 }
 
+// ownRun reports whether run is a token a copy of want writes: want's
+// (copyToken), or one the versions whose token hashed the source's store
+// time derived for want recording stored as that time (copyTokens(m,
+// true)), so that a copy resumes, and locks, what such a version's copy
+// left on the target as IsCopy counts it.
+func ownRun(want *backup.Manifest, stored time.Time, run string) bool {
+	if run == want.Run {
+		return true
+	}
+	if run == "" || stored.IsZero() {
+		return false
+	}
+	old := *want
+	old.SourceStored = stored
+	tokens, err := copyTokens(&old, true)
+	return err == nil && slices.Contains(tokens, run)
+}
+
 // IsCopy reports whether the backup m describes was committed by a
 // Copier: its run token is the one a copy derives from its manifest. A
 // backup run's random token passes with one chance in 2^31, the odds at
