@@ -208,6 +208,9 @@ type Follower struct {
 	// chain's tail is caught up in the background (see Recovery below).
 	// Zero means DefaultRecoveryRevisions; negative never recovers this
 	// way (the follower catches up on its chain, however far behind).
+	// Nor does it while a tail is recorded, running or kept because
+	// destinations lack it (ErrTailIncomplete): the chain's segments
+	// record one tail, which a follower started again resumes.
 	RecoveryRevisions int64
 	// Observer receives the follower's events; nil means none.
 	Observer FollowObserver

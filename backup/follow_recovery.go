@@ -70,10 +70,16 @@ func (f *Follower) recoveryRevisions() int64 {
 }
 
 // farBehind reports whether the chain followed is far enough behind
-// etcd's head (as checkHistory last saw it) to recover.
+// etcd's head (as checkHistory last saw it) to recover. It does not while
+// a tail is recorded (st.recovering: running, or kept for a follower
+// started again, see startTail): the chain's segments record one tail, and
+// a second recovery would replace it, so that no follower resumes the
+// first where destinations lack it. The follower then catches up on its
+// chain.
 func (st *followState) farBehind() bool {
 	n := st.f.recoveryRevisions()
-	return n > 0 && st.until == 0 && st.head-st.committed > n && st.next != st.refused && !st.tailRunning.Load()
+	return n > 0 && st.until == 0 && st.head-st.committed > n && st.next != st.refused && !st.tailRunning.Load() &&
+		st.recovering.Load() == nil
 }
 
 // recover takes a full backup at once and follows a new chain from it;
