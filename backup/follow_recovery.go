@@ -69,6 +69,13 @@ func (f *Follower) recoveryRevisions() int64 {
 	return DefaultRecoveryRevisions
 }
 
+// tailBound is how long a recovery's tail waits for a target that keeps
+// failing while another works, or once it read its last revision (see
+// awaitTailStored): FinalCommitTimeout.
+func (f *Follower) tailBound() time.Duration {
+	return cmpOr(f.FinalCommitTimeout, DefaultFinalCommitTimeout)
+}
+
 // farBehind reports whether the chain followed is far enough behind
 // etcd's head (as checkHistory last saw it) to recover. It does not while
 // a tail is recorded (st.recovering: running, or kept for a follower
@@ -382,8 +389,7 @@ func (st *followState) runTail(ctx context.Context) (resume bool) {
 			// the tail, see tailDone). Should Run's context end first,
 			// the targets get FinalCommitTimeout, as at any stop; a target
 			// still behind then is resumed by a follower started again.
-			bound := cmpOr(f.FinalCommitTimeout, DefaultFinalCommitTimeout)
-			if !st.targets.awaitTailStored(ctx, bound) {
+			if !st.targets.awaitTailStored(ctx, f.tailBound()) {
 				if ferr := st.finalFlush(ctx); ferr != nil {
 					f.logger().Warn("recovery tail: last segment not stored", "cluster", f.Cluster, "error", ferr)
 				}

@@ -158,28 +158,51 @@ func (all *followTargets) enqueue(p *pendingSegment) {
 }
 
 // progress reports whether a target holds revision last (in a recovery's
-// tail, a target and every target that works: neither failing nor lost),
-// and whether every target failed its last attempt or is lost.
+// tail, every target that is not lost, at least one), and whether every
+// target failed its last attempt or is lost.
 //
-// A tail waits for every target that works: it reads history at its own
-// pace, and a destination slower than another would otherwise see its
-// backlog pass MaxBacklogBytes and lose revisions of the tail while it
-// stores every segment it is handed. One that fails is not waited for:
-// its backlog keeps what the others store meanwhile, up to the bound.
-// One whose store neither returns nor fails holds the tail back (not the
-// chain followed) until Run ends; a follower started again resumes it.
+// A tail waits for every target that is not lost: it reads history at
+// its own pace, and a destination slower than another, or failing an
+// attempt, would otherwise see its backlog pass MaxBacklogBytes and lose
+// revisions of the tail it would store once it works again. One that
+// keeps failing while another works is waited for a bound at most (see
+// dropStuck); one whose store neither returns nor fails holds the tail
+// back (not the chain followed) until Run ends; a follower started again
+// resumes it.
 func (all *followTargets) progress(last int64) (held, failing bool) {
 	failing = true
-	working := true // every target that works holds last
+	every := true // every target that is not lost holds last
 	for _, t := range all.list {
 		t.mu.Lock()
 		holds := !t.lost && t.committed >= last
 		held = held || holds
-		working = working && (holds || t.failing || t.lost)
+		every = every && (holds || t.lost)
 		failing = failing && (t.failing || t.lost)
 		t.mu.Unlock()
 	}
-	return held && (working || !all.recovery), failing
+	return held && (every || !all.recovery), failing
+}
+
+// dropStuck, in a recovery's tail, makes lost each target failing for
+// bound while another target works (neither failing nor lost), so that
+// the tail goes on without it (see dropFailing); it returns how long
+// until the next target's bound. While no target works, none is dropped:
+// the tail waits for one that does.
+func (all *followTargets) dropStuck(bound time.Duration) time.Duration {
+	if !all.recovery {
+		return bound
+	}
+	working := false
+	for _, t := range all.list {
+		t.mu.Lock()
+		working = working || (!t.failing && !t.lost)
+		t.mu.Unlock()
+	}
+	if !working {
+		return bound
+	}
+	wait, _ := all.dropFailing(time.Time{}, bound)
+	return wait
 }
 
 // allLost reports whether every target is lost.
