@@ -182,7 +182,9 @@ type Follower struct {
 	// FinalCommitTimeout bounds storing the last segment once Run's context
 	// ends, and how long a recovery's tail waits for a destination that
 	// keeps failing it while another works, or once it read its last
-	// revision (see RecoveryDone); zero means DefaultFinalCommitTimeout.
+	// revision (see RecoveryDone), at least ten times RetryInterval (the
+	// longest pause between attempts) and until an attempt failed within
+	// it; zero means DefaultFinalCommitTimeout.
 	FinalCommitTimeout time.Duration
 	// SlowStore bounds how long the watch stays open while a segment is
 	// stored: past it, the watch is cancelled and opened again from the

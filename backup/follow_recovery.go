@@ -71,9 +71,11 @@ func (f *Follower) recoveryRevisions() int64 {
 
 // tailBound is how long a recovery's tail waits for a target that keeps
 // failing while another works, or once it read its last revision (see
-// awaitTailStored): FinalCommitTimeout.
+// awaitTailStored): FinalCommitTimeout, and at least the longest pause
+// between a target's attempts (ten times RetryInterval), so that a
+// target makes an attempt within it.
 func (f *Follower) tailBound() time.Duration {
-	return cmpOr(f.FinalCommitTimeout, DefaultFinalCommitTimeout)
+	return max(cmpOr(f.FinalCommitTimeout, DefaultFinalCommitTimeout), f.retry().max)
 }
 
 // farBehind reports whether the chain followed is far enough behind

@@ -60,8 +60,12 @@ type targetState struct {
 	failing   bool // its last attempt failed
 	behind    bool // failed since it last held everything
 	lost      bool // lacks revisions no longer held: needs a full backup
-	// failingSince is when its attempts began to fail (while failing).
+	// failingSince is when its attempts began to fail (while failing),
+	// failedAt when its last attempt failed; trying: an attempt is in
+	// flight.
 	failingSince time.Time
+	failedAt     time.Time
+	trying       bool
 	wake         chan struct{}
 }
 
@@ -262,7 +266,8 @@ func (all *followTargets) held() bool {
 // included (they retry), or ctx ends; it reports whether they all do. A
 // target that keeps failing is waited for no longer than bound, counted
 // from the tail's end or from its first failure since, whichever is
-// later. It is then lost for the tail (lostNow), and a
+// later, and until an attempt of it failed since then (see dropFailing).
+// It is then lost for the tail (lostNow), and a
 // follower started again resumes the tail there; without the bound, the
 // tail would wait for it until Run ends, and no later outage could
 // recover (one tail runs at a time).
@@ -287,8 +292,11 @@ func (all *followTargets) awaitTailStored(ctx context.Context, bound time.Durati
 
 // dropFailing makes lost each target that lacks its backlog and has been
 // failing for bound since end, or since its first failure after end (see
-// awaitTailStored). It reports whether every other target holds its
-// backlog, and else how long until the next target's bound, at most bound.
+// awaitTailStored), and failed an attempt since then: one in an attempt
+// when the bound passes, or pausing before its next, is waited for until
+// that attempt fails (it tells the waits, notify) or stores. It reports
+// whether every other target holds its backlog, and else how long until
+// the next target's bound, at most bound.
 func (all *followTargets) dropFailing(end time.Time, bound time.Duration) (wait time.Duration, held bool) {
 	now := time.Now()
 	wait, held = bound, true
@@ -300,9 +308,12 @@ func (all *followTargets) dropFailing(end time.Time, bound time.Duration) (wait 
 			if since.Before(end) {
 				since = end
 			}
-			if left := bound - now.Sub(since); left > 0 {
+			switch left := bound - now.Sub(since); {
+			case left > 0:
 				wait = min(wait, left)
-			} else {
+			case t.trying || t.failedAt.Before(since):
+				// Waited for: its attempt's end tells the waits.
+			default:
 				t.lost, t.behind, drop = true, true, true
 			}
 		}
@@ -432,6 +443,7 @@ func (t *targetState) run(ctx context.Context, all *followTargets) {
 			}
 		default:
 			attempt++
+			t.setTrying(true)
 			m, err := committedInDoubt(ctx, t.t, t.catalog, tried)
 			if err == nil && m == nil {
 				s := *seg.encodedSegment
@@ -441,6 +453,7 @@ func (t *targetState) run(ctx context.Context, all *followTargets) {
 					tried = rememberDoubt(tried, m)
 				}
 			}
+			t.setTrying(false)
 			if err != nil {
 				t.failed(ctx, f, attempt, err)
 				all.notify()
@@ -477,6 +490,14 @@ func rememberDoubt(tried []*Manifest, m *Manifest) []*Manifest {
 	return append(tried, m)
 }
 
+// setTrying records whether an attempt of the target is in flight (see
+// dropFailing).
+func (t *targetState) setTrying(trying bool) {
+	t.mu.Lock()
+	t.trying = trying
+	t.mu.Unlock()
+}
+
 // stored records that the target holds seg. Events are reported outside
 // t.mu: an observer may ask the follower's state.
 func (t *targetState) stored(f *Follower, seg *pendingSegment, gen int) {
@@ -506,8 +527,9 @@ func (t *targetState) failed(ctx context.Context, f *Follower, attempt int, err 
 		return // Run ended: not the target's failure
 	}
 	t.mu.Lock()
+	t.failedAt = time.Now()
 	if !t.failing {
-		t.failingSince = time.Now()
+		t.failingSince = t.failedAt
 	}
 	t.failing = true
 	wasBehind, committed, chain := t.behind, t.committed, t.chain
