@@ -25,8 +25,7 @@ const (
 	// background.
 	RecoveryStarted FollowEventKind = "RecoveryStarted"
 	// RecoverySegmentCommitted: a segment of the old chain's tail (Chain)
-	// is stored on every target that works (neither failing nor lost),
-	// up to Committed; HeadRevision is the tail's last revision (the new
+	// is stored on every target not lost, up to Committed; HeadRevision is the tail's last revision (the new
 	// full backup's): their difference is what the tail still lacks.
 	RecoverySegmentCommitted FollowEventKind = "RecoverySegmentCommitted"
 	// RecoveryDone: the old chain's tail holds every revision up to
@@ -37,7 +36,8 @@ const (
 	// backup failed (the follower catches up on its chain). Destinations
 	// are those that lost revisions of the tail while it ran (each
 	// reported first as TargetLost on Chain), one still failing
-	// FinalCommitTimeout after the tail read its last revision included:
+	// FinalCommitTimeout after it began to while another worked, or after
+	// the tail read its last revision, included:
 	// when the tail reached HeadRevision on the others, Err wraps
 	// ErrTailIncomplete, the revisions they lack restore from the others,
 	// and the tail stays recorded (Manifest.Recovery): a follower started

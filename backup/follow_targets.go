@@ -78,7 +78,7 @@ type followTargets struct {
 	// recovery: the targets of a recovery's tail, which never take a
 	// full backup: a target lost there has lost the tail's points. A
 	// tail reads etcd's history at its own pace: each segment waits for
-	// every target that works (see progress).
+	// every target not lost (see progress).
 	recovery bool
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
