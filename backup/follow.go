@@ -120,10 +120,11 @@ const (
 //     is lost then), or ended short of it (Err: etcd compacted it, its
 //     history changed, no target could store it, or Run's context
 //     ended). The tail reads history at
-//     its own pace: each segment waits for every target that works, so
-//     a destination slower than the others is never lost for its
-//     backlog; one that failed while the others went on past its backlog
-//     is lost for the tail (TargetLost on the old chain), and RecoveryDone
+//     its own pace: each segment waits for every target not lost, so a
+//     destination slower than the others, or failing a while, is never
+//     lost for its backlog; one still failing FinalCommitTimeout after
+//     it began to while another works is lost for the tail (TargetLost
+//     on the old chain), and RecoveryDone
 //     lists it (Destinations, Err wrapping ErrTailIncomplete): the tail
 //     stays recorded, and a follower started again resumes it there. A
 //     follower that starts again follows the new chain and resumes the
@@ -179,9 +180,11 @@ type Follower struct {
 	// DefaultMaxSegmentBytes.
 	MaxSegmentBytes int
 	// FinalCommitTimeout bounds storing the last segment once Run's context
-	// ends, and how long a recovery's tail that read its last revision
-	// waits for a destination that keeps failing it (see RecoveryDone);
-	// zero means DefaultFinalCommitTimeout.
+	// ends, and how long a recovery's tail waits for a destination that
+	// keeps failing it while another works, or once it read its last
+	// revision (see RecoveryDone), at least ten times RetryInterval (the
+	// longest pause between attempts) and until an attempt failed within
+	// it; zero means DefaultFinalCommitTimeout.
 	FinalCommitTimeout time.Duration
 	// SlowStore bounds how long the watch stays open while a segment is
 	// stored: past it, the watch is cancelled and opened again from the
@@ -208,6 +211,9 @@ type Follower struct {
 	// chain's tail is caught up in the background (see Recovery below).
 	// Zero means DefaultRecoveryRevisions; negative never recovers this
 	// way (the follower catches up on its chain, however far behind).
+	// Nor does it while a tail is recorded, running or kept because
+	// destinations lack it (ErrTailIncomplete): the chain's segments
+	// record one tail, which a follower started again resumes.
 	RecoveryRevisions int64
 	// Observer receives the follower's events; nil means none.
 	Observer FollowObserver
@@ -1457,9 +1463,14 @@ func (st *followState) await(ctx context.Context, p *pendingSegment) (stopped bo
 			st.stopWatch()
 			st.watchCh, stopped = nil, true
 		}
+		var drop <-chan time.Time // in a tail, a target failing too long
+		if st.targets.recovery {
+			drop = time.After(st.targets.dropStuck(f.tailBound()))
+		}
 		select {
 		case <-ctx.Done():
 			return stopped, ctx.Err()
+		case <-drop:
 		case <-slow:
 			if !stopped {
 				st.stopWatch()

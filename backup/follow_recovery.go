@@ -25,8 +25,7 @@ const (
 	// background.
 	RecoveryStarted FollowEventKind = "RecoveryStarted"
 	// RecoverySegmentCommitted: a segment of the old chain's tail (Chain)
-	// is stored on every target that works (neither failing nor lost),
-	// up to Committed; HeadRevision is the tail's last revision (the new
+	// is stored on every target not lost, up to Committed; HeadRevision is the tail's last revision (the new
 	// full backup's): their difference is what the tail still lacks.
 	RecoverySegmentCommitted FollowEventKind = "RecoverySegmentCommitted"
 	// RecoveryDone: the old chain's tail holds every revision up to
@@ -37,7 +36,8 @@ const (
 	// backup failed (the follower catches up on its chain). Destinations
 	// are those that lost revisions of the tail while it ran (each
 	// reported first as TargetLost on Chain), one still failing
-	// FinalCommitTimeout after the tail read its last revision included:
+	// FinalCommitTimeout after it began to while another worked, or after
+	// the tail read its last revision, included:
 	// when the tail reached HeadRevision on the others, Err wraps
 	// ErrTailIncomplete, the revisions they lack restore from the others,
 	// and the tail stays recorded (Manifest.Recovery): a follower started
@@ -69,11 +69,26 @@ func (f *Follower) recoveryRevisions() int64 {
 	return DefaultRecoveryRevisions
 }
 
+// tailBound is how long a recovery's tail waits for a target that keeps
+// failing while another works, or once it read its last revision (see
+// awaitTailStored): FinalCommitTimeout, and at least the longest pause
+// between a target's attempts (ten times RetryInterval), so that a
+// target makes an attempt within it.
+func (f *Follower) tailBound() time.Duration {
+	return max(cmpOr(f.FinalCommitTimeout, DefaultFinalCommitTimeout), f.retry().max)
+}
+
 // farBehind reports whether the chain followed is far enough behind
-// etcd's head (as checkHistory last saw it) to recover.
+// etcd's head (as checkHistory last saw it) to recover. It does not while
+// a tail is recorded (st.recovering: running, or kept for a follower
+// started again, see startTail): the chain's segments record one tail, and
+// a second recovery would replace it, so that no follower resumes the
+// first where destinations lack it. The follower then catches up on its
+// chain.
 func (st *followState) farBehind() bool {
 	n := st.f.recoveryRevisions()
-	return n > 0 && st.until == 0 && st.head-st.committed > n && st.next != st.refused && !st.tailRunning.Load()
+	return n > 0 && st.until == 0 && st.head-st.committed > n && st.next != st.refused && !st.tailRunning.Load() &&
+		st.recovering.Load() == nil
 }
 
 // recover takes a full backup at once and follows a new chain from it;
@@ -376,8 +391,7 @@ func (st *followState) runTail(ctx context.Context) (resume bool) {
 			// the tail, see tailDone). Should Run's context end first,
 			// the targets get FinalCommitTimeout, as at any stop; a target
 			// still behind then is resumed by a follower started again.
-			bound := cmpOr(f.FinalCommitTimeout, DefaultFinalCommitTimeout)
-			if !st.targets.awaitTailStored(ctx, bound) {
+			if !st.targets.awaitTailStored(ctx, f.tailBound()) {
 				if ferr := st.finalFlush(ctx); ferr != nil {
 					f.logger().Warn("recovery tail: last segment not stored", "cluster", f.Cluster, "error", ferr)
 				}

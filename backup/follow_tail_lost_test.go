@@ -109,16 +109,17 @@ func TestFollowerTailWaitsForASlowTarget(t *testing.T) {
 	require.Empty(t, st.targets.lostWhileRunning())
 }
 
-// TestFollowerTailBoundsAFailingTarget: a recovery's tail read its last
-// revision and x holds it; y keeps failing (its backlog keeps what it
-// lacks). The tail waits for y for the bound, from its end, then y is
-// lost for the tail (reported, and listed for RecoveryDone): it waited
-// for y until Run ended.
+// TestFollowerTailBoundsAFailingTarget: in a recovery's tail x stores
+// every segment; y keeps failing (its backlog keeps what it lacks). The
+// tail waits for y for the bound (FinalCommitTimeout), then y is lost for
+// the tail (reported, and listed for RecoveryDone) and the tail goes on:
+// it waited for y until Run ended.
 func TestFollowerTailBoundsAFailingTarget(t *testing.T) {
+	const bound = 300 * time.Millisecond
 	var lost atomic.Int32
 	f := &Follower{Cluster: "prod-a", Pipeline: &Pipeline{},
 		Targets:         []Target{{Destination: "x", Uploader: delayUploader{}}, {Destination: "y", Uploader: downUploader{}}},
-		MaxSegmentBytes: 1, SlowStore: time.Minute, RetryInterval: 10 * time.Millisecond,
+		MaxSegmentBytes: 1, SlowStore: time.Minute, RetryInterval: 10 * time.Millisecond, FinalCommitTimeout: bound,
 		Observer: FollowObserverFunc(func(e FollowEvent) {
 			if e.Kind == TargetLost && e.Destination == "y" {
 				lost.Add(1)
@@ -132,6 +133,7 @@ func TestFollowerTailBoundsAFailingTarget(t *testing.T) {
 	st.targets.start(t.Context())
 	t.Cleanup(st.targets.stop)
 	st.restart(chainStart{next: 2, chain: "prod-a-full"})
+	began := time.Now()
 	for rev := int64(2); rev <= 3; rev++ {
 		require.NoError(t, st.receive(t.Context(), putAt(rev, rev)))
 		_, err := st.flush(t.Context())
@@ -139,8 +141,6 @@ func TestFollowerTailBoundsAFailingTarget(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	const bound = 300 * time.Millisecond
-	began := time.Now()
 	require.True(t, st.targets.awaitTailStored(ctx, bound), "x holds the tail")
 	require.GreaterOrEqual(t, time.Since(began), bound, "y was waited for, failing, for the bound")
 	require.NoError(t, ctx.Err())

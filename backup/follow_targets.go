@@ -60,8 +60,12 @@ type targetState struct {
 	failing   bool // its last attempt failed
 	behind    bool // failed since it last held everything
 	lost      bool // lacks revisions no longer held: needs a full backup
-	// failingSince is when its attempts began to fail (while failing).
+	// failingSince is when its attempts began to fail (while failing),
+	// failedAt when its last attempt failed; trying: an attempt is in
+	// flight.
 	failingSince time.Time
+	failedAt     time.Time
+	trying       bool
 	wake         chan struct{}
 }
 
@@ -74,7 +78,7 @@ type followTargets struct {
 	// recovery: the targets of a recovery's tail, which never take a
 	// full backup: a target lost there has lost the tail's points. A
 	// tail reads etcd's history at its own pace: each segment waits for
-	// every target that works (see progress).
+	// every target not lost (see progress).
 	recovery bool
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
@@ -158,28 +162,51 @@ func (all *followTargets) enqueue(p *pendingSegment) {
 }
 
 // progress reports whether a target holds revision last (in a recovery's
-// tail, a target and every target that works: neither failing nor lost),
-// and whether every target failed its last attempt or is lost.
+// tail, every target that is not lost, at least one), and whether every
+// target failed its last attempt or is lost.
 //
-// A tail waits for every target that works: it reads history at its own
-// pace, and a destination slower than another would otherwise see its
-// backlog pass MaxBacklogBytes and lose revisions of the tail while it
-// stores every segment it is handed. One that fails is not waited for:
-// its backlog keeps what the others store meanwhile, up to the bound.
-// One whose store neither returns nor fails holds the tail back (not the
-// chain followed) until Run ends; a follower started again resumes it.
+// A tail waits for every target that is not lost: it reads history at
+// its own pace, and a destination slower than another, or failing an
+// attempt, would otherwise see its backlog pass MaxBacklogBytes and lose
+// revisions of the tail it would store once it works again. One that
+// keeps failing while another works is waited for a bound at most (see
+// dropStuck); one whose store neither returns nor fails holds the tail
+// back (not the chain followed) until Run ends; a follower started again
+// resumes it.
 func (all *followTargets) progress(last int64) (held, failing bool) {
 	failing = true
-	working := true // every target that works holds last
+	every := true // every target that is not lost holds last
 	for _, t := range all.list {
 		t.mu.Lock()
 		holds := !t.lost && t.committed >= last
 		held = held || holds
-		working = working && (holds || t.failing || t.lost)
+		every = every && (holds || t.lost)
 		failing = failing && (t.failing || t.lost)
 		t.mu.Unlock()
 	}
-	return held && (working || !all.recovery), failing
+	return held && (every || !all.recovery), failing
+}
+
+// dropStuck, in a recovery's tail, makes lost each target failing for
+// bound while another target works (neither failing nor lost), so that
+// the tail goes on without it (see dropFailing); it returns how long
+// until the next target's bound. While no target works, none is dropped:
+// the tail waits for one that does.
+func (all *followTargets) dropStuck(bound time.Duration) time.Duration {
+	if !all.recovery {
+		return bound
+	}
+	working := false
+	for _, t := range all.list {
+		t.mu.Lock()
+		working = working || (!t.failing && !t.lost)
+		t.mu.Unlock()
+	}
+	if !working {
+		return bound
+	}
+	wait, _ := all.dropFailing(time.Time{}, bound)
+	return wait
 }
 
 // allLost reports whether every target is lost.
@@ -239,7 +266,8 @@ func (all *followTargets) held() bool {
 // included (they retry), or ctx ends; it reports whether they all do. A
 // target that keeps failing is waited for no longer than bound, counted
 // from the tail's end or from its first failure since, whichever is
-// later. It is then lost for the tail (lostNow), and a
+// later, and until an attempt of it failed since then (see dropFailing).
+// It is then lost for the tail (lostNow), and a
 // follower started again resumes the tail there; without the bound, the
 // tail would wait for it until Run ends, and no later outage could
 // recover (one tail runs at a time).
@@ -264,8 +292,11 @@ func (all *followTargets) awaitTailStored(ctx context.Context, bound time.Durati
 
 // dropFailing makes lost each target that lacks its backlog and has been
 // failing for bound since end, or since its first failure after end (see
-// awaitTailStored). It reports whether every other target holds its
-// backlog, and else how long until the next target's bound, at most bound.
+// awaitTailStored), and failed an attempt since then: one in an attempt
+// when the bound passes, or pausing before its next, is waited for until
+// that attempt fails (it tells the waits, notify) or stores. It reports
+// whether every other target holds its backlog, and else how long until
+// the next target's bound, at most bound.
 func (all *followTargets) dropFailing(end time.Time, bound time.Duration) (wait time.Duration, held bool) {
 	now := time.Now()
 	wait, held = bound, true
@@ -277,9 +308,12 @@ func (all *followTargets) dropFailing(end time.Time, bound time.Duration) (wait 
 			if since.Before(end) {
 				since = end
 			}
-			if left := bound - now.Sub(since); left > 0 {
+			switch left := bound - now.Sub(since); {
+			case left > 0:
 				wait = min(wait, left)
-			} else {
+			case t.trying || t.failedAt.Before(since):
+				// Waited for: its attempt's end tells the waits.
+			default:
 				t.lost, t.behind, drop = true, true, true
 			}
 		}
@@ -409,6 +443,7 @@ func (t *targetState) run(ctx context.Context, all *followTargets) {
 			}
 		default:
 			attempt++
+			t.setTrying(true)
 			m, err := committedInDoubt(ctx, t.t, t.catalog, tried)
 			if err == nil && m == nil {
 				s := *seg.encodedSegment
@@ -418,6 +453,7 @@ func (t *targetState) run(ctx context.Context, all *followTargets) {
 					tried = rememberDoubt(tried, m)
 				}
 			}
+			t.setTrying(false)
 			if err != nil {
 				t.failed(ctx, f, attempt, err)
 				all.notify()
@@ -454,6 +490,14 @@ func rememberDoubt(tried []*Manifest, m *Manifest) []*Manifest {
 	return append(tried, m)
 }
 
+// setTrying records whether an attempt of the target is in flight (see
+// dropFailing).
+func (t *targetState) setTrying(trying bool) {
+	t.mu.Lock()
+	t.trying = trying
+	t.mu.Unlock()
+}
+
 // stored records that the target holds seg. Events are reported outside
 // t.mu: an observer may ask the follower's state.
 func (t *targetState) stored(f *Follower, seg *pendingSegment, gen int) {
@@ -483,8 +527,9 @@ func (t *targetState) failed(ctx context.Context, f *Follower, attempt int, err 
 		return // Run ended: not the target's failure
 	}
 	t.mu.Lock()
+	t.failedAt = time.Now()
 	if !t.failing {
-		t.failingSince = time.Now()
+		t.failingSince = t.failedAt
 	}
 	t.failing = true
 	wasBehind, committed, chain := t.behind, t.committed, t.chain

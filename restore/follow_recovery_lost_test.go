@@ -27,7 +27,7 @@ func (f *followEvents) find(match func(backup.FollowEvent) bool) (backup.FollowE
 }
 
 // TestFollowerTailLostTargetIsReported: while a recovery's tail is stored
-// on x, y fails it past its backlog's bound. y lost revisions of the
+// on x, y fails it past FinalCommitTimeout. y lost revisions of the
 // tail, a gap there: it is reported (TargetLost on the old chain), the
 // tail is done without it, and RecoveryDone says y lacks it
 // (ErrTailIncomplete). The tail stays recorded: a follower started again
@@ -58,6 +58,7 @@ func TestFollowerTailLostTargetIsReported(t *testing.T) {
 	rec = &followEvents{}
 	f := follower(rec)
 	f.MaxBacklogBytes = 1 // one segment
+	f.FinalCommitTimeout = time.Second
 	failing := &failingTail{inner: f.Targets[1].Uploader, chain: oldChain.Chain, from: oldEnd + 1}
 	failing.down.Store(true)
 	f.Targets[1].Uploader = failing

@@ -1,0 +1,38 @@
+package backup
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestFollowerTailWaitsForARetry: in a recovery's tail, y fails one
+// attempt and works after its retry (RetryInterval). The tail waits for
+// y meanwhile rather than reading on at x's pace: y's backlog, far
+// smaller than the tail, never loses a segment, and y holds the tail.
+func TestFollowerTailWaitsForARetry(t *testing.T) {
+	u := &flakyThenSlow{}
+	f := &Follower{Cluster: "prod-a", Pipeline: &Pipeline{},
+		Targets:         []Target{{Destination: "x", Uploader: delayUploader{}}, {Destination: "y", Uploader: u}},
+		MaxSegmentBytes: 1, MaxBacklogBytes: 600, SlowStore: time.Minute, RetryInterval: 200 * time.Millisecond}
+	codec, err := newSegmentCodec(f.Cluster, f.Pipeline)
+	require.NoError(t, err)
+	st := &followState{f: f, codec: codec, builder: newSegmentBuilder(), leases: map[int64]bool{}, chain: "prod-a-full"}
+	st.targets = f.newFollowTargets(2, "prod-a-full", nil)
+	st.targets.recovery = true
+	st.targets.start(t.Context())
+	t.Cleanup(st.targets.stop)
+	st.restart(chainStart{next: 2, chain: "prod-a-full"})
+	for rev := int64(2); rev <= 20; rev++ {
+		require.NoError(t, st.receive(t.Context(), putAt(rev, rev)))
+		_, err := st.flush(t.Context())
+		require.NoError(t, err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	require.True(t, st.targets.awaitTailStored(ctx, time.Hour))
+	require.Empty(t, st.targets.lostWhileRunning(), "one failed attempt of y (%d tries) lost it the tail", u.tries.Load())
+	require.Equal(t, int64(20), st.targets.list[1].committed)
+}
