@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -92,4 +93,59 @@ func TestFollowerTailWaitsForAnAttempt(t *testing.T) {
 	require.True(t, st.targets.awaitTailStored(ctx, f.FinalCommitTimeout))
 	require.Empty(t, st.targets.lostWhileRunning(), "y was dropped after %d attempt(s), none in the bound", u.tries.Load())
 	require.Equal(t, int64(2), st.targets.list[1].committed)
+}
+
+// failOnceSlowly fails its first upload after a moment, then stores.
+type failOnceSlowly struct{ calls atomic.Int32 }
+
+func (u *failOnceSlowly) Upload(ctx context.Context, _ *Manifest, r io.Reader) error {
+	_, _ = io.Copy(io.Discard, r)
+	if u.calls.Add(1) == 1 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		return errors.New("blip")
+	}
+	return nil
+}
+
+func (*failOnceSlowly) Commit(context.Context, *Manifest) error { return nil }
+
+// TestFollowerTailKeepsATargetReportingItsStore: y's retry stored the
+// segment and the observer is still being told so when the tail's bound
+// passes. Until its outcome is recorded y is in an attempt, not idle and
+// failing: it is never dropped as lacking a tail it holds (its attempt
+// ended before the outcome was recorded, with the event between).
+func TestFollowerTailKeepsATargetReportingItsStore(t *testing.T) {
+	u := &failOnceSlowly{}
+	inObserver, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	f := &Follower{Cluster: "prod-a", Pipeline: &Pipeline{},
+		Targets:   []Target{{Destination: "x", Uploader: delayUploader{}}, {Destination: "y", Uploader: u}},
+		SlowStore: time.Minute, RetryInterval: 10 * time.Millisecond,
+		Observer: FollowObserverFunc(func(e FollowEvent) {
+			if e.Kind == SegmentStored && e.Destination == "y" {
+				once.Do(func() { close(inObserver) })
+				<-release // an exporter or a logger that blocks
+			}
+		})}
+	st := tailOfOneSegment(t, f)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	done := make(chan bool, 1)
+	go func() { done <- st.targets.awaitTailStored(ctx, 300*time.Millisecond) }()
+	<-inObserver
+	// The bound passes while y's observer runs: whatever the moment, y
+	// must not turn lost.
+	<-time.After(time.Second)
+	close(release)
+	require.True(t, <-done)
+	require.Empty(t, st.targets.lostWhileRunning(), "y stored the tail")
+	y := st.targets.list[1]
+	y.mu.Lock()
+	defer y.mu.Unlock()
+	require.Equal(t, int64(2), y.committed)
+	require.False(t, y.lost)
 }

@@ -453,7 +453,9 @@ func (t *targetState) run(ctx context.Context, all *followTargets) {
 					tried = rememberDoubt(tried, m)
 				}
 			}
-			t.setTrying(false)
+			// stored and failed end the attempt with its outcome, under
+			// one lock: a target between the two must not look idle and
+			// still failing (dropFailing would drop one that stored).
 			if err != nil {
 				t.failed(ctx, f, attempt, err)
 				all.notify()
@@ -498,10 +500,12 @@ func (t *targetState) setTrying(trying bool) {
 	t.mu.Unlock()
 }
 
-// stored records that the target holds seg. Events are reported outside
-// t.mu: an observer may ask the follower's state.
+// stored records that the target holds seg, ending the attempt that
+// stored it. Events are reported outside t.mu: an observer may ask the
+// follower's state.
 func (t *targetState) stored(f *Follower, seg *pendingSegment, gen int) {
 	t.mu.Lock()
+	t.trying = false
 	if gen != t.gen {
 		t.mu.Unlock()
 		return // of a chain the follower ended meanwhile
@@ -520,13 +524,15 @@ func (t *targetState) stored(f *Follower, seg *pendingSegment, gen int) {
 		"chain", chain, "committed_revision", committed)
 }
 
-// failed reports a failed attempt of the target; the first since it held
-// everything says it falls behind.
+// failed reports a failed attempt of the target, ending it; the first
+// since it held everything says it falls behind.
 func (t *targetState) failed(ctx context.Context, f *Follower, attempt int, err error) {
 	if ctx.Err() != nil {
+		t.setTrying(false)
 		return // Run ended: not the target's failure
 	}
 	t.mu.Lock()
+	t.trying = false
 	t.failedAt = time.Now()
 	if !t.failing {
 		t.failingSince = t.failedAt
