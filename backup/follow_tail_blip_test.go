@@ -17,14 +17,7 @@ func TestFollowerTailWaitsForARetry(t *testing.T) {
 	f := &Follower{Cluster: "prod-a", Pipeline: &Pipeline{},
 		Targets:         []Target{{Destination: "x", Uploader: delayUploader{}}, {Destination: "y", Uploader: u}},
 		MaxSegmentBytes: 1, MaxBacklogBytes: 600, SlowStore: time.Minute, RetryInterval: 200 * time.Millisecond}
-	codec, err := newSegmentCodec(f.Cluster, f.Pipeline)
-	require.NoError(t, err)
-	st := &followState{f: f, codec: codec, builder: newSegmentBuilder(), leases: map[int64]bool{}, chain: "prod-a-full"}
-	st.targets = f.newFollowTargets(2, "prod-a-full", nil)
-	st.targets.recovery = true
-	st.targets.start(t.Context())
-	t.Cleanup(st.targets.stop)
-	st.restart(chainStart{next: 2, chain: "prod-a-full"})
+	st := newTailState(t, f)
 	for rev := int64(2); rev <= 20; rev++ {
 		require.NoError(t, st.receive(t.Context(), putAt(rev, rev)))
 		_, err := st.flush(t.Context())

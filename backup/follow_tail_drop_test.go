@@ -37,9 +37,10 @@ func (u *flakyThenSlow) Upload(ctx context.Context, _ *Manifest, r io.Reader) er
 
 func (*flakyThenSlow) Commit(context.Context, *Manifest) error { return nil }
 
-// tailOfOneSegment returns a recovery tail's state whose targets were
-// handed one segment, revision 2, without waiting for them.
-func tailOfOneSegment(t *testing.T, f *Follower) *followState {
+// newTailState returns the state of a recovery's tail of chain
+// prod-a-full from revision 2, its targets started and stopped with t.
+func newTailState(t *testing.T, f *Follower) *followState {
+	t.Helper()
 	codec, err := newSegmentCodec(f.Cluster, f.Pipeline)
 	require.NoError(t, err)
 	st := &followState{f: f, codec: codec, builder: newSegmentBuilder(), leases: map[int64]bool{}, chain: "prod-a-full"}
@@ -48,6 +49,13 @@ func tailOfOneSegment(t *testing.T, f *Follower) *followState {
 	st.targets.start(t.Context())
 	t.Cleanup(st.targets.stop)
 	st.restart(chainStart{next: 2, chain: "prod-a-full"})
+	return st
+}
+
+// tailOfOneSegment returns a recovery tail's state whose targets were
+// handed one segment, revision 2, without waiting for them.
+func tailOfOneSegment(t *testing.T, f *Follower) *followState {
+	st := newTailState(t, f)
 	require.NoError(t, st.receive(t.Context(), putAt(2, 2)))
 	// Handed to the targets, as flush does, but not waited for.
 	raw := st.builder.finish()

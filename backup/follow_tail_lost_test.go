@@ -33,14 +33,7 @@ func TestFollowerTailTargetLostEndsTheWait(t *testing.T) {
 	f := &Follower{Cluster: "prod-a", Pipeline: &Pipeline{},
 		Targets:         []Target{{Destination: "x", Uploader: delayUploader{}}, {Destination: "y", Uploader: downUploader{}}},
 		MaxSegmentBytes: 1, MaxBacklogBytes: 1, SlowStore: time.Minute, RetryInterval: 100 * time.Millisecond}
-	codec, err := newSegmentCodec(f.Cluster, f.Pipeline)
-	require.NoError(t, err)
-	st := &followState{f: f, codec: codec, builder: newSegmentBuilder(), leases: map[int64]bool{}, chain: "prod-a-full"}
-	st.targets = f.newFollowTargets(2, "prod-a-full", nil)
-	st.targets.recovery = true
-	st.targets.start(t.Context())
-	t.Cleanup(st.targets.stop)
-	st.restart(chainStart{next: 2, chain: "prod-a-full"})
+	st := newTailState(t, f)
 	for rev := int64(2); rev <= 3; rev++ {
 		require.NoError(t, st.receive(t.Context(), clientv3.WatchResponse{Header: &etcdserverpb.ResponseHeader{ClusterId: 7, Revision: rev},
 			Events: []*clientv3.Event{{Type: mvccpb.PUT, Kv: &mvccpb.KeyValue{Key: []byte("/k"), Value: []byte("v"),
@@ -81,14 +74,7 @@ func TestFollowerTailWaitsForASlowTarget(t *testing.T) {
 				lost = append(lost, e)
 			}
 		})}
-	codec, err := newSegmentCodec(f.Cluster, f.Pipeline)
-	require.NoError(t, err)
-	st := &followState{f: f, codec: codec, builder: newSegmentBuilder(), leases: map[int64]bool{}, chain: "prod-a-full"}
-	st.targets = f.newFollowTargets(2, "prod-a-full", nil)
-	st.targets.recovery = true
-	st.targets.start(t.Context())
-	t.Cleanup(st.targets.stop)
-	st.restart(chainStart{next: 2, chain: "prod-a-full"})
+	st := newTailState(t, f)
 	for rev := int64(2); rev <= 4; rev++ {
 		require.NoError(t, st.receive(t.Context(), putAt(rev, rev)))
 		_, err := st.flush(t.Context())
@@ -125,14 +111,7 @@ func TestFollowerTailBoundsAFailingTarget(t *testing.T) {
 				lost.Add(1)
 			}
 		})}
-	codec, err := newSegmentCodec(f.Cluster, f.Pipeline)
-	require.NoError(t, err)
-	st := &followState{f: f, codec: codec, builder: newSegmentBuilder(), leases: map[int64]bool{}, chain: "prod-a-full"}
-	st.targets = f.newFollowTargets(2, "prod-a-full", nil)
-	st.targets.recovery = true
-	st.targets.start(t.Context())
-	t.Cleanup(st.targets.stop)
-	st.restart(chainStart{next: 2, chain: "prod-a-full"})
+	st := newTailState(t, f)
 	began := time.Now()
 	for rev := int64(2); rev <= 3; rev++ {
 		require.NoError(t, st.receive(t.Context(), putAt(rev, rev)))
