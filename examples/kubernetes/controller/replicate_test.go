@@ -13,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/etcdbackup/etcdbackup/backup"
@@ -122,12 +123,15 @@ func TestConfigReplicatesToASecondDestination(t *testing.T) {
 		}
 	}
 
-	// Without replicateTo, the status has no replication any more.
-	if err := c.Get(ctx, key, &got); err != nil {
-		t.Fatal(err)
-	}
-	got.Spec.ReplicateTo = nil
-	if err := c.Update(ctx, &got); err != nil {
+	// Without replicateTo, the status has no replication any more. The
+	// controller writes the status meanwhile: a conflict is read again.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := c.Get(ctx, key, &got); err != nil {
+			return err
+		}
+		got.Spec.ReplicateTo = nil
+		return c.Update(ctx, &got)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the replication status goes", func() bool {
