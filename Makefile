@@ -125,11 +125,14 @@ FUZZ_TARGETS := \
 	./backup:FuzzKeysJSONReader \
 	./backup:FuzzKeysZipReader \
 	./restore:FuzzSnapshotKeys:1000x \
+	./restore:FuzzCheckKeyValue \
 	./destination:FuzzParseURL
 
-# release: the CLI as shipped: stripped, without file paths. make bench
+# release: the CLI as shipped: stripped, without file paths, and without
+# the Google Cloud Storage client's gRPC transport (disable_grpc_modules:
+# the gs:// destination speaks GCS's JSON API, never gRPC). make bench
 # builds the CLI modes' binary with the same command.
-RELEASE_BUILD = go build -trimpath -ldflags='-s -w'
+RELEASE_BUILD = go build -trimpath -tags disable_grpc_modules -ldflags='-s -w'
 .PHONY: release
 release:
 	$(RELEASE_BUILD) -o bin/etcdbackup ./examples/etcdbackup

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/server/v3/lease/leasepb"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -112,16 +112,59 @@ func checkKeyBucket(ctx context.Context, b *bolt.Bucket) error {
 			return fmt.Errorf("bucket \"key\": revision %x is not after %x", k[:revisionKeyLen], last)
 		}
 		last = append(last[:0], k[:revisionKeyLen]...)
-		var kv mvccpb.KeyValue
-		if err := proto.Unmarshal(v, &kv); err != nil {
-			return fmt.Errorf("bucket \"key\": revision %x: value is no KeyValue: %w", k, err)
-		}
-		if len(kv.Key) == 0 {
-			return fmt.Errorf("bucket \"key\": revision %x: empty key", k)
+		if err := checkKeyValue(v); err != nil {
+			return fmt.Errorf("bucket \"key\": revision %x: %w", k, err)
 		}
 		return nil
 	})
 }
+
+// errEmptyKey is checkKeyValue's error for a KeyValue without a key.
+var errEmptyKey = errors.New("empty key")
+
+// checkKeyValue checks v as proto.Unmarshal into an mvccpb.KeyValue
+// would decode it, without copying it (decoding copies the key and the
+// value, which is the whole database again in garbage): every tag is a
+// valid field number, every field's value is whole, no group ends that
+// did not start, and the key (field 1, its last occurrence as a bytes
+// field, as proto3 keeps) is not empty. A known field of another wire
+// type is an unknown field to proto.Unmarshal, and so here.
+func checkKeyValue(v []byte) error {
+	var key []byte
+	for len(v) > 0 {
+		num, typ, n := protowire.ConsumeTag(v)
+		if n < 0 {
+			return fmt.Errorf("value is no KeyValue: %w", protowire.ParseError(n))
+		}
+		if num > protowire.MaxValidNumber {
+			return fmt.Errorf("value is no KeyValue: field number %d out of range", num)
+		}
+		if typ == protowire.EndGroupType {
+			return fmt.Errorf("value is no KeyValue: field %d ends a group that did not start", num)
+		}
+		v = v[n:]
+		if num == keyValueKeyField && typ == protowire.BytesType {
+			b, n := protowire.ConsumeBytes(v)
+			if n < 0 {
+				return fmt.Errorf("value is no KeyValue: key: %w", protowire.ParseError(n))
+			}
+			key, v = b, v[n:]
+			continue
+		}
+		n = protowire.ConsumeFieldValue(num, typ, v)
+		if n < 0 {
+			return fmt.Errorf("value is no KeyValue: field %d: %w", num, protowire.ParseError(n))
+		}
+		v = v[n:]
+	}
+	if len(key) == 0 {
+		return errEmptyKey
+	}
+	return nil
+}
+
+// keyValueKeyField is the field number of mvccpb.KeyValue's key.
+const keyValueKeyField = 1
 
 // checkRevisionKey checks k as mvcc.BytesToBucketKey would, which panics.
 func checkRevisionKey(k []byte) error {

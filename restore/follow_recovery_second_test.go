@@ -11,8 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/etcdbackup/etcdbackup/backup"
-	"github.com/etcdbackup/etcdbackup/internal/etcdtest"
-	"github.com/etcdbackup/etcdbackup/storage"
 )
 
 // failChain fails the commits of the segments of the chain named later,
@@ -41,40 +39,23 @@ func (u *failChain) Commit(ctx context.Context, m *backup.Manifest) error {
 // and a follower started again resumes the first tail on y, which then
 // holds it.
 func TestFollowerTailIncompleteKeptThroughAnotherOutage(t *testing.T) {
-	x, y := memBucket(t), memBucket(t)
-	etcd := etcdtest.Start(t)
-	cli := etcd.Client(t)
-	follower := func(rec *followEvents) *backup.Follower {
-		f := destinationsFollower(t, etcd, rec, map[string]storage.Bucket{"x": x, "y": y}, "x", "y")
-		f.RecoveryRevisions, f.MaxSegmentBytes, f.FinalCommitTimeout = 300, 16<<10, time.Second
-		return f
-	}
-	rec := &followEvents{}
-	stop := runFollower(t, follower(rec))
-	require.Eventually(t, func() bool { return rec.count(backup.ChainStarted) == 1 }, 30*time.Second, 10*time.Millisecond)
-	oldChain, _ := rec.first(backup.ChainStarted)
-	a := workload(t, cli, "/a", 6)
-	require.Eventually(t, func() bool {
-		return chainEnd(t, x, oldChain.Chain) >= a[len(a)-1] && chainEnd(t, y, oldChain.Chain) >= a[len(a)-1]
-	}, 30*time.Second, 20*time.Millisecond)
-	require.NoError(t, stop())
-	oldEnd := chainEnd(t, y, oldChain.Chain)
-	tail := workload(t, cli, "/b", 12)
-	putsPast(t, cli, "/bulk", tail[len(tail)-1]+1000)
+	o := newTailOutage(t, func(f *backup.Follower) { f.MaxSegmentBytes, f.FinalCommitTimeout = 16<<10, time.Second })
+	y, cli, follower, oldChain := o.y, o.cli, o.follower, o.oldChain
+	oldEnd := chainEnd(t, y, oldChain)
 
-	rec = &followEvents{}
+	rec := &followEvents{}
 	f := follower(rec)
-	failing := &failingTail{inner: f.Targets[1].Uploader, chain: oldChain.Chain, from: oldEnd + 1}
+	failing := &failingTail{inner: f.Targets[1].Uploader, chain: oldChain, from: oldEnd + 1}
 	failing.down.Store(true)
 	gx := &failChain{inner: f.Targets[0].Uploader}
 	gy := &failChain{inner: failing}
 	f.Targets[0].Uploader, f.Targets[1].Uploader = gx, gy
-	stop = runFollower(t, f)
+	stop := runFollower(t, f)
 	require.Eventually(t, func() bool { return rec.count(backup.RecoveryDone) == 1 }, 30*time.Second, 10*time.Millisecond)
 	done, _ := rec.first(backup.RecoveryDone)
 	require.ErrorIs(t, done.Err, backup.ErrTailIncomplete, "events: %v", rec.kinds())
 	until1 := done.HeadRevision
-	require.Less(t, chainEnd(t, y, oldChain.Chain), until1, "y lacks the tail")
+	require.Less(t, chainEnd(t, y, oldChain), until1, "y lacks the tail")
 
 	// The chain followed falls far behind: an outage of both destinations.
 	c2, _ := rec.first(backup.ChainStarted)
@@ -113,10 +94,10 @@ func TestFollowerTailIncompleteKeptThroughAnotherOutage(t *testing.T) {
 	stop = runFollower(t, follower(rec))
 	defer func() { _ = stop() }()
 	require.Eventually(t, func() bool {
-		_, ok := rec.find(func(e backup.FollowEvent) bool { return e.Kind == backup.RecoveryStarted && e.Chain == oldChain.Chain })
+		_, ok := rec.find(func(e backup.FollowEvent) bool { return e.Kind == backup.RecoveryStarted && e.Chain == oldChain })
 		return ok
-	}, 30*time.Second, 50*time.Millisecond, "the tail of %s is resumed on y", oldChain.Chain)
-	require.Eventually(t, func() bool { return chainEnd(t, y, oldChain.Chain) >= until1 }, 30*time.Second, 50*time.Millisecond,
+	}, 30*time.Second, 50*time.Millisecond, "the tail of %s is resumed on y", oldChain)
+	require.Eventually(t, func() bool { return chainEnd(t, y, oldChain) >= until1 }, 30*time.Second, 50*time.Millisecond,
 		"y holds the tail")
 	require.Equal(t, 1, recoveries, "the follower caught up on its chain: no second recovery")
 }

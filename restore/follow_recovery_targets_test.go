@@ -9,11 +9,13 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdbackup/etcdbackup/backup"
 	"github.com/etcdbackup/etcdbackup/internal/etcdtest"
 	"github.com/etcdbackup/etcdbackup/restore"
 	"github.com/etcdbackup/etcdbackup/storage"
+	"github.com/etcdbackup/etcdbackup/storage/blob"
 )
 
 // chainEnd returns the last revision b holds of chain: its last
@@ -164,35 +166,17 @@ func (u *failingTail) Commit(ctx context.Context, m *backup.Manifest) error {
 // answers, y holds the whole tail and its revisions restore from y
 // exactly.
 func TestFollowerTailWaitsForAFailingTarget(t *testing.T) {
-	x, y := memBucket(t), memBucket(t)
-	etcd := etcdtest.Start(t)
-	cli := etcd.Client(t)
-	follower := func(rec *followEvents) *backup.Follower {
-		f := destinationsFollower(t, etcd, rec, map[string]storage.Bucket{"x": x, "y": y}, "x", "y")
-		f.RecoveryRevisions, f.MaxSegmentBytes = 300, 16<<10
-		return f
-	}
+	o := newTailOutage(t, func(f *backup.Follower) { f.MaxSegmentBytes = 16 << 10 })
+	x, y, cli, follower, oldChain, tail := o.x, o.y, o.cli, o.follower, o.oldChain, o.tail
+	oldEnd := chainEnd(t, y, oldChain)
+
 	rec := &followEvents{}
-	stop := runFollower(t, follower(rec))
-	require.Eventually(t, func() bool { return rec.count(backup.ChainStarted) == 1 }, 30*time.Second, 10*time.Millisecond)
-	oldChain, _ := rec.first(backup.ChainStarted)
-	a := workload(t, cli, "/a", 6)
-	require.Eventually(t, func() bool {
-		return chainEnd(t, x, oldChain.Chain) >= a[len(a)-1] && chainEnd(t, y, oldChain.Chain) >= a[len(a)-1]
-	}, 30*time.Second, 20*time.Millisecond)
-	require.NoError(t, stop())
-	oldEnd := chainEnd(t, y, oldChain.Chain)
-
-	tail := workload(t, cli, "/b", 12)
-	putsPast(t, cli, "/bulk", tail[len(tail)-1]+1000)
-
-	rec = &followEvents{}
 	f := follower(rec)
 	f.FinalCommitTimeout = 2 * time.Minute
-	failing := &failingTail{inner: f.Targets[1].Uploader, chain: oldChain.Chain, from: oldEnd + 1}
+	failing := &failingTail{inner: f.Targets[1].Uploader, chain: oldChain, from: oldEnd + 1}
 	failing.down.Store(true)
 	f.Targets[1].Uploader = failing
-	stop = runFollower(t, f)
+	stop := runFollower(t, f)
 	defer func() { _ = stop() }()
 	require.Eventually(t, func() bool { return rec.count(backup.ChainStarted) == 1 }, 30*time.Second, 10*time.Millisecond)
 	newChain, _ := rec.first(backup.ChainStarted)
@@ -207,7 +191,7 @@ func TestFollowerTailWaitsForAFailingTarget(t *testing.T) {
 		"events: %v", rec.kinds())
 	done, _ := rec.first(backup.RecoveryDone)
 	require.NoError(t, done.Err)
-	require.GreaterOrEqual(t, chainEnd(t, y, oldChain.Chain), until)
+	require.GreaterOrEqual(t, chainEnd(t, y, oldChain), until)
 	for _, rev := range []int64{oldEnd + 1, tail[3], until} {
 		restored, res, srv := restorePoint(t, y, restore.Point{Cluster: "prod-a", Revision: rev})
 		require.Equal(t, rev, res.Revision)
@@ -223,42 +207,25 @@ func TestFollowerTailWaitsForAFailingTarget(t *testing.T) {
 // lacks it, and stays recorded, so a follower started again resumes it
 // on y.
 func TestFollowerTailEndsForATargetStillFailing(t *testing.T) {
-	x, y := memBucket(t), memBucket(t)
-	etcd := etcdtest.Start(t)
-	cli := etcd.Client(t)
-	follower := func(rec *followEvents) *backup.Follower {
-		f := destinationsFollower(t, etcd, rec, map[string]storage.Bucket{"x": x, "y": y}, "x", "y")
-		f.RecoveryRevisions, f.MaxSegmentBytes, f.FinalCommitTimeout = 300, 16<<10, time.Second
-		return f
-	}
-	rec := &followEvents{}
-	stop := runFollower(t, follower(rec))
-	require.Eventually(t, func() bool { return rec.count(backup.ChainStarted) == 1 }, 30*time.Second, 10*time.Millisecond)
-	oldChain, _ := rec.first(backup.ChainStarted)
-	a := workload(t, cli, "/a", 6)
-	require.Eventually(t, func() bool {
-		return chainEnd(t, x, oldChain.Chain) >= a[len(a)-1] && chainEnd(t, y, oldChain.Chain) >= a[len(a)-1]
-	}, 30*time.Second, 20*time.Millisecond)
-	require.NoError(t, stop())
-	oldEnd := chainEnd(t, y, oldChain.Chain)
-	tail := workload(t, cli, "/b", 12)
-	putsPast(t, cli, "/bulk", tail[len(tail)-1]+1000)
+	o := newTailOutage(t, func(f *backup.Follower) { f.MaxSegmentBytes, f.FinalCommitTimeout = 16<<10, time.Second })
+	x, y, cli, follower, oldChain := o.x, o.y, o.cli, o.follower, o.oldChain
+	oldEnd := chainEnd(t, y, oldChain)
 
-	rec = &followEvents{}
+	rec := &followEvents{}
 	f := follower(rec)
-	failing := &failingTail{inner: f.Targets[1].Uploader, chain: oldChain.Chain, from: oldEnd + 1}
+	failing := &failingTail{inner: f.Targets[1].Uploader, chain: oldChain, from: oldEnd + 1}
 	failing.down.Store(true)
 	f.Targets[1].Uploader = failing
-	stop = runFollower(t, f)
+	stop := runFollower(t, f)
 	require.Eventually(t, func() bool { return rec.count(backup.RecoveryDone) == 1 }, 30*time.Second, 10*time.Millisecond,
 		"the tail ends without y")
 	done, _ := rec.first(backup.RecoveryDone)
 	require.ErrorIs(t, done.Err, backup.ErrTailIncomplete, "events: %v", rec.kinds())
 	require.Equal(t, []string{"y"}, done.Destinations)
-	require.GreaterOrEqual(t, chainEnd(t, x, oldChain.Chain), done.HeadRevision, "x holds the tail")
-	require.Less(t, chainEnd(t, y, oldChain.Chain), done.HeadRevision, "y lacks it")
+	require.GreaterOrEqual(t, chainEnd(t, x, oldChain), done.HeadRevision, "x holds the tail")
+	require.Less(t, chainEnd(t, y, oldChain), done.HeadRevision, "y lacks it")
 	_, ok := rec.find(func(e backup.FollowEvent) bool {
-		return e.Kind == backup.TargetLost && e.Destination == "y" && e.Chain == oldChain.Chain
+		return e.Kind == backup.TargetLost && e.Destination == "y" && e.Chain == oldChain
 	})
 	require.True(t, ok, "y's gap in the tail is reported: %v", rec.kinds())
 
@@ -273,5 +240,44 @@ func TestFollowerTailEndsForATargetStillFailing(t *testing.T) {
 		"y's tail is resumed")
 	done, _ = rec.first(backup.RecoveryDone)
 	require.NoError(t, done.Err)
-	require.GreaterOrEqual(t, chainEnd(t, y, oldChain.Chain), done.HeadRevision)
+	require.GreaterOrEqual(t, chainEnd(t, y, oldChain), done.HeadRevision)
+}
+
+// tailOutage is a follower over x and y that stored its chain's first
+// writes on both and was stopped; etcd then took twelve writes (what a
+// recovery's tail stores on the old chain) and a thousand more, past the
+// followers' RecoveryRevisions (300): the next follower recovers.
+type tailOutage struct {
+	x, y     *blob.Bucket
+	cli      *clientv3.Client
+	follower func(*followEvents) *backup.Follower
+	oldChain string
+	tail     []int64 // the revisions of the twelve writes
+}
+
+// newTailOutage builds the outage; configure sets the options of every
+// follower it makes.
+func newTailOutage(t *testing.T, configure func(*backup.Follower)) *tailOutage {
+	t.Helper()
+	etcd := etcdtest.Start(t)
+	o := &tailOutage{x: memBucket(t), y: memBucket(t), cli: etcd.Client(t)}
+	o.follower = func(rec *followEvents) *backup.Follower {
+		f := destinationsFollower(t, etcd, rec, map[string]storage.Bucket{"x": o.x, "y": o.y}, "x", "y")
+		f.RecoveryRevisions = 300
+		configure(f)
+		return f
+	}
+	rec := &followEvents{}
+	stop := runFollower(t, o.follower(rec))
+	require.Eventually(t, func() bool { return rec.count(backup.ChainStarted) == 1 }, 30*time.Second, 10*time.Millisecond)
+	started, _ := rec.first(backup.ChainStarted)
+	o.oldChain = started.Chain
+	a := workload(t, o.cli, "/a", 6)
+	require.Eventually(t, func() bool {
+		return chainEnd(t, o.x, o.oldChain) >= a[len(a)-1] && chainEnd(t, o.y, o.oldChain) >= a[len(a)-1]
+	}, 30*time.Second, 20*time.Millisecond)
+	require.NoError(t, stop())
+	o.tail = workload(t, o.cli, "/b", 12)
+	putsPast(t, o.cli, "/bulk", o.tail[len(o.tail)-1]+1000)
+	return o
 }
