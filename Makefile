@@ -129,8 +129,9 @@ FUZZ_TARGETS := \
 	./destination:FuzzParseURL
 
 # release: the CLI as shipped: stripped, without file paths, and without
-# the Google Cloud Storage client's gRPC transport (disable_grpc_modules:
-# the gs:// destination speaks GCS's JSON API, never gRPC). make bench
+# the Google Cloud Storage client's DirectPath (xDS) support
+# (disable_grpc_modules), which only its gRPC API uses: gs://
+# destinations speak the JSON API. make bench
 # builds the CLI modes' binary with the same command.
 RELEASE_BUILD = go build -trimpath -tags disable_grpc_modules -ldflags='-s -w'
 .PHONY: release

@@ -10,7 +10,7 @@
 //
 //	go build -o bench-out/etcdbackup-bench ./internal/bench
 //	go build -tags benchlean -o bench-out/etcdbackup-bench-lean ./internal/bench
-//	go build -trimpath -ldflags='-s -w' -o /tmp/cli/etcdbackup ./examples/etcdbackup
+//	go build -trimpath -tags disable_grpc_modules -ldflags='-s -w' -o /tmp/cli/etcdbackup ./examples/etcdbackup
 //	bench-out/etcdbackup-bench -cli /tmp/cli/etcdbackup [-sizes 256MiB,1GiB,2GiB] [-runs 5] [-modes two-step,stream,...]
 //	bench-out/etcdbackup-bench pitr          # continuous backup: commit lag, follower RSS, replay speed
 //	bench-out/etcdbackup-bench pitr-remote   # its commit lag against the remote stores
