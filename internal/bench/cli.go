@@ -18,8 +18,8 @@ import (
 
 // The CLI modes run the etcdbackup command as shipped (`make release`:
 // examples/etcdbackup built with -trimpath -tags disable_grpc_modules
-// -ldflags='-s -w'), a process
-// of its own, at its defaults: what an operator runs. Their figures are
+// -ldflags='-s -w'), a process of its own, at its defaults: what an
+// operator runs. Their figures are
 // the CLI's, not the library's in the bench's binaries.
 //
 // The mode's process (the lean binary for backups) starts the CLI and
