@@ -40,11 +40,7 @@ func TestFollowerDrainedLostTargetWakesTheWait(t *testing.T) {
 	x, y := all.list[0], all.list[1]
 	all.wg.Go(func() { x.run(wctx, all) })
 	st.restart(chainStart{next: 2, chain: "prod-a-full"})
-	for rev := int64(2); rev <= 4; rev++ {
-		require.NoError(t, st.receive(t.Context(), putAt(rev, rev)))
-		_, err := st.flush(t.Context())
-		require.NoError(t, err)
-	}
+	putAndFlush(t, st, 4)
 	ctx, cancelWait := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancelWait()
 	all.notify() // a token awaitDrained takes once it waits for y

@@ -18,11 +18,7 @@ func TestFollowerTailWaitsForARetry(t *testing.T) {
 		Targets:         []Target{{Destination: "x", Uploader: delayUploader{}}, {Destination: "y", Uploader: u}},
 		MaxSegmentBytes: 1, MaxBacklogBytes: 600, SlowStore: time.Minute, RetryInterval: 200 * time.Millisecond}
 	st := newTailState(t, f)
-	for rev := int64(2); rev <= 20; rev++ {
-		require.NoError(t, st.receive(t.Context(), putAt(rev, rev)))
-		_, err := st.flush(t.Context())
-		require.NoError(t, err)
-	}
+	putAndFlush(t, st, 20)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	require.True(t, st.targets.awaitTailStored(ctx, time.Hour))

@@ -52,6 +52,17 @@ func newTailState(t *testing.T, f *Follower) *followState {
 	return st
 }
 
+// putAndFlush has st receive a put at each revision from 2 to last, each
+// flushed into a segment of its own.
+func putAndFlush(t *testing.T, st *followState, last int64) {
+	t.Helper()
+	for rev := int64(2); rev <= last; rev++ {
+		require.NoError(t, st.receive(t.Context(), putAt(rev, rev)))
+		_, err := st.flush(t.Context())
+		require.NoError(t, err)
+	}
+}
+
 // tailOfOneSegment returns a recovery tail's state whose targets were
 // handed one segment, revision 2, without waiting for them.
 func tailOfOneSegment(t *testing.T, f *Follower) *followState {

@@ -75,11 +75,7 @@ func TestFollowerTailWaitsForASlowTarget(t *testing.T) {
 			}
 		})}
 	st := newTailState(t, f)
-	for rev := int64(2); rev <= 4; rev++ {
-		require.NoError(t, st.receive(t.Context(), putAt(rev, rev)))
-		_, err := st.flush(t.Context())
-		require.NoError(t, err)
-	}
+	putAndFlush(t, st, 4)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	require.True(t, st.targets.awaitTailStored(ctx, time.Hour))
@@ -113,11 +109,7 @@ func TestFollowerTailBoundsAFailingTarget(t *testing.T) {
 		})}
 	st := newTailState(t, f)
 	began := time.Now()
-	for rev := int64(2); rev <= 3; rev++ {
-		require.NoError(t, st.receive(t.Context(), putAt(rev, rev)))
-		_, err := st.flush(t.Context())
-		require.NoError(t, err)
-	}
+	putAndFlush(t, st, 3)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	require.True(t, st.targets.awaitTailStored(ctx, bound), "x holds the tail")
