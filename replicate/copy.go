@@ -42,6 +42,18 @@ var ErrNewerManifest = errors.New("manifest written by a newer version")
 // NotCopied: the selection's Retention or PointInTime leaves it out.
 var ErrLeftOut = errors.New("named backup left out by the selection")
 
+// ErrInvalidSource says why an entry of the source Failed: what a
+// Selection's All or Since selects holds a manifest that is not a backup
+// this version can read (listed backup.KindInvalid): one that does not
+// parse or validate (a newer version's, of a format or kind this one does
+// not know, or a damaged one), or whose data object is missing or of
+// another size. The target would lack it, so it is never skipped
+// silently; its Item's ID is the manifest's file name and its Err says
+// what is wrong (errors.Is matches backup.ErrInvalidManifest when the
+// manifest itself is). Copy it with a version that reads it, or repair or
+// remove it on the source.
+var ErrInvalidSource = errors.New("the source holds a manifest this version cannot copy")
+
 // ErrPending says why a backup's outcome is Pending: its data object is on
 // the target, uncommitted, and another writer's.
 var ErrPending = errors.New("another writer's data object is on the target")
@@ -121,6 +133,8 @@ type Copier struct {
 // when some backup failed or a backup or chain sel names (IDs, Chains)
 // was left out by its Retention or PointInTime (NotCopied), an error
 // joining their errors: errors.Is matches ErrLeftOut for the latter. A
+// manifest that All or Since selects but this version cannot read (see
+// ErrInvalidSource) is a failed item too, never skipped. A
 // segment is copied only once its full and the segments before it are on
 // the target: when one cannot be copied (it vanished from the source, pruned
 // meanwhile), the rest of its chain is not copied (NotCopied), so the
@@ -149,7 +163,8 @@ func (c *Copier) Copy(ctx context.Context, cluster string, sel Selection) (*Repo
 		return nil, err
 	}
 	left := namedLeftOut(entries, sel, drop)
-	total := len(left)
+	bad := unreadable(entries, sel)
+	total := len(left) + len(bad)
 	for _, g := range groups {
 		total += len(g.segments)
 		if g.full != nil {
@@ -174,6 +189,11 @@ func (c *Copier) Copy(ctx context.Context, cluster string, sel Selection) (*Repo
 		r.index++
 		r.record(Item{ID: e.ID, Kind: e.Kind, Outcome: NotCopied, Bytes: e.Size, Created: e.Created,
 			Err: fmt.Errorf("%w: the selection's retention or point-in-time window leaves it out", ErrLeftOut)})
+	}
+	for _, e := range bad {
+		r.index++
+		r.record(Item{ID: e.ID, Kind: e.Kind, Outcome: Failed, Created: e.Created,
+			Err: fmt.Errorf("%w: %s: %w", ErrInvalidSource, e.ManifestKey, e.Problem)})
 	}
 	r.groups(groups)
 	r.rep.Elapsed = c.now().Sub(started)
@@ -215,6 +235,24 @@ func namedLeftOut(entries []backup.Entry, sel Selection, drop map[string]bool) [
 		chain := chainOf(e)
 		named := slices.Contains(sel.IDs, e.ID) || slices.Contains(sel.Chains, chain) && !kept[chain]
 		if drop[e.ID] && named {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// unreadable returns the entries of the source that sel selects by All
+// or Since (created, for these, is when the store wrote the manifest) and
+// that are not backups this version can read: listed backup.KindInvalid
+// (see ErrInvalidSource). A manifest that vanished while the source was
+// listed (a prune deleted it) is not one: the source no longer holds it.
+func unreadable(entries []backup.Entry, sel Selection) []backup.Entry {
+	var out []backup.Entry
+	for _, e := range entries {
+		switch {
+		case e.Kind != backup.KindInvalid || e.ManifestKey == "":
+		case errors.Is(e.Problem, storage.ErrNotFound):
+		case sel.All || !sel.Since.IsZero() && !e.Created.Before(sel.Since):
 			out = append(out, e)
 		}
 	}

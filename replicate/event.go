@@ -36,7 +36,9 @@ const (
 // Item is the outcome of one backup of a copy.
 type Item struct {
 	ID string
-	// Kind is backup.KindBackup, KindDelta, KindKeysJSON or KindKeys.
+	// Kind is backup.KindBackup, KindDelta, KindKeysJSON or KindKeys;
+	// backup.KindInvalid for a source manifest this version cannot read
+	// (ErrInvalidSource), whose ID is the manifest's file name.
 	Kind    backup.Kind
 	Outcome Outcome
 	// Bytes is the stored size of its data object.

@@ -97,7 +97,8 @@ func (s Selection) Validate() error {
 // the cluster, whatever its config) and the segments of older versions,
 // which record no config, on the chains of the name's segments (its
 // follower's before an upgrade mid-chain): the other names' backups are
-// otherwise never selected.
+// otherwise never selected. A manifest that could not be parsed is kept:
+// it may be the name's (see unreadable).
 func (s Selection) of(entries []backup.Entry) []backup.Entry {
 	if s.Name == "" {
 		return entries
@@ -110,7 +111,9 @@ func (s Selection) of(entries []backup.Entry) []backup.Entry {
 	}
 	return slices.DeleteFunc(slices.Clone(entries), func(e backup.Entry) bool {
 		if e.Manifest == nil {
-			return true
+			// A manifest that could not be parsed may be the name's: it
+			// is kept, to be reported (ErrInvalidSource), never skipped.
+			return e.Kind != backup.KindInvalid
 		}
 		if OfName(e.Manifest, s.Name) {
 			return false

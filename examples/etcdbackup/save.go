@@ -171,12 +171,12 @@ func openTargets(ctx context.Context, dest destinationFlags, opts destination.Op
 		reg, d, err := openDestination(ctx, &one, opts)
 		if err != nil {
 			closeAll()
-			return nil, nil, nil, fmt.Errorf("--destination %s: %w", destination.RedactURL(url), err)
+			return nil, nil, nil, fmt.Errorf("--destination %s: %w", flagLabel(url), err)
 		}
 		regs = append(regs, reg)
 		if slices.ContainsFunc(locs, d.Location().Overlaps) || slices.ContainsFunc(targets, func(t backup.Target) bool { return t.Destination == d.Name() }) {
 			closeAll()
-			return nil, nil, nil, usagef("--destination %s: the same location as another, or inside it", destination.RedactURL(url))
+			return nil, nil, nil, usagef("--destination %s: the same location as another, or inside it", flagLabel(url))
 		}
 		if strings.Contains(url, "://") && d.Name() == cmp.Or(one.name, destination.DefaultName) {
 			labels[d.Name()] = targetLabel(url)
@@ -193,6 +193,15 @@ func openTargets(ctx context.Context, dest destinationFlags, opts destination.Op
 		return nil, nil, nil, err
 	}
 	return targets, labels, closeAll, nil
+}
+
+// flagLabel names a --destination value in an error: a destination name
+// as given, a URL redacted (destination.RedactURL).
+func flagLabel(value string) string {
+	if !strings.Contains(value, "://") && backup.ValidateName("destination", value) == nil {
+		return value
+	}
+	return destination.RedactURL(value)
 }
 
 // targetLabel names a destination given by URL in results and progress:
