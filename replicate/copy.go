@@ -42,16 +42,19 @@ var ErrNewerManifest = errors.New("manifest written by a newer version")
 // NotCopied: the selection's Retention or PointInTime leaves it out.
 var ErrLeftOut = errors.New("named backup left out by the selection")
 
-// ErrInvalidSource says why an entry of the source Failed: what a
+// ErrInvalidSource says why an entry of the source is NotCopied: what a
 // Selection's All or Since selects holds a manifest that is not a backup
 // this version can read (listed backup.KindInvalid): one that does not
 // parse or validate (a newer version's, of a format or kind this one does
 // not know, or a damaged one), or whose data object is missing or of
 // another size. The target would lack it, so it is never skipped
-// silently; its Item's ID is the manifest's file name and its Err says
-// what is wrong (errors.Is matches backup.ErrInvalidManifest when the
-// manifest itself is). Copy it with a version that reads it, or repair or
-// remove it on the source.
+// silently: its Item's ID is the manifest's file name, Kind is
+// backup.KindInvalid and Err says what is wrong (errors.Is matches
+// backup.ErrInvalidManifest when the manifest itself is). It does not
+// fail Copy, which copies the rest (a replication job goes on, and prunes
+// its targets); Metrics counts it apart, and the CLI's copy fails on it.
+// Copy it with a version that reads it, or repair or remove it on the
+// source.
 var ErrInvalidSource = errors.New("the source holds a manifest this version cannot copy")
 
 // ErrPending says why a backup's outcome is Pending: its data object is on
@@ -133,8 +136,9 @@ type Copier struct {
 // when some backup failed or a backup or chain sel names (IDs, Chains)
 // was left out by its Retention or PointInTime (NotCopied), an error
 // joining their errors: errors.Is matches ErrLeftOut for the latter. A
-// manifest that All or Since selects but this version cannot read (see
-// ErrInvalidSource) is a failed item too, never skipped. A
+// manifest that All or Since selects but this version cannot read is
+// reported NotCopied (ErrInvalidSource), never skipped, without failing
+// the copy. A
 // segment is copied only once its full and the segments before it are on
 // the target: when one cannot be copied (it vanished from the source, pruned
 // meanwhile), the rest of its chain is not copied (NotCopied), so the
@@ -163,8 +167,7 @@ func (c *Copier) Copy(ctx context.Context, cluster string, sel Selection) (*Repo
 		return nil, err
 	}
 	left := namedLeftOut(entries, sel, drop)
-	bad := unreadable(entries, sel)
-	total := len(left) + len(bad)
+	total := len(left)
 	for _, g := range groups {
 		total += len(g.segments)
 		if g.full != nil {
@@ -173,6 +176,8 @@ func (c *Copier) Copy(ctx context.Context, cluster string, sel Selection) (*Repo
 	}
 	r := &copyRun{c: c, ctx: ctx, cluster: cluster, total: total, sourceTimes: source.times,
 		rep: &Report{Cluster: cluster, Source: c.SourceName, Target: c.Target.Name}}
+	bad := r.unreadable(entries, sel, oldestKept(groups))
+	r.total += len(bad)
 	r.held = c.listTarget(ctx, cluster)
 	for _, m := range r.held {
 		// Only copies of the source's own full backups may base the
@@ -192,7 +197,7 @@ func (c *Copier) Copy(ctx context.Context, cluster string, sel Selection) (*Repo
 	}
 	for _, e := range bad {
 		r.index++
-		r.record(Item{ID: e.ID, Kind: e.Kind, Outcome: Failed, Created: e.Created,
+		r.record(Item{ID: e.ID, Kind: e.Kind, Outcome: NotCopied, Created: e.Created,
 			Err: fmt.Errorf("%w: %s: %w", ErrInvalidSource, e.ManifestKey, e.Problem)})
 	}
 	r.groups(groups)
@@ -235,24 +240,6 @@ func namedLeftOut(entries []backup.Entry, sel Selection, drop map[string]bool) [
 		chain := chainOf(e)
 		named := slices.Contains(sel.IDs, e.ID) || slices.Contains(sel.Chains, chain) && !kept[chain]
 		if drop[e.ID] && named {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-// unreadable returns the entries of the source that sel selects by All
-// or Since (created, for these, is when the store wrote the manifest) and
-// that are not backups this version can read: listed backup.KindInvalid
-// (see ErrInvalidSource). A manifest that vanished while the source was
-// listed (a prune deleted it) is not one: the source no longer holds it.
-func unreadable(entries []backup.Entry, sel Selection) []backup.Entry {
-	var out []backup.Entry
-	for _, e := range entries {
-		switch {
-		case e.Kind != backup.KindInvalid || e.ManifestKey == "":
-		case errors.Is(e.Problem, storage.ErrNotFound):
-		case sel.All || !sel.Since.IsZero() && !e.Created.Before(sel.Since):
 			out = append(out, e)
 		}
 	}

@@ -1,6 +1,7 @@
 package replicate
 
 import (
+	"errors"
 	"time"
 
 	"github.com/etcdbackup/etcdbackup/backup"
@@ -29,7 +30,10 @@ const (
 	Pending Outcome = "pending"
 	// NotCopied: it was not tried, because something it depends on (its
 	// chain's full backup, an earlier segment) was not copied: copying it
-	// would leave a chain with a hole on the target.
+	// would leave a chain with a hole on the target; or because the
+	// selection leaves out a backup it names (ErrLeftOut); or because it
+	// is a manifest on the source this version cannot read
+	// (ErrInvalidSource, Item.InvalidSource).
 	NotCopied Outcome = "not-copied"
 )
 
@@ -48,6 +52,11 @@ type Item struct {
 	// Err says why it Failed or was NotCopied.
 	Err error
 }
+
+// InvalidSource reports whether it is a manifest on the source this
+// version cannot read (ErrInvalidSource): not copied, and not a backup
+// the target lags behind on.
+func (it Item) InvalidSource() bool { return errors.Is(it.Err, ErrInvalidSource) }
 
 // Chain describes a chain of delta segments after a copy: how far the
 // target holds it contiguously from its full backup.

@@ -5,22 +5,28 @@ import (
 	"context"
 	"errors"
 	"io"
+	"iter"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/etcdbackup/etcdbackup/backup"
+	"github.com/etcdbackup/etcdbackup/retention"
 	"github.com/etcdbackup/etcdbackup/storage"
 )
 
 // TestCopyReportsAManifestItCannotRead: the source holds, beside a good
 // full backup, a manifest this version cannot read: of a newer format,
 // of a kind it does not know, damaged, or naming a data object that is
-// gone. A copy of all (or since before it, or of the backup name) copies
-// the good backup and reports the other Failed with ErrInvalidSource, its
-// error naming the manifest and what is wrong; nothing of it lands on the
-// target, and the next copy reports it again. A copy since after it, or
-// of another name's parsed manifest, does not select it.
+// gone. A copy of all (or since before it, or of its backup name)
+// copies the good backup and reports the other NotCopied with
+// ErrInvalidSource, its error naming the manifest and what is wrong,
+// without failing; nothing of it lands on the target, the next copy
+// reports it again, and the metrics count it apart from the backups
+// the target lacks. A copy since after it, or of another name, does not
+// select it.
 func TestCopyReportsAManifestItCannotRead(t *testing.T) {
 	for name, damage := range map[string]func(raw []byte) []byte{
 		"newer format": func(raw []byte) []byte { return bytes.Replace(raw, []byte(`"format": 1,`), []byte(`"format": 9,`), 1) },
@@ -48,43 +54,124 @@ func TestCopyReportsAManifestItCannotRead(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			for _, sel := range []Selection{{All: true}, {Since: created}, {All: true, Name: "full"}} {
+			sels := []Selection{{All: true}, {Since: created}}
+			if name != "damaged" {
+				sels = append(sels, Selection{All: true, Name: "full"})
+			}
+			for _, sel := range sels {
 				dst := memBucket()
 				for round := range 2 {
 					rep, err := copier(src, dst).Copy(ctx, "prod", sel)
-					want := "failed copied"
+					want := "not-copied copied"
 					if round == 1 {
-						want = "failed skipped"
+						want = "not-copied skipped"
 					}
-					if !errors.Is(err, ErrInvalidSource) || outcomes(rep) != want {
-						t.Fatalf("%+v, round %d: %v (%s); want ErrInvalidSource (%s)", sel, round, err, outcomes(rep), want)
+					if err != nil || outcomes(rep) != want {
+						t.Fatalf("%+v, round %d: %v (%s); want %s", sel, round, err, outcomes(rep), want)
 					}
 					it := rep.Items[0]
-					if it.Kind != backup.KindInvalid || !errors.Is(it.Err, ErrInvalidSource) || !strings.Contains(it.Err.Error(), mkey) {
+					if it.Kind != backup.KindInvalid || !it.InvalidSource() || !strings.Contains(it.Err.Error(), mkey) {
 						t.Fatalf("%+v: item %+v: want the invalid manifest %s named", sel, it, mkey)
 					}
 					if damage == nil && !strings.Contains(it.Err.Error(), "missing") ||
 						damage != nil && !errors.Is(it.Err, backup.ErrInvalidManifest) {
 						t.Fatalf("%+v: the error does not say what is wrong: %v", sel, it.Err)
 					}
+					m := NewMetrics()
+					m.Record(rep, time.Now())
+					labels := []string{"prod", "src", "dst"}
+					if n := testutil.ToFloat64(m.invalid.WithLabelValues(labels...)); n != 1 {
+						t.Fatalf("%+v: invalid source manifests %v, want 1", sel, n)
+					}
+					if n, lag := testutil.ToFloat64(m.behind.WithLabelValues(labels...)), testutil.ToFloat64(m.lag.WithLabelValues(labels...)); n != 0 || lag != 0 {
+						t.Fatalf("%+v: behind %v, lag %v: the target lacks no backup", sel, n, lag)
+					}
 				}
 				if e := listed(t, dst); len(e) != 1 || e[0].ID != good.ID {
 					t.Fatalf("%+v: the target lists %+v; want only %s", sel, e, good.ID)
 				}
 			}
-			// Selections that do not take it: since after it (its store
-			// time is the listing's date of it), another name's parsed
-			// manifest.
-			sels := []Selection{{Since: time.Now().Add(time.Hour)}}
-			if damage == nil {
-				sels = append(sels, Selection{All: true, Name: "other"})
+			// Selections that do not take it: since after it (dated by
+			// its creation, or the damaged one by its store's write),
+			// another name (but for the damaged manifest: it may be any
+			// name's).
+			none := []Selection{{Since: created.Add(2 * time.Minute)}, {All: true, Name: "other"}}
+			if name == "damaged" {
+				none = []Selection{{Since: time.Now().Add(time.Hour)}}
 			}
-			for _, sel := range sels {
-				if rep, err := copier(src, memBucket()).Copy(ctx, "prod", sel); err != nil || strings.Contains(outcomes(rep), "failed") {
-					t.Fatalf("%+v: %v (%s); want nothing failed", sel, err, outcomes(rep))
+			for _, sel := range none {
+				if rep, err := copier(src, memBucket()).Copy(ctx, "prod", sel); err != nil || strings.Contains(outcomes(rep), "not-copied") {
+					t.Fatalf("%+v: %v (%s); want nothing reported", sel, err, outcomes(rep))
 				}
 			}
+			if rep, err := copier(src, memBucket()).Copy(ctx, "prod", Selection{All: true, Name: "other"}); name == "damaged" && (err != nil || outcomes(rep) != "not-copied") {
+				t.Fatalf("a damaged manifest of any name, copy of another name: %v (%s); want it reported", err, outcomes(rep))
+			}
 		})
+	}
+}
+
+// TestCopyInvalidSourceOutsideTheRetention: a manifest this version
+// cannot read, dated (by its own creation time) before the oldest backup
+// a retention-scoped selection copies, is not reported: the plan drops
+// backups that old. One dated within it is.
+func TestCopyInvalidSourceOutsideTheRetention(t *testing.T) {
+	ctx := context.Background()
+	src := memBucket()
+	now := time.Now().Truncate(time.Second)
+	old := namedFull(t, src, "full", now.Add(-365*24*time.Hour), 10)
+	namedFull(t, src, "full", now.Add(-2*time.Hour), 20)
+	recent := namedFull(t, src, "full", now.Add(-time.Hour), 30)
+	for _, m := range []*backup.Manifest{old, recent} {
+		raw, mkey := sourceManifest(t, src, m)
+		if err := src.Put(ctx, mkey, bytes.NewReader(bytes.Replace(raw, []byte(`"format": 1,`), []byte(`"format": 9,`), 1)), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keep := retention.Policy{KeepWithin: 24 * time.Hour}
+	chains := retention.PointInTime(24 * time.Hour)
+	for _, sel := range []Selection{{All: true, Retention: &keep}, {All: true, Retention: &keep, PointInTime: &chains}} {
+		rep, err := copier(src, memBucket()).Copy(ctx, "prod", sel)
+		if err != nil || outcomes(rep) != "not-copied copied" || !strings.Contains(rep.Items[0].Err.Error(), recent.ID) {
+			t.Fatalf("%+v: %v (%s) %+v; want the recent invalid manifest alone reported", sel, err, outcomes(rep), rep.Items)
+		}
+	}
+}
+
+// listedLate lists a source whose listing misses one data object: the
+// backup committed while the listing ran (data object, then manifest),
+// and a store that lists in no order listed its manifest, not its data.
+type listedLate struct {
+	storage.Bucket
+	key string
+}
+
+func (b listedLate) List(ctx context.Context, prefix string) iter.Seq2[storage.ObjectInfo, error] {
+	return func(yield func(storage.ObjectInfo, error) bool) {
+		for info, err := range b.Bucket.List(ctx, prefix) {
+			if err == nil && info.Key == b.key && prefix != b.key {
+				continue
+			}
+			if !yield(info, err) {
+				return
+			}
+		}
+	}
+}
+
+// TestCopyIgnoresABackupCommittedWhileListing: a manifest listed without
+// its data object, whose data object is there when looked at again, is a
+// backup committed while the listing ran: not reported.
+func TestCopyIgnoresABackupCommittedWhileListing(t *testing.T) {
+	ctx := context.Background()
+	src := memBucket()
+	created := time.Now().Add(-time.Hour).Truncate(time.Second)
+	namedFull(t, src, "full", created, 10)
+	late := namedFull(t, src, "full", created.Add(time.Minute), 20)
+	c := copier(listedLate{Bucket: src, key: backup.ClusterPrefix("prod") + late.DataKey}, memBucket())
+	rep, err := c.Copy(ctx, "prod", Selection{All: true})
+	if err != nil || outcomes(rep) != "copied" {
+		t.Fatalf("copy: %v (%s); want the other backup copied alone", err, outcomes(rep))
 	}
 }
 

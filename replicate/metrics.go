@@ -17,6 +17,12 @@ import (
 //	etcdbackup_replication_copied_bytes_total{cluster,source,target}   counter
 //	etcdbackup_replication_copied_backups_total{cluster,source,target} counter
 //	etcdbackup_replication_failures_total{cluster,source,target}       counter: backups that failed, and copies that failed before any backup (RecordFailure)
+//	etcdbackup_replication_invalid_source_manifests{cluster,source,target} gauge: manifests the last copy selected but could not read (ErrInvalidSource)
+//
+// A manifest the copy cannot read (Item.InvalidSource) counts in the last
+// series only: it is not a backup the target lags behind on, and it stays
+// until someone repairs or removes it on the source, or a version that
+// reads it copies it.
 //
 // A copy that fails before it can tell what the target lacks (a source
 // that cannot be listed, a target that cannot be opened) is recorded with
@@ -25,6 +31,7 @@ import (
 // the last copy that left it in step); backups_behind keeps its last value.
 type Metrics struct {
 	lag, behind, inStep  *prometheus.GaugeVec
+	invalid              *prometheus.GaugeVec
 	bytes, backups, fail *prometheus.CounterVec
 
 	mu sync.Mutex
@@ -44,6 +51,9 @@ const (
 	MetricBytes   = "etcdbackup_replication_copied_bytes_total"
 	MetricBackups = "etcdbackup_replication_copied_backups_total"
 	MetricFailed  = "etcdbackup_replication_failures_total"
+	// MetricInvalidSource counts the source's manifests the last copy
+	// selected but could not read (ErrInvalidSource).
+	MetricInvalidSource = "etcdbackup_replication_invalid_source_manifests"
 )
 
 // NewMetrics returns unregistered collectors for copy reports.
@@ -62,11 +72,12 @@ func NewMetrics() *Metrics {
 		bytes:   counter(MetricBytes, "Stored bytes copied."),
 		backups: counter(MetricBackups, "Backups copied or resumed."),
 		fail:    counter(MetricFailed, "Backups whose copy failed."),
+		invalid: gauge(MetricInvalidSource, "Manifests on the source the last copy selected but this version cannot read: not copied."),
 	}
 }
 
 func (m *Metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.lag, m.behind, m.inStep, m.bytes, m.backups, m.fail}
+	return []prometheus.Collector{m.lag, m.behind, m.inStep, m.bytes, m.backups, m.fail, m.invalid}
 }
 
 // Describe implements prometheus.Collector.
@@ -89,9 +100,13 @@ func (m *Metrics) Record(rep *Report, now time.Time) {
 		return
 	}
 	labels := prometheus.Labels{"cluster": rep.Cluster, "source": rep.Source, "target": rep.Target}
-	behind, copied, failed := 0, 0, 0
+	behind, copied, failed, invalid := 0, 0, 0, 0
 	var oldest time.Time
 	for _, it := range rep.Items {
+		if it.InvalidSource() {
+			invalid++
+			continue
+		}
 		switch it.Outcome {
 		case Copied, Resumed:
 			copied++
@@ -125,6 +140,7 @@ func (m *Metrics) Record(rep *Report, now time.Time) {
 	m.bytes.With(labels).Add(float64(rep.CopiedBytes))
 	m.backups.With(labels).Add(float64(copied))
 	m.fail.With(labels).Add(float64(failed))
+	m.invalid.With(labels).Set(float64(invalid))
 }
 
 // RecordFailure records a copy of cluster from source to target that

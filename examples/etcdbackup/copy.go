@@ -159,7 +159,18 @@ func notWhole(rep *replicate.Report) error {
 	if chains == 0 && pending == 0 && notCopied == 0 {
 		return nil
 	}
-	return fmt.Errorf("the copy on %s is not whole: %d chains not whole, %d backups not copied, %d pending", rep.Target, chains, notCopied, pending)
+	err := fmt.Errorf("the copy on %s is not whole: %d chains not whole, %d backups not copied, %d pending", rep.Target, chains, notCopied, pending)
+	var invalid []replicate.Item
+	for _, it := range rep.Items {
+		if it.InvalidSource() {
+			invalid = append(invalid, it)
+		}
+	}
+	if len(invalid) > 0 {
+		// The source's own defect: say which, and what is wrong with it.
+		err = fmt.Errorf("%w; %d of them manifests this version cannot read, the first: %w", err, len(invalid), invalid[0].Err)
+	}
+	return err
 }
 
 // selection returns the backups the flags select.

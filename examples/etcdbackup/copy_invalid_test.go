@@ -16,7 +16,7 @@ import (
 
 // TestCopyInvalidManifestFails: `copy --all` from a destination holding a
 // manifest of a newer format (listed invalid) copies the other backup,
-// reports that manifest failed and what is wrong with it, and exits 1:
+// reports that manifest not copied and what is wrong with it, and exits 1:
 // the target does not hold everything the source does.
 func TestCopyInvalidManifestFails(t *testing.T) {
 	tr := &transcript{t: t}
@@ -46,15 +46,15 @@ func TestCopyInvalidManifestFails(t *testing.T) {
 	var out copyResult
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &out), r.stdout)
 	assert.Equal(t, 1, out.Copied)
-	assert.Equal(t, 1, out.Failed)
-	var failed []copiedBackup
+	assert.Equal(t, 1, out.NotCopied)
+	var notCopied []copiedBackup
 	for _, bk := range out.Backups {
-		if bk.Outcome == "failed" {
-			failed = append(failed, bk)
+		if bk.Outcome == "not-copied" {
+			notCopied = append(notCopied, bk)
 		}
 	}
-	require.Len(t, failed, 1)
-	assert.Equal(t, "invalid", failed[0].Kind)
-	assert.Contains(t, failed[0].Error, filepath.Base(manifests[1]))
+	require.Len(t, notCopied, 1)
+	assert.Equal(t, "invalid", notCopied[0].Kind)
+	assert.Contains(t, notCopied[0].Error, filepath.Base(manifests[1]))
 	assert.Len(t, listJSON(t, tr, "--config="+config, "--destination=b", "--cluster=prod"), 1)
 }

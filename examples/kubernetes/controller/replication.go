@@ -103,6 +103,12 @@ func (r *replicas) observe(id string, e replicate.Event) {
 		case replicate.Copied, replicate.Resumed:
 			st.Copied++
 		case replicate.Skipped:
+		case replicate.NotCopied:
+			if e.Item.InvalidSource() {
+				st.InvalidSourceManifests++
+				break
+			}
+			fallthrough
 		default:
 			st.BackupsBehind++
 			if since, ok := r.behindSince[id][e.Target]; !ok || e.Item.Created.Before(since) {

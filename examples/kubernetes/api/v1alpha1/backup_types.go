@@ -258,6 +258,12 @@ type ReplicationTarget struct {
 	// seconds; "0" when in step.
 	// +optional
 	LagSeconds string `json:"lagSeconds,omitempty"`
+	// InvalidSourceManifests counts the manifests on the source the copy
+	// selected but this version cannot read (a newer version's, damaged,
+	// or naming a data object that is gone): not copied, and not counted
+	// in BackupsBehind. Upgrade, or repair or remove them on the source.
+	// +optional
+	InvalidSourceManifests int32 `json:"invalidSourceManifests,omitempty"`
 	// Copied counts the backups the copy copied.
 	// +optional
 	Copied int32 `json:"copied,omitempty"`
