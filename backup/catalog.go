@@ -88,6 +88,12 @@ type Entry struct {
 	Compression Compression
 	// Problem says what is wrong with a KindInvalid entry.
 	Problem error
+	// Unverified is, for a KindInvalid entry whose manifest did not parse
+	// or validate (Manifest is nil), what of it decoded leniently: the
+	// fields this version knows, of the types it knows, unvalidated; nil
+	// when it is not a JSON object. It may tell whose the entry is and
+	// when it was taken; it is never restored, copied or pruned from.
+	Unverified *Manifest
 	// Attribution says, for a legacy object found at the top of a
 	// destination rather than in the cluster's folder, how it was
 	// attributed to the cluster (see LegacyNames); empty otherwise.
@@ -172,6 +178,9 @@ const manifestReads = 8
 type manifestRead struct {
 	m       *Manifest
 	problem error
+	// unverified is, with a problem, what of the manifest decoded
+	// leniently (Entry.Unverified).
+	unverified *Manifest
 }
 
 // readManifests reads the manifests, manifestReads at a time. An error
@@ -222,13 +231,14 @@ func readManifest(ctx context.Context, c Catalog, key string) (manifestRead, err
 	if err != nil {
 		return manifestRead{}, fmt.Errorf("read manifest %s: %w", key, err)
 	}
-	m, err := ParseManifest(rc)
+	raw, err := io.ReadAll(io.LimitReader(rc, MaxManifestSize+1))
 	rc.Close()
-	switch {
-	case errors.Is(err, ErrInvalidManifest):
-		return manifestRead{problem: err}, nil
-	case err != nil:
+	if err != nil {
 		return manifestRead{}, fmt.Errorf("read manifest %s: %w", key, err)
+	}
+	m, lenient, err := parseManifest(raw)
+	if err != nil {
+		return manifestRead{problem: err, unverified: lenient}, nil
 	}
 	return manifestRead{m: m}, nil
 }
@@ -244,9 +254,13 @@ func claimEntry(cluster string, info storage.ObjectInfo, r manifestRead, data ma
 	m := r.m
 	switch {
 	case r.problem != nil:
-		return invalid(r.problem)
+		e := invalid(r.problem)
+		e.Unverified = r.unverified
+		return e
 	case m.Cluster != cluster:
-		return invalid(fmt.Errorf("%w: manifest names cluster %q, found in the folder of %q", ErrInvalidManifest, m.Cluster, cluster))
+		e := invalid(fmt.Errorf("%w: manifest names cluster %q, found in the folder of %q", ErrInvalidManifest, m.Cluster, cluster))
+		e.Unverified = m
+		return e
 	case ManifestKey(m.DataKey) != name:
 		// The manifest is kept, so that retention keeps the data object
 		// it names too.

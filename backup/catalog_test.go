@@ -146,3 +146,33 @@ func TestListBackupsReadsManifestsConcurrently(t *testing.T) {
 	require.ErrorContains(t, err, "store outage")
 	require.ErrorContains(t, err, serial[7].ManifestKey)
 }
+
+// TestListBackupsKeepsWhatAnInvalidManifestTells: an invalid manifest's
+// entry carries what of it decoded leniently (Unverified): a newer
+// format's fields, those around a field of another type; nothing for a
+// manifest that is not JSON. Its Manifest stays nil.
+func TestListBackupsKeepsWhatAnInvalidManifestTells(t *testing.T) {
+	ctx := t.Context()
+	b := blob.New(memblob.OpenBucket(nil), nil)
+	put := func(key, body string) {
+		require.NoError(t, b.Put(ctx, key, bytes.NewReader([]byte(body)), nil))
+	}
+	put("prod/a.manifest.json", `{"format": 9, "name": "daily", "created": "2026-11-01T00:00:00Z"}`)
+	put("prod/b.manifest.json", `{"format": "2", "name": "hourly", "config": "c", "kind": "delta", "chain": "x"}`)
+	put("prod/c.manifest.json", `not json`)
+	entries, err := backup.ListBackups(ctx, b, "prod")
+	require.NoError(t, err)
+	got := map[string]*backup.Manifest{}
+	for _, e := range entries {
+		require.Equal(t, backup.KindInvalid, e.Kind, e.ID)
+		require.Nil(t, e.Manifest, e.ID)
+		require.ErrorIs(t, e.Problem, backup.ErrInvalidManifest, e.ID)
+		got[e.ID] = e.Unverified
+	}
+	require.NotNil(t, got["a.manifest.json"])
+	require.Equal(t, "daily", got["a.manifest.json"].Name)
+	require.True(t, got["a.manifest.json"].Created.Equal(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)))
+	require.NotNil(t, got["b.manifest.json"])
+	require.Equal(t, backup.Manifest{Name: "hourly", Config: "c", Kind: "delta", Chain: "x"}, *got["b.manifest.json"])
+	require.Nil(t, got["c.manifest.json"])
+}

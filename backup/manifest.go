@@ -454,21 +454,35 @@ func ParseManifest(r io.Reader) (*Manifest, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read manifest: %w", err)
 	}
+	m, _, err := parseManifest(raw)
+	return m, err
+}
+
+// parseManifest parses raw as ParseManifest does. When raw is not a
+// valid manifest it returns, beside the error, what of it decodes
+// leniently (the fields this version knows, of the types it knows,
+// unvalidated): nil when raw is not a JSON object or is too large.
+func parseManifest(raw []byte) (m, lenient *Manifest, err error) {
 	if len(raw) > MaxManifestSize {
-		return nil, fmt.Errorf("%w: larger than %d bytes", ErrInvalidManifest, MaxManifestSize)
+		return nil, nil, fmt.Errorf("%w: larger than %d bytes", ErrInvalidManifest, MaxManifestSize)
 	}
-	var m Manifest
+	var v Manifest
 	dec := json.NewDecoder(bytes.NewReader(raw))
-	if err := dec.Decode(&m); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidManifest, err)
+	if err := dec.Decode(&v); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) {
+			// The decoder went on past the field of another type.
+			lenient = &v
+		}
+		return nil, lenient, fmt.Errorf("%w: %v", ErrInvalidManifest, err)
 	}
 	if dec.More() {
-		return nil, fmt.Errorf("%w: trailing data after the JSON object", ErrInvalidManifest)
+		return nil, &v, fmt.Errorf("%w: trailing data after the JSON object", ErrInvalidManifest)
 	}
-	if err := m.Validate(); err != nil {
-		return nil, err
+	if err := v.Validate(); err != nil {
+		return nil, &v, err
 	}
-	return &m, nil
+	return &v, nil, nil
 }
 
 // Marshal validates m and encodes it as indented JSON.

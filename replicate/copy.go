@@ -175,8 +175,8 @@ func (c *Copier) Copy(ctx context.Context, cluster string, sel Selection) (*Repo
 		}
 	}
 	r := &copyRun{c: c, ctx: ctx, cluster: cluster, total: total, sourceTimes: source.times,
-		rep: &Report{Cluster: cluster, Source: c.SourceName, Target: c.Target.Name}}
-	bad := r.unreadable(entries, sel, oldestKept(groups))
+		rep: &Report{Cluster: cluster, Source: c.SourceName, Target: c.Target.Name, Name: sel.Name}}
+	bad := r.unreadable(entries, sel, onSource, oldestKept(groups))
 	r.total += len(bad)
 	r.held = c.listTarget(ctx, cluster)
 	for _, m := range r.held {
@@ -189,7 +189,7 @@ func (c *Copier) Copy(ctx context.Context, cluster string, sel Selection) (*Repo
 		}
 	}
 	r.event(Event{Kind: Planned, Total: total})
-	c.logger().Info("copy started", "cluster", cluster, "from", c.SourceName, "to", c.Target.Name, "backups", total)
+	c.logger().Info("copy started", "cluster", cluster, "from", c.SourceName, "to", c.Target.Name, "backups", r.total)
 	for _, e := range left {
 		r.index++
 		r.record(Item{ID: e.ID, Kind: e.Kind, Outcome: NotCopied, Bytes: e.Size, Created: e.Created,

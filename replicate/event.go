@@ -83,8 +83,11 @@ type Report struct {
 	Cluster string
 	// Source and Target are the names of the two destinations.
 	Source, Target string
-	Items          []Item
-	Chains         []Chain
+	// Name is the selection's backup name (Selection.Name); empty when
+	// it selected every name's.
+	Name   string
+	Items  []Item
+	Chains []Chain
 	// CopiedBytes counts the bytes read from the source and written.
 	CopiedBytes int64
 	Elapsed     time.Duration

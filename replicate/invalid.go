@@ -1,11 +1,8 @@
 package replicate
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
+	"path"
 	"time"
 
 	"github.com/etcdbackup/etcdbackup/backup"
@@ -15,38 +12,42 @@ import (
 // unreadable returns the entries of the source listed backup.KindInvalid
 // that sel selects by All or Since: manifests this version cannot read,
 // or whose data object was missing or of another size (ErrInvalidSource).
-// Each is dated (Created) by its manifest's creation time when that can
-// be read, else by when the store wrote it. An entry is left out when
+// entries are the source's, narrowed to sel's name (Selection.of);
+// fulls are the source's full backups by ID, of every name. Each
+// is dated (Created) by its manifest's creation time when that can be
+// read, leniently if need be (backup.Entry.Unverified), else by when the
+// store wrote it. An entry is left out when
 //   - its manifest vanished while the source was listed (a prune deleted
 //     it): the source no longer holds it;
 //   - its data object is there now, of the manifest's size: a backup
 //     committed while the listing ran (a store that lists in no order, a
 //     file destination, can list the manifest and not the data object);
-//   - sel.Name is set and the manifest, read leniently, names another
-//     backup name or config;
+//   - sel.Name is set and the manifest, read leniently, is another
+//     name's (see ownedBy);
 //   - sel.Retention or sel.PointInTime is set and it is dated before
 //     oldest, the oldest backup the selection copies: the plan drops
 //     backups that old. When the selection copies nothing (oldest is
-//     zero), it is kept.
-func (r *copyRun) unreadable(entries []backup.Entry, sel Selection, oldest time.Time) []backup.Entry {
+//     zero), it is kept: it may be all the name's backups.
+func (r *copyRun) unreadable(entries []backup.Entry, sel Selection, fulls map[string]*backup.Manifest, oldest time.Time) []backup.Entry {
 	var out []backup.Entry
 	for _, e := range entries {
 		if e.Kind != backup.KindInvalid || e.ManifestKey == "" || errors.Is(e.Problem, storage.ErrNotFound) {
 			continue
 		}
-		m := e.Manifest
-		if m != nil {
-			if r.committedMeanwhile(m) {
+		m := e.Manifest // parsed and valid; Selection.of kept it as the name's
+		if m != nil && backup.ManifestKey(m.DataKey) == path.Base(e.ManifestKey) && r.committedMeanwhile(m) {
+			continue
+		}
+		if m == nil {
+			m = e.Unverified
+			if sel.Name != "" && m != nil && !ownedBy(m, sel.Name, fulls, entries) {
 				continue
 			}
-		} else {
-			m = r.sketch(e.ManifestKey)
 		}
 		if m != nil && !m.Created.IsZero() {
 			e.Created = m.Created
 		}
 		switch {
-		case sel.Name != "" && m != nil && (m.Name != "" || m.Config != "") && m.Name != sel.Name && m.Config != sel.Name:
 		case (sel.Retention != nil || sel.PointInTime != nil) && !oldest.IsZero() && e.Created.Before(oldest):
 		case sel.All || !sel.Since.IsZero() && !e.Created.Before(sel.Since):
 			out = append(out, e)
@@ -55,28 +56,29 @@ func (r *copyRun) unreadable(entries []backup.Entry, sel Selection, oldest time.
 	return out
 }
 
-// sketch reads the manifest at key leniently: the fields this version
-// knows, whatever else it holds or lacks, without validating them. Nil
-// when it cannot be read or decoded.
-func (r *copyRun) sketch(key string) *backup.Manifest {
-	m, err := r.readManifest(r.c.Source, key, func(rd io.Reader) (*backup.Manifest, error) {
-		raw, err := io.ReadAll(io.LimitReader(rd, backup.MaxManifestSize+1))
-		if err != nil {
-			return nil, err
+// ownedBy reports whether the leniently read manifest m may be of backup
+// name: a delta segment recording that config, or recording none (an
+// older version's) on a chain whose full backup (among fulls, the
+// source's by ID) is the name's, or is not known, or that the name's
+// segments continue (among entries, the name's); another kind naming
+// that name or config, or naming neither.
+func ownedBy(m *backup.Manifest, name string, fulls map[string]*backup.Manifest, entries []backup.Entry) bool {
+	if m.Kind == backup.ManifestKindDelta {
+		if m.Config != "" {
+			return m.Config == name
 		}
-		if len(raw) > backup.MaxManifestSize {
-			return nil, fmt.Errorf("larger than %d bytes", backup.MaxManifestSize)
+		for _, e := range entries {
+			if e.Kind == backup.KindDelta && e.Manifest.Chain == m.Chain && OfName(e.Manifest, name) {
+				return true
+			}
 		}
-		var m backup.Manifest
-		if err := json.NewDecoder(bytes.NewReader(raw)).Decode(&m); err != nil {
-			return nil, err
-		}
-		return &m, nil
-	})
-	if err != nil {
-		return nil
+		full := fulls[m.Chain]
+		return full == nil || OfName(full, name)
 	}
-	return m
+	if m.Name == "" && m.Config == "" {
+		return true
+	}
+	return m.Name == name || m.Config == name
 }
 
 // committedMeanwhile reports whether the data object m names is on the

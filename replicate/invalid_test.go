@@ -80,7 +80,7 @@ func TestCopyReportsAManifestItCannotRead(t *testing.T) {
 					m := NewMetrics()
 					m.Record(rep, time.Now())
 					labels := []string{"prod", "src", "dst"}
-					if n := testutil.ToFloat64(m.invalid.WithLabelValues(labels...)); n != 1 {
+					if n := testutil.ToFloat64(m.invalid.WithLabelValues(append(labels, sel.Name)...)); n != 1 {
 						t.Fatalf("%+v: invalid source manifests %v, want 1", sel, n)
 					}
 					if n, lag := testutil.ToFloat64(m.behind.WithLabelValues(labels...)), testutil.ToFloat64(m.lag.WithLabelValues(labels...)); n != 0 || lag != 0 {
@@ -203,5 +203,115 @@ func TestCopyIgnoresAManifestPrunedWhileListing(t *testing.T) {
 	rep, err := c.Copy(ctx, "prod", Selection{All: true})
 	if err != nil || outcomes(rep) != "copied" {
 		t.Fatalf("copy: %v (%s); want the other backup copied alone", err, outcomes(rep))
+	}
+}
+
+// newerFormat rewrites m's manifest on b as a newer version's (format 9).
+func newerFormat(t *testing.T, b storage.Bucket, m *backup.Manifest) string {
+	t.Helper()
+	raw, mkey := sourceManifest(t, b, m)
+	changed := bytes.Replace(raw, []byte(`"format": `), []byte(`"format": 9`), 1)
+	if bytes.Equal(changed, raw) {
+		t.Fatalf("no format in %s", raw)
+	}
+	if err := b.Put(context.Background(), mkey, bytes.NewReader(changed), nil); err != nil {
+		t.Fatal(err)
+	}
+	return mkey
+}
+
+// TestCopyNamedReportsItsChainsSegment: a segment of an older version
+// (no config recorded) on the chain of the name's full backup, its
+// manifest of a newer format or its data object gone, is reported to a
+// copy of that name, not to another name's.
+func TestCopyNamedReportsItsChainsSegment(t *testing.T) {
+	for _, gone := range []bool{false, true} {
+		ctx := context.Background()
+		src := memBucket()
+		f := namedFull(t, src, "full", time.Now().Add(-time.Hour).Truncate(time.Second), 10)
+		segment(t, src, f, 11, 12)
+		last := segment(t, src, f, 13, 14)
+		if gone {
+			if err := src.Delete(ctx, backup.ClusterPrefix("prod")+last.DataKey); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			newerFormat(t, src, last)
+		}
+		rep, err := copier(src, memBucket()).Copy(ctx, "prod", Selection{All: true, Name: "full"})
+		if err != nil || !strings.Contains(outcomes(rep), "not-copied") {
+			t.Fatalf("data gone %v: %v (%s); want the segment reported", gone, err, outcomes(rep))
+		}
+		rep, err = copier(src, memBucket()).Copy(ctx, "prod", Selection{All: true, Name: "other"})
+		if err != nil || outcomes(rep) != "" {
+			t.Fatalf("data gone %v, another name: %v (%s); want nothing", gone, err, outcomes(rep))
+		}
+	}
+}
+
+// TestCopyInvalidSourceReadLeniently: a newer version's manifest whose
+// field changed type is still attributed by the fields that decode (its
+// name, its creation time), and the source's manifests are each read
+// once (the listing keeps what decoded: backup.Entry.Unverified).
+func TestCopyInvalidSourceReadLeniently(t *testing.T) {
+	ctx := context.Background()
+	src := memBucket()
+	created := time.Now().Add(-time.Hour).Truncate(time.Second)
+	namedFull(t, src, "full", created, 10)
+	bad := namedFull(t, src, "full", created.Add(time.Minute), 20)
+	raw, mkey := sourceManifest(t, src, bad)
+	changed := bytes.Replace(raw, []byte(`"format": 1,`), []byte(`"format": "2",`), 1)
+	if err := src.Put(ctx, mkey, bytes.NewReader(changed), nil); err != nil {
+		t.Fatal(err)
+	}
+	reads := &countingGets{Bucket: src}
+	rep, err := copier(reads, memBucket()).Copy(ctx, "prod", Selection{All: true, Name: "other"})
+	if err != nil || outcomes(rep) != "" {
+		t.Fatalf("another name: %v (%s); want nothing", err, outcomes(rep))
+	}
+	rep, err = copier(src, memBucket()).Copy(ctx, "prod", Selection{All: true, Name: "full"})
+	if err != nil || outcomes(rep) != "not-copied copied" || !rep.Items[0].Created.Equal(bad.Created) {
+		t.Fatalf("its name: %v (%s) %+v; want it reported, dated %v", err, outcomes(rep), rep.Items, bad.Created)
+	}
+	if n := reads.n[mkey]; n != 1 {
+		t.Fatalf("the invalid manifest was read %d times, want once", n)
+	}
+}
+
+// countingGets counts the reads of each key.
+type countingGets struct {
+	storage.Bucket
+	n map[string]int
+}
+
+func (b *countingGets) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	if b.n == nil {
+		b.n = map[string]int{}
+	}
+	b.n[key]++
+	return b.Bucket.Get(ctx, key)
+}
+
+// TestCopyReportsAManifestUnderAnotherName: a valid manifest stored under
+// a key that is not its own (its data object is there) is reported, not
+// taken for a backup committed while listing.
+func TestCopyReportsAManifestUnderAnotherName(t *testing.T) {
+	ctx := context.Background()
+	src := memBucket()
+	m := namedFull(t, src, "full", time.Now().Add(-time.Hour).Truncate(time.Second), 10)
+	raw, mkey := sourceManifest(t, src, m)
+	moved := strings.Replace(mkey, "prod-full", "prod-moved", 1)
+	if moved == mkey {
+		t.Fatalf("cannot rename %s", mkey)
+	}
+	if err := src.Put(ctx, moved, bytes.NewReader(raw), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := src.Delete(ctx, mkey); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := copier(src, memBucket()).Copy(ctx, "prod", Selection{All: true})
+	if err != nil || outcomes(rep) != "not-copied" || !rep.Items[0].InvalidSource() {
+		t.Fatalf("copy: %v (%s); want the misnamed manifest reported", err, outcomes(rep))
 	}
 }

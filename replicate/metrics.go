@@ -17,7 +17,7 @@ import (
 //	etcdbackup_replication_copied_bytes_total{cluster,source,target}   counter
 //	etcdbackup_replication_copied_backups_total{cluster,source,target} counter
 //	etcdbackup_replication_failures_total{cluster,source,target}       counter: backups that failed, and copies that failed before any backup (RecordFailure)
-//	etcdbackup_replication_invalid_source_manifests{cluster,source,target} gauge: manifests the last copy selected but could not read (ErrInvalidSource)
+//	etcdbackup_replication_invalid_source_manifests{cluster,source,target,name} gauge: manifests the last copy of name (Report.Name; "" for every name's) selected but could not read (ErrInvalidSource)
 //
 // A manifest the copy cannot read (Item.InvalidSource) counts in the last
 // series only: it is not a backup the target lags behind on, and it stays
@@ -72,7 +72,9 @@ func NewMetrics() *Metrics {
 		bytes:   counter(MetricBytes, "Stored bytes copied."),
 		backups: counter(MetricBackups, "Backups copied or resumed."),
 		fail:    counter(MetricFailed, "Backups whose copy failed."),
-		invalid: gauge(MetricInvalidSource, "Manifests on the source the last copy selected but this version cannot read: not copied."),
+		invalid: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: MetricInvalidSource,
+			Help: "Manifests on the source the last copy of a backup name (all: empty) selected but this version cannot read: not copied."},
+			append(labels, "name")),
 	}
 }
 
@@ -140,7 +142,7 @@ func (m *Metrics) Record(rep *Report, now time.Time) {
 	m.bytes.With(labels).Add(float64(rep.CopiedBytes))
 	m.backups.With(labels).Add(float64(copied))
 	m.fail.With(labels).Add(float64(failed))
-	m.invalid.With(labels).Set(float64(invalid))
+	m.invalid.WithLabelValues(rep.Cluster, rep.Source, rep.Target, rep.Name).Set(float64(invalid))
 }
 
 // RecordFailure records a copy of cluster from source to target that
