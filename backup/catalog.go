@@ -88,11 +88,13 @@ type Entry struct {
 	Compression Compression
 	// Problem says what is wrong with a KindInvalid entry.
 	Problem error
-	// Unverified is, for a KindInvalid entry whose manifest did not parse
-	// or validate (Manifest is nil), what of it decoded leniently: the
-	// fields this version knows, of the types it knows, unvalidated; nil
-	// when it is not a JSON object. It may tell whose the entry is and
-	// when it was taken; it is never restored, copied or pruned from.
+	// Unverified is, for a KindInvalid entry whose Manifest is nil, what
+	// of its manifest decoded: leniently when it did not parse or
+	// validate (the fields this version knows, of the types it knows,
+	// unvalidated; nil when it is not a JSON object), or the valid
+	// manifest of another cluster found in this one's folder. It may tell
+	// whose the entry is and when it was taken; it is never restored,
+	// copied or pruned from.
 	Unverified *Manifest
 	// Attribution says, for a legacy object found at the top of a
 	// destination rather than in the cluster's folder, how it was

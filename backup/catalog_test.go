@@ -160,6 +160,8 @@ func TestListBackupsKeepsWhatAnInvalidManifestTells(t *testing.T) {
 	put("prod/a.manifest.json", `{"format": 9, "name": "daily", "created": "2026-11-01T00:00:00Z"}`)
 	put("prod/b.manifest.json", `{"format": "2", "name": "hourly", "config": "c", "kind": "delta", "chain": "x"}`)
 	put("prod/c.manifest.json", `not json`)
+	put("prod/d.manifest.json", `null`)
+	put("prod/e.manifest.json", `["name", "daily"]`)
 	entries, err := backup.ListBackups(ctx, b, "prod")
 	require.NoError(t, err)
 	got := map[string]*backup.Manifest{}
@@ -174,5 +176,9 @@ func TestListBackupsKeepsWhatAnInvalidManifestTells(t *testing.T) {
 	require.True(t, got["a.manifest.json"].Created.Equal(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)))
 	require.NotNil(t, got["b.manifest.json"])
 	require.Equal(t, backup.Manifest{Name: "hourly", Config: "c", Kind: "delta", Chain: "x"}, *got["b.manifest.json"])
-	require.Nil(t, got["c.manifest.json"])
+	for _, id := range []string{"c.manifest.json", "d.manifest.json", "e.manifest.json"} {
+		v, listed := got[id]
+		require.True(t, listed, id)
+		require.Nil(t, v, "%s is not a JSON object", id)
+	}
 }

@@ -467,20 +467,25 @@ func parseManifest(raw []byte) (m, lenient *Manifest, err error) {
 		return nil, nil, fmt.Errorf("%w: larger than %d bytes", ErrInvalidManifest, MaxManifestSize)
 	}
 	var v Manifest
+	object := bytes.HasPrefix(bytes.TrimLeft(raw, " \t\r\n"), []byte("{"))
+	if object {
+		lenient = &v
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	if err := dec.Decode(&v); err != nil {
 		var typeErr *json.UnmarshalTypeError
-		if errors.As(err, &typeErr) {
-			// The decoder went on past the field of another type.
-			lenient = &v
+		if !errors.As(err, &typeErr) {
+			// Not JSON: nothing decoded can be trusted to mean anything.
+			// (A field of another type: the decoder went on past it.)
+			lenient = nil
 		}
 		return nil, lenient, fmt.Errorf("%w: %v", ErrInvalidManifest, err)
 	}
 	if dec.More() {
-		return nil, &v, fmt.Errorf("%w: trailing data after the JSON object", ErrInvalidManifest)
+		return nil, lenient, fmt.Errorf("%w: trailing data after the JSON object", ErrInvalidManifest)
 	}
 	if err := v.Validate(); err != nil {
-		return nil, &v, err
+		return nil, lenient, err
 	}
 	return &v, nil, nil
 }

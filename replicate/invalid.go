@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/etcdbackup/etcdbackup/backup"
+	"github.com/etcdbackup/etcdbackup/retention"
 	"github.com/etcdbackup/etcdbackup/storage"
 )
 
@@ -40,7 +41,7 @@ func (r *copyRun) unreadable(entries []backup.Entry, sel Selection, fulls map[st
 		}
 		if m == nil {
 			m = e.Unverified
-			if sel.Name != "" && m != nil && !ownedBy(m, sel.Name, fulls, entries) {
+			if sel.Name != "" && m != nil && !ownedBy(m, r.cluster, sel.Name, fulls, entries) {
 				continue
 			}
 		}
@@ -57,13 +58,15 @@ func (r *copyRun) unreadable(entries []backup.Entry, sel Selection, fulls map[st
 }
 
 // ownedBy reports whether the leniently read manifest m may be of backup
-// name: a delta segment recording that config, or recording none (an
-// older version's) on a chain whose full backup (among fulls, the
-// source's by ID) is the name's, or is not known, or that the name's
-// segments continue (among entries, the name's); another kind naming
-// that name or config, or naming neither.
-func ownedBy(m *backup.Manifest, name string, fulls map[string]*backup.Manifest, entries []backup.Entry) bool {
-	if m.Kind == backup.ManifestKindDelta {
+// name. A delta segment (or a manifest naming a chain, whatever its kind
+// decoded to) is the name's when it records that config; recording none
+// (an older version's), when its chain's full backup (among fulls, the
+// source's by ID) is the name's, or the name's segments (among entries,
+// the name's) continue its chain, or, its full backup gone, its chain's
+// ID carries the name (retention.ChainName), or tells nothing. Another
+// manifest is the name's when it names that name or config, or neither.
+func ownedBy(m *backup.Manifest, cluster, name string, fulls map[string]*backup.Manifest, entries []backup.Entry) bool {
+	if m.Kind == backup.ManifestKindDelta || m.Chain != "" {
 		if m.Config != "" {
 			return m.Config == name
 		}
@@ -72,8 +75,11 @@ func ownedBy(m *backup.Manifest, name string, fulls map[string]*backup.Manifest,
 				return true
 			}
 		}
-		full := fulls[m.Chain]
-		return full == nil || OfName(full, name)
+		if full := fulls[m.Chain]; full != nil {
+			return OfName(full, name)
+		}
+		chainName := retention.ChainName(cluster, m.Chain)
+		return chainName == "" || chainName == name
 	}
 	if m.Name == "" && m.Config == "" {
 		return true

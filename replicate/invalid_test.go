@@ -315,3 +315,45 @@ func TestCopyReportsAManifestUnderAnotherName(t *testing.T) {
 		t.Fatalf("copy: %v (%s); want the misnamed manifest reported", err, outcomes(rep))
 	}
 }
+
+// TestCopyNamedSegmentWhoseFullIsGone: an older version's segment (no
+// config) of a newer format, on a chain whose full backup is gone from
+// the source (pruned, compacted), is attributed by its chain's ID: to the
+// name it carries, not to another; a segment whose kind decoded as
+// another type is still taken for a segment of its chain.
+func TestCopyNamedSegmentWhoseFullIsGone(t *testing.T) {
+	for _, kindTypeChanged := range []bool{false, true} {
+		ctx := context.Background()
+		src := memBucket()
+		f := namedFull(t, src, "full", time.Now().Add(-time.Hour).Truncate(time.Second), 10)
+		seg := segment(t, src, f, 11, 12)
+		mkey := newerFormat(t, src, seg)
+		if kindTypeChanged {
+			raw, _ := sourceManifest(t, src, seg)
+			changed := bytes.Replace(raw, []byte(`"kind": "delta"`), []byte(`"kind": {"v": "delta"}`), 1)
+			if bytes.Equal(changed, raw) {
+				t.Fatalf("no kind in %s", raw)
+			}
+			if err := src.Put(ctx, mkey, bytes.NewReader(changed), nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, e := range listed(t, src) {
+			if e.Kind == backup.KindBackup {
+				for _, key := range []string{e.Key, e.ManifestKey} {
+					if err := src.Delete(ctx, key); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+		}
+		rep, err := copier(src, memBucket()).Copy(ctx, "prod", Selection{All: true, Name: "other"})
+		if err != nil || outcomes(rep) != "" {
+			t.Fatalf("kind changed %v, another name: %v (%s); want nothing", kindTypeChanged, err, outcomes(rep))
+		}
+		rep, err = copier(src, memBucket()).Copy(ctx, "prod", Selection{All: true, Name: "full"})
+		if err != nil || outcomes(rep) != "not-copied" {
+			t.Fatalf("kind changed %v, its name: %v (%s); want it reported", kindTypeChanged, err, outcomes(rep))
+		}
+	}
+}

@@ -22,7 +22,10 @@ import (
 // A manifest the copy cannot read (Item.InvalidSource) counts in the last
 // series only: it is not a backup the target lags behind on, and it stays
 // until someone repairs or removes it on the source, or a version that
-// reads it copies it.
+// reads it copies it. Its series are per backup name a job copies: one of
+// a name no job copies any more (a job renamed or removed) keeps its last
+// value until the process restarts; alert on the series of the names
+// jobs copy, or take the max by target.
 //
 // A copy that fails before it can tell what the target lacks (a source
 // that cannot be listed, a target that cannot be opened) is recorded with
