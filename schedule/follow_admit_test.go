@@ -181,7 +181,11 @@ func (f *cancelledFollowRunner) Follow(ctx context.Context, job Job, started fun
 
 // TestRemovedFollowerTakesNoSlot: continuous backups removed while a slot
 // frees do not take it: a follower woken by the release whose job was
-// removed before it got the slot ends instead of starting.
+// removed before it got the slot ends instead of starting. The slot is
+// freed once every removal has taken the job out and cancelled its
+// follower (one step, under the scheduler's lock), while the removals
+// still wait for their followers to end: a removal after the follower
+// took the slot would be no fault of the scheduler.
 func TestRemovedFollowerTakesNoSlot(t *testing.T) {
 	noLeaks(t)
 	fr := &cancelledFollowRunner{gatedFollowRunner: gatedFollowRunner{gate: make(chan struct{})}}
@@ -202,6 +206,7 @@ func TestRemovedFollowerTakesNoSlot(t *testing.T) {
 		wg.Add(1)
 		go func() { defer wg.Done(); assert.NoError(t, h.s.Remove(t.Context(), fmt.Sprintf("ns/f%d", i))) }()
 	}
+	eventually(t, func() bool { h.s.mu.Lock(); defer h.s.mu.Unlock(); return len(h.s.jobs) == 1 }, "the removals took their jobs out")
 	close(fr.gate)
 	wg.Wait()
 	require.Zero(t, fr.cancelled.Load(), "Follow calls for continuous backups already removed")

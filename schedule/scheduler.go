@@ -365,11 +365,16 @@ func (s *Scheduler) Remove(ctx context.Context, id string) error {
 		f = e.ending
 	}
 	e.follow, e.ending = nil, nil
+	if f != nil {
+		// Under s.mu, as a replacement or a stop cancels it: a follower
+		// woken by a freed slot sees it removed before it takes the slot
+		// (admit), never after.
+		f.cancel()
+	}
 	s.mu.Unlock()
 	s.signal()
 	s.log.Debug("job removed", "job", id)
 	if f != nil {
-		f.cancel()
 		select {
 		case <-f.done:
 		case <-ctx.Done():
