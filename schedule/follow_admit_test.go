@@ -182,10 +182,11 @@ func (f *cancelledFollowRunner) Follow(ctx context.Context, job Job, started fun
 // TestRemovedFollowerTakesNoSlot: continuous backups removed while a slot
 // frees do not take it: a follower woken by the release whose job was
 // removed before it got the slot ends instead of starting. The slot is
-// freed once every removal has taken the job out and cancelled its
-// follower (one step, under the scheduler's lock), while the removals
-// still wait for their followers to end: a removal after the follower
-// took the slot would be no fault of the scheduler.
+// freed once every removal has taken its job out and cancelled its
+// follower (one step, under the scheduler's lock): a follower still
+// waiting then (most have ended already) must not take it. Freed before,
+// the test would count followers removed after they took the slot, no
+// fault of the scheduler.
 func TestRemovedFollowerTakesNoSlot(t *testing.T) {
 	noLeaks(t)
 	fr := &cancelledFollowRunner{gatedFollowRunner: gatedFollowRunner{gate: make(chan struct{})}}
@@ -211,4 +212,20 @@ func TestRemovedFollowerTakesNoSlot(t *testing.T) {
 	wg.Wait()
 	require.Zero(t, fr.cancelled.Load(), "Follow calls for continuous backups already removed")
 	require.NoError(t, h.stop())
+}
+
+// TestAdmitCancelledTakesNoSlot: a follower whose context ended (its job
+// removed, replaced or stopped) takes no slot, even a free one.
+func TestAdmitCancelledTakesNoSlot(t *testing.T) {
+	s, err := New(Config{Runner: &recorder{}, MaxConcurrent: 1})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if release, ok := s.admit(ctx, []string{"s3"}); ok {
+		release()
+		t.Fatal("a cancelled follower took a free slot")
+	}
+	release, ok := s.admit(t.Context(), []string{"s3"})
+	require.True(t, ok, "a live follower takes the free slot")
+	release()
 }
