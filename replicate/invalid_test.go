@@ -36,10 +36,7 @@ func TestCopyReportsAManifestItCannotRead(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			src := memBucket()
-			created := time.Now().Add(-time.Hour).Truncate(time.Second)
-			good := namedFull(t, src, "full", created, 10)
-			bad := namedFull(t, src, "full", created.Add(time.Minute), 20)
+			src, created, good, bad := twoFulls(t)
 			raw, mkey := sourceManifest(t, src, bad)
 			if damage == nil {
 				if err := src.Delete(ctx, backup.ClusterPrefix("prod")+bad.DataKey); err != nil {
@@ -164,10 +161,7 @@ func (b listedLate) List(ctx context.Context, prefix string) iter.Seq2[storage.O
 // backup committed while the listing ran: not reported.
 func TestCopyIgnoresABackupCommittedWhileListing(t *testing.T) {
 	ctx := context.Background()
-	src := memBucket()
-	created := time.Now().Add(-time.Hour).Truncate(time.Second)
-	namedFull(t, src, "full", created, 10)
-	late := namedFull(t, src, "full", created.Add(time.Minute), 20)
+	src, _, _, late := twoFulls(t)
 	c := copier(listedLate{Bucket: src, key: backup.ClusterPrefix("prod") + late.DataKey}, memBucket())
 	rep, err := c.Copy(ctx, "prod", Selection{All: true})
 	if err != nil || outcomes(rep) != "copied" {
@@ -194,10 +188,7 @@ func (b vanishing) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 // the copy does not report it.
 func TestCopyIgnoresAManifestPrunedWhileListing(t *testing.T) {
 	ctx := context.Background()
-	src := memBucket()
-	created := time.Now().Add(-time.Hour).Truncate(time.Second)
-	namedFull(t, src, "full", created, 10)
-	gone := namedFull(t, src, "full", created.Add(time.Minute), 20)
+	src, _, _, gone := twoFulls(t)
 	_, mkey := sourceManifest(t, src, gone)
 	c := copier(vanishing{Bucket: src, key: mkey}, memBucket())
 	rep, err := c.Copy(ctx, "prod", Selection{All: true})
@@ -255,10 +246,7 @@ func TestCopyNamedReportsItsChainsSegment(t *testing.T) {
 // once (the listing keeps what decoded: backup.Entry.Unverified).
 func TestCopyInvalidSourceReadLeniently(t *testing.T) {
 	ctx := context.Background()
-	src := memBucket()
-	created := time.Now().Add(-time.Hour).Truncate(time.Second)
-	namedFull(t, src, "full", created, 10)
-	bad := namedFull(t, src, "full", created.Add(time.Minute), 20)
+	src, _, _, bad := twoFulls(t)
 	raw, mkey := sourceManifest(t, src, bad)
 	changed := bytes.Replace(raw, []byte(`"format": 1,`), []byte(`"format": "2",`), 1)
 	if err := src.Put(ctx, mkey, bytes.NewReader(changed), nil); err != nil {
@@ -356,4 +344,14 @@ func TestCopyNamedSegmentWhoseFullIsGone(t *testing.T) {
 			t.Fatalf("kind changed %v, its name: %v (%s); want it reported", kindTypeChanged, err, outcomes(rep))
 		}
 	}
+}
+
+// twoFulls returns a source holding two full backups of name "full",
+// created an hour ago (at created) and a minute later.
+func twoFulls(t *testing.T) (src storage.Bucket, created time.Time, first, second *backup.Manifest) {
+	src = memBucket()
+	created = time.Now().Add(-time.Hour).Truncate(time.Second)
+	first = namedFull(t, src, "full", created, 10)
+	second = namedFull(t, src, "full", created.Add(time.Minute), 20)
+	return src, created, first, second
 }
