@@ -148,8 +148,14 @@ type Scheduler struct {
 	zoneMu sync.Mutex
 	zones  map[string]*time.Location
 
-	mu       sync.Mutex
-	jobs     map[string]*entry
+	mu   sync.Mutex
+	jobs map[string]*entry
+	// removing holds, by job ID, what a Remove cancelled until a Remove
+	// of that ID saw it end (or a later Remove finds it ended): a Remove
+	// whose ctx ended first leaves it for a Remove of the same ID again
+	// to wait for, and a job set again with that ID starts its continuous
+	// backup only after the old one ended.
+	removing map[string]*removal
 	timeline timeline // jobs with a next tick, soonest first
 	queue    []*entry // due runs waiting for a slot, oldest first
 	checks   []*entry // jobs waiting for their Inventory check
@@ -183,6 +189,50 @@ type Scheduler struct {
 	// the scheduler runs.
 	heartbeat time.Time
 	seen      uint64 // signals the loop has taken in
+}
+
+// removal is what a Remove cancelled: the job's continuous backup and
+// its run in flight, either nil.
+type removal struct {
+	follow *followRun
+	run    *run
+}
+
+// ended reports whether both have ended.
+func (rm *removal) ended() bool {
+	if rm.follow != nil && !isClosed(rm.follow.done) {
+		return false
+	}
+	return rm.run == nil || isClosed(rm.run.done)
+}
+
+// isClosed reports whether ch is closed.
+func isClosed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// wait waits until both ended, or ctx ended first.
+func (rm *removal) wait(ctx context.Context, id string) error {
+	if f := rm.follow; f != nil {
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			return fmt.Errorf("remove job %s: its continuous backup is still ending: %w", quoteID(id), ctx.Err())
+		}
+	}
+	if r := rm.run; r != nil {
+		select {
+		case <-r.done:
+		case <-ctx.Done():
+			return fmt.Errorf("remove job %s: its run is still ending: %w", quoteID(id), ctx.Err())
+		}
+	}
+	return nil
 }
 
 // entry is a job and its state.
@@ -268,6 +318,7 @@ func New(cfg Config) (*Scheduler, error) {
 		wake:        make(chan struct{}, 1),
 		zones:       map[string]*time.Location{},
 		jobs:        map[string]*entry{},
+		removing:    map[string]*removal{},
 		perDest:     map[string]int{},
 		slotFreed:   make(chan struct{}),
 	}
@@ -338,59 +389,76 @@ func (s *Scheduler) Set(job Job) error {
 }
 
 // Remove removes a job. A run of it that is due is dropped, and a run in
-// flight is cancelled (the backup aborts, leaving nothing visible):
-// Remove waits until it has returned, or until ctx ends, and then returns
-// ctx's error while the run finishes its cancellation (a job set again
-// with the same ID meanwhile may start before it ends). Once Remove has
-// returned nil nothing of the job runs any more, so a host may delete the
-// cluster's backups next. Removing an unknown job does nothing.
+// flight and its continuous backup are cancelled (the backup aborts,
+// leaving nothing visible; the continuous backup stores what it holds):
+// Remove waits until they have returned, or until ctx ends, and then
+// returns ctx's error while they finish their cancellation; a Remove of
+// the same ID again waits for them, and a job set again with that ID
+// meanwhile may start a run before they end, but not its continuous
+// backup. Once Remove has returned nil nothing of the job runs any more,
+// so a host may delete the cluster's backups next. Removing an unknown
+// job does nothing.
 func (s *Scheduler) Remove(ctx context.Context, id string) error {
 	s.mu.Lock()
 	e := s.jobs[id]
 	if e == nil {
+		rm := s.removing[id]
 		s.mu.Unlock()
-		return nil
+		if rm == nil {
+			return nil
+		}
+		return s.awaitRemoval(ctx, id, rm)
 	}
 	delete(s.jobs, id)
 	e.removed = true
+	for other, rm := range s.removing {
+		if rm.ended() {
+			// Its Remove gave up waiting and was not called again.
+			delete(s.removing, other)
+		}
+	}
 	s.timeline.remove(e)
 	if e.due != nil {
 		s.queue = slices.DeleteFunc(s.queue, func(q *entry) bool { return q == e })
 		e.due = nil
 	}
 	s.checks = slices.DeleteFunc(s.checks, func(q *entry) bool { return q == e })
-	r, f := e.run, e.follow
-	if f == nil {
+	rm := &removal{follow: e.follow, run: e.run}
+	if rm.follow == nil {
 		// A Set that turned Continuous off left the old one ending.
-		f = e.ending
+		rm.follow = e.ending
 	}
 	e.follow, e.ending = nil, nil
-	if f != nil {
-		// Under s.mu, as a replacement or a stop cancels it: a follower
-		// woken by a freed slot sees it removed before it takes the slot
-		// (admit), never after.
-		f.cancel()
+	// Both are cancelled under s.mu, as a replacement or a stop cancels
+	// them: a follower woken by a freed slot sees it removed before it
+	// takes the slot (admit), never after.
+	if rm.follow != nil {
+		rm.follow.cancel()
+	}
+	if rm.run != nil {
+		rm.run.cancel(errRemoved)
+	}
+	if rm.follow != nil || rm.run != nil {
+		s.removing[id] = rm
 	}
 	s.mu.Unlock()
 	s.signal()
 	s.log.Debug("job removed", "job", id)
-	if f != nil {
-		select {
-		case <-f.done:
-		case <-ctx.Done():
-			return fmt.Errorf("remove job %s: its continuous backup is still ending: %w", quoteID(id), ctx.Err())
-		}
+	return s.awaitRemoval(ctx, id, rm)
+}
+
+// awaitRemoval waits for what the Remove of job id cancelled, and forgets
+// it once ended.
+func (s *Scheduler) awaitRemoval(ctx context.Context, id string, rm *removal) error {
+	if err := rm.wait(ctx, id); err != nil {
+		return err
 	}
-	if r == nil {
-		return nil
+	s.mu.Lock()
+	if s.removing[id] == rm {
+		delete(s.removing, id)
 	}
-	r.cancel(errRemoved)
-	select {
-	case <-r.done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("remove job %s: its run is still ending: %w", quoteID(id), ctx.Err())
-	}
+	s.mu.Unlock()
+	return nil
 }
 
 // List returns every job with its status, ordered by ID.
