@@ -106,8 +106,10 @@
 // up does not run again.
 //
 // Remove cancels the job's run in flight (the upload aborts, nothing
-// half-visible remains) and waits for it to return; after it, nothing of
-// the job runs, so the host may delete the cluster's backups. When Start's
+// half-visible remains) and its continuous backup (which stores what it
+// holds), and waits for them to return; after it, nothing of the job
+// runs, so the host may delete the cluster's backups. A Remove whose
+// context ends first returns its error; calling it again waits again. When Start's
 // context ends, the scheduler starts nothing new and returns within
 // Config.StopTimeout, the whole budget of a stop: runs in flight may finish
 // during three quarters of it, then they are cancelled and clean up in the

@@ -61,10 +61,10 @@ func (s *Scheduler) startFollow(e *entry) {
 		prev = e.ending
 	}
 	e.ending = nil
-	if rm := s.removing[e.job.ID]; prev == nil && rm != nil && rm.follow != nil {
+	if prev == nil {
 		// The job was removed and set again while the continuous backup
 		// of the removed one still ends: the new one waits for it too.
-		prev = rm.follow
+		prev = s.removing[e.job.ID].lastFollow()
 	}
 	if e.job.Continuous == nil || !s.running || s.stopping || e.removed {
 		if prev != nil && !e.removed {

@@ -24,7 +24,6 @@ func TestRemoveCancelsTheRunAtOnceAndARetryWaits(t *testing.T) {
 	h := newHarness(t, utc("2026-01-01T00:30:00Z"), Config{Runner: ff})
 	ff.recorder = h.rec
 	release := sync.OnceFunc(func() { close(ff.flushed) })
-	t.Cleanup(release)
 	var runCancelled atomic.Bool
 	h.rec.setHook(func(ctx context.Context, _ Job, _ time.Time) error {
 		<-ctx.Done()
@@ -32,6 +31,7 @@ func TestRemoveCancelsTheRunAtOnceAndARetryWaits(t *testing.T) {
 		return ctx.Err()
 	})
 	h.start()
+	t.Cleanup(release) // before the harness's stop, which waits for the follower
 	j := job("ns/a", "@hourly")
 	j.Continuous = &Continuous{Window: time.Hour}
 	require.NoError(t, h.s.Set(j))
@@ -56,6 +56,8 @@ func TestRemoveCancelsTheRunAtOnceAndARetryWaits(t *testing.T) {
 		err := h.s.Remove(t.Context(), j.ID)
 		again <- result{err, ff.followers()}
 	}()
+	assert.Never(t, func() bool { return len(again) > 0 }, 200*time.Millisecond, 5*time.Millisecond,
+		"the retried Remove returned while the continuous backup still stores")
 	release()
 	res := <-again
 	require.NoError(t, res.err)
@@ -76,8 +78,8 @@ func TestSetAgainWaitsForTheRemovedFollower(t *testing.T) {
 	h := newHarness(t, utc("2026-01-01T00:00:00Z"), Config{Runner: ff})
 	ff.recorder = h.rec
 	release := sync.OnceFunc(func() { close(ff.flushed) })
-	t.Cleanup(release)
 	h.start()
+	t.Cleanup(release) // before the harness's stop, which waits for the follower
 	j := job("ns/a", "@daily")
 	j.Continuous = &Continuous{Window: time.Hour}
 	require.NoError(t, h.s.Set(j))
@@ -94,4 +96,62 @@ func TestSetAgainWaitsForTheRemovedFollower(t *testing.T) {
 	release()
 	eventually(t, func() bool { return h.status(j.ID).Following && ff.followers() == 1 }, "the new one follows")
 	require.NoError(t, h.stop())
+}
+
+// TestRemoveAfterSetAgainWaitsForTheFirstRun: a job's run slow to end its
+// cancellation, a Remove that gave up waiting for it, the job set again
+// (with a new run in flight, or none) and removed again: that Remove,
+// and one of the then unknown ID, wait for the first run too.
+func TestRemoveAfterSetAgainWaitsForTheFirstRun(t *testing.T) {
+	for _, newRun := range []bool{false, true} {
+		t.Run(map[bool]string{false: "idle", true: "new run in flight"}[newRun], func(t *testing.T) {
+			noLeaks(t)
+			h := newHarness(t, utc("2026-01-01T00:00:00Z"), Config{})
+			release := make(chan struct{})
+			var mu sync.Mutex
+			runs := 0
+			firstEnded := make(chan struct{})
+			h.rec.setHook(func(ctx context.Context, _ Job, _ time.Time) error {
+				mu.Lock()
+				runs++
+				first := runs == 1
+				mu.Unlock()
+				<-ctx.Done()
+				if first {
+					<-release // slow to end its cancellation
+					close(firstEnded)
+				}
+				return ctx.Err()
+			})
+			require.NoError(t, h.s.Set(job("j", "@hourly")))
+			h.start()
+			free := sync.OnceFunc(func() { close(release) })
+			t.Cleanup(free)
+			h.clk.Set(utc("2026-01-01T01:00:00Z"))
+			eventually(t, func() bool { return h.rec.count() == 1 }, "the first run")
+			ctx, cancel := context.WithCancel(t.Context())
+			gaveUp := make(chan error, 1)
+			go func() { gaveUp <- h.s.Remove(ctx, "j") }()
+			eventually(t, func() bool { _, ok := h.s.Get("j"); return !ok }, "the job taken out")
+			cancel()
+			require.ErrorIs(t, <-gaveUp, context.Canceled)
+			require.NoError(t, h.s.Set(job("j", "@hourly")))
+			if newRun {
+				h.clk.Set(utc("2026-01-01T02:00:00Z"))
+				eventually(t, func() bool { return h.rec.count() == 2 }, "the second run")
+			}
+			removed := make(chan error, 1)
+			go func() { removed <- h.s.Remove(t.Context(), "j") }()
+			assert.Never(t, func() bool { return len(removed) > 0 }, 200*time.Millisecond, 5*time.Millisecond,
+				"Remove returned while the first run still ran")
+			ctx2, cancel2 := context.WithCancel(t.Context())
+			cancel2()
+			require.ErrorIs(t, h.s.Remove(ctx2, "j"), context.Canceled, "a Remove of the unknown ID while the first run still runs")
+			free()
+			<-firstEnded
+			require.NoError(t, <-removed)
+			require.NoError(t, h.s.Remove(t.Context(), "j"))
+			require.NoError(t, h.stop())
+		})
+	}
 }

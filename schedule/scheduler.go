@@ -192,15 +192,20 @@ type Scheduler struct {
 }
 
 // removal is what a Remove cancelled: the job's continuous backup and
-// its run in flight, either nil.
+// its run in flight, either nil, and what an earlier Remove of the same
+// ID cancelled that had not ended yet (the job was set again between).
 type removal struct {
 	follow *followRun
 	run    *run
+	prev   *removal
 }
 
-// ended reports whether both have ended.
+// ended reports whether all of it has ended.
 func (rm *removal) ended() bool {
-	if rm.follow != nil && !isClosed(rm.follow.done) {
+	switch {
+	case rm.prev != nil && !rm.prev.ended():
+		return false
+	case rm.follow != nil && !isClosed(rm.follow.done):
 		return false
 	}
 	return rm.run == nil || isClosed(rm.run.done)
@@ -216,8 +221,24 @@ func isClosed(ch chan struct{}) bool {
 	}
 }
 
-// wait waits until both ended, or ctx ended first.
+// lastFollow returns the newest continuous backup it cancelled, nil if
+// none: each waits for the one before it to end (superviseFollow).
+func (rm *removal) lastFollow() *followRun {
+	for ; rm != nil; rm = rm.prev {
+		if rm.follow != nil {
+			return rm.follow
+		}
+	}
+	return nil
+}
+
+// wait waits until all of it ended, or ctx ended first.
 func (rm *removal) wait(ctx context.Context, id string) error {
+	if rm.prev != nil {
+		if err := rm.prev.wait(ctx, id); err != nil {
+			return err
+		}
+	}
 	if f := rm.follow; f != nil {
 		select {
 		case <-f.done:
@@ -358,6 +379,7 @@ func (s *Scheduler) Set(job Job) error {
 	now := s.clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.forgetEndedRemovals()
 	if err := s.replicationOverlap(job); err != nil {
 		return &JobError{ID: job.ID, Err: err}
 	}
@@ -397,7 +419,8 @@ func (s *Scheduler) Set(job Job) error {
 // meanwhile may start a run before they end, but not its continuous
 // backup. Once Remove has returned nil nothing of the job runs any more,
 // so a host may delete the cluster's backups next. Removing an unknown
-// job does nothing.
+// job does nothing, unless an earlier Remove of that ID returned before
+// what it cancelled ended: then it waits for that.
 func (s *Scheduler) Remove(ctx context.Context, id string) error {
 	s.mu.Lock()
 	e := s.jobs[id]
@@ -411,19 +434,14 @@ func (s *Scheduler) Remove(ctx context.Context, id string) error {
 	}
 	delete(s.jobs, id)
 	e.removed = true
-	for other, rm := range s.removing {
-		if rm.ended() {
-			// Its Remove gave up waiting and was not called again.
-			delete(s.removing, other)
-		}
-	}
+	s.forgetEndedRemovals()
 	s.timeline.remove(e)
 	if e.due != nil {
 		s.queue = slices.DeleteFunc(s.queue, func(q *entry) bool { return q == e })
 		e.due = nil
 	}
 	s.checks = slices.DeleteFunc(s.checks, func(q *entry) bool { return q == e })
-	rm := &removal{follow: e.follow, run: e.run}
+	rm := &removal{follow: e.follow, run: e.run, prev: s.removing[id]}
 	if rm.follow == nil {
 		// A Set that turned Continuous off left the old one ending.
 		rm.follow = e.ending
@@ -438,13 +456,24 @@ func (s *Scheduler) Remove(ctx context.Context, id string) error {
 	if rm.run != nil {
 		rm.run.cancel(errRemoved)
 	}
-	if rm.follow != nil || rm.run != nil {
+	if rm.follow != nil || rm.run != nil || rm.prev != nil {
 		s.removing[id] = rm
 	}
 	s.mu.Unlock()
 	s.signal()
 	s.log.Debug("job removed", "job", id)
 	return s.awaitRemoval(ctx, id, rm)
+}
+
+// forgetEndedRemovals forgets the removals that have ended though no
+// Remove saw it (one gave up waiting and was not called again). The
+// caller holds s.mu.
+func (s *Scheduler) forgetEndedRemovals() {
+	for id, rm := range s.removing {
+		if rm.ended() {
+			delete(s.removing, id)
+		}
+	}
 }
 
 // awaitRemoval waits for what the Remove of job id cancelled, and forgets

@@ -247,9 +247,9 @@ func (c *configs) setReplica(ctx context.Context, id string, job schedule.Job, r
 	if replicating {
 		return c.scheduler.Set(job)
 	}
-	if _, ok := c.scheduler.Get(id + replicaSuffix); !ok {
-		return nil
-	}
+	// Removed whether or not the scheduler holds it: a removal that gave
+	// up waiting left the job out of the scheduler, and Remove waits
+	// again for what it cancelled.
 	if err := c.scheduler.Remove(ctx, id+replicaSuffix); err != nil {
 		return err
 	}
