@@ -155,3 +155,52 @@ func TestRemoveAfterSetAgainWaitsForTheFirstRun(t *testing.T) {
 		})
 	}
 }
+
+// TestRemovalKeepsOnlyWhatStillEnds: while a removed job's run is slow to
+// end, Set and Remove cycles of the same ID that give up keep only what
+// still ends (never a growing record of what ended or was never there);
+// once it ended, a Remove of the ID with a context already ended returns
+// nil: nothing of the job runs.
+func TestRemovalKeepsOnlyWhatStillEnds(t *testing.T) {
+	noLeaks(t)
+	h := newHarness(t, utc("2026-01-01T00:00:00Z"), Config{})
+	release := make(chan struct{})
+	var first atomic.Bool
+	h.rec.setHook(func(ctx context.Context, _ Job, _ time.Time) error {
+		<-ctx.Done()
+		if first.CompareAndSwap(false, true) {
+			<-release
+		}
+		return ctx.Err()
+	})
+	require.NoError(t, h.s.Set(job("j", "@hourly")))
+	h.start()
+	free := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(free)
+	h.clk.Set(utc("2026-01-01T01:00:00Z"))
+	eventually(t, func() bool { return h.rec.count() == 1 }, "the run")
+	done, cancel := context.WithCancel(t.Context())
+	cancel()
+	for range 50 {
+		require.ErrorIs(t, h.s.Remove(done, "j"), context.Canceled)
+		require.NoError(t, h.s.Set(job("j", "@hourly")))
+	}
+	h.s.mu.Lock()
+	rm := h.s.removing["j"]
+	require.NotNil(t, rm)
+	assert.Len(t, rm.runs, 1, "runs kept")
+	assert.Empty(t, rm.follows, "continuous backups kept")
+	h.s.mu.Unlock()
+	require.ErrorIs(t, h.s.Remove(done, "j"), context.Canceled)
+	free()
+	eventually(t, func() bool {
+		h.s.mu.Lock()
+		defer h.s.mu.Unlock()
+		rm := h.s.removing["j"]
+		return rm == nil || rm.ended()
+	}, "the run ended")
+	for range 50 {
+		require.NoError(t, h.s.Remove(done, "j"), "nothing of the job runs")
+	}
+	require.NoError(t, h.stop())
+}

@@ -191,24 +191,60 @@ type Scheduler struct {
 	seen      uint64 // signals the loop has taken in
 }
 
-// removal is what a Remove cancelled: the job's continuous backup and
-// its run in flight, either nil, and what an earlier Remove of the same
-// ID cancelled that had not ended yet (the job was set again between).
+// removal is what Removes of one job ID cancelled that had not ended
+// when the last of them started: its continuous backups and runs, oldest
+// first (several when the job was set again between Removes that gave
+// up waiting). It is not changed once stored: a new Remove stores a new
+// one.
 type removal struct {
-	follow *followRun
-	run    *run
-	prev   *removal
+	follows []*followRun
+	runs    []*run
 }
 
 // ended reports whether all of it has ended.
 func (rm *removal) ended() bool {
-	switch {
-	case rm.prev != nil && !rm.prev.ended():
-		return false
-	case rm.follow != nil && !isClosed(rm.follow.done):
-		return false
+	for _, f := range rm.follows {
+		if !isClosed(f.done) {
+			return false
+		}
 	}
-	return rm.run == nil || isClosed(rm.run.done)
+	for _, r := range rm.runs {
+		if !isClosed(r.done) {
+			return false
+		}
+	}
+	return true
+}
+
+// pending returns a new removal of what of rm has not ended.
+func (rm *removal) pending() *removal {
+	out := &removal{}
+	if rm == nil {
+		return out
+	}
+	for _, f := range rm.follows {
+		if !isClosed(f.done) {
+			out.follows = append(out.follows, f)
+		}
+	}
+	for _, r := range rm.runs {
+		if !isClosed(r.done) {
+			out.runs = append(out.runs, r)
+		}
+	}
+	return out
+}
+
+// empty reports whether it holds nothing.
+func (rm *removal) empty() bool { return len(rm.follows) == 0 && len(rm.runs) == 0 }
+
+// lastFollow returns the newest continuous backup it holds, nil if none:
+// each waits for the one before it to end (superviseFollow).
+func (rm *removal) lastFollow() *followRun {
+	if rm == nil || len(rm.follows) == 0 {
+		return nil
+	}
+	return rm.follows[len(rm.follows)-1]
 }
 
 // isClosed reports whether ch is closed.
@@ -221,39 +257,33 @@ func isClosed(ch chan struct{}) bool {
 	}
 }
 
-// lastFollow returns the newest continuous backup it cancelled, nil if
-// none: each waits for the one before it to end (superviseFollow).
-func (rm *removal) lastFollow() *followRun {
-	for ; rm != nil; rm = rm.prev {
-		if rm.follow != nil {
-			return rm.follow
+// wait waits until all of it ended, or ctx ended first; what has ended
+// counts as ended whatever ctx.
+func (rm *removal) wait(ctx context.Context, id string) error {
+	for _, f := range rm.follows {
+		if err := awaitDone(ctx, f.done); err != nil {
+			return fmt.Errorf("remove job %s: its continuous backup is still ending: %w", quoteID(id), err)
+		}
+	}
+	for _, r := range rm.runs {
+		if err := awaitDone(ctx, r.done); err != nil {
+			return fmt.Errorf("remove job %s: its run is still ending: %w", quoteID(id), err)
 		}
 	}
 	return nil
 }
 
-// wait waits until all of it ended, or ctx ended first.
-func (rm *removal) wait(ctx context.Context, id string) error {
-	if rm.prev != nil {
-		if err := rm.prev.wait(ctx, id); err != nil {
-			return err
-		}
+// awaitDone waits until done is closed, or ctx ends first.
+func awaitDone(ctx context.Context, done chan struct{}) error {
+	if isClosed(done) {
+		return nil
 	}
-	if f := rm.follow; f != nil {
-		select {
-		case <-f.done:
-		case <-ctx.Done():
-			return fmt.Errorf("remove job %s: its continuous backup is still ending: %w", quoteID(id), ctx.Err())
-		}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-	if r := rm.run; r != nil {
-		select {
-		case <-r.done:
-		case <-ctx.Done():
-			return fmt.Errorf("remove job %s: its run is still ending: %w", quoteID(id), ctx.Err())
-		}
-	}
-	return nil
 }
 
 // entry is a job and its state.
@@ -423,6 +453,7 @@ func (s *Scheduler) Set(job Job) error {
 // what it cancelled ended: then it waits for that.
 func (s *Scheduler) Remove(ctx context.Context, id string) error {
 	s.mu.Lock()
+	s.forgetEndedRemovals()
 	e := s.jobs[id]
 	if e == nil {
 		rm := s.removing[id]
@@ -434,29 +465,33 @@ func (s *Scheduler) Remove(ctx context.Context, id string) error {
 	}
 	delete(s.jobs, id)
 	e.removed = true
-	s.forgetEndedRemovals()
 	s.timeline.remove(e)
 	if e.due != nil {
 		s.queue = slices.DeleteFunc(s.queue, func(q *entry) bool { return q == e })
 		e.due = nil
 	}
 	s.checks = slices.DeleteFunc(s.checks, func(q *entry) bool { return q == e })
-	rm := &removal{follow: e.follow, run: e.run, prev: s.removing[id]}
-	if rm.follow == nil {
+	rm := s.removing[id].pending()
+	f := e.follow
+	if f == nil {
 		// A Set that turned Continuous off left the old one ending.
-		rm.follow = e.ending
+		f = e.ending
 	}
 	e.follow, e.ending = nil, nil
 	// Both are cancelled under s.mu, as a replacement or a stop cancels
 	// them: a follower woken by a freed slot sees it removed before it
 	// takes the slot (admit), never after.
-	if rm.follow != nil {
-		rm.follow.cancel()
+	if f != nil {
+		f.cancel()
+		rm.follows = append(rm.follows, f)
 	}
-	if rm.run != nil {
-		rm.run.cancel(errRemoved)
+	if e.run != nil {
+		e.run.cancel(errRemoved)
+		rm.runs = append(rm.runs, e.run)
 	}
-	if rm.follow != nil || rm.run != nil || rm.prev != nil {
+	if rm.empty() {
+		delete(s.removing, id)
+	} else {
 		s.removing[id] = rm
 	}
 	s.mu.Unlock()
@@ -476,18 +511,29 @@ func (s *Scheduler) forgetEndedRemovals() {
 	}
 }
 
-// awaitRemoval waits for what the Remove of job id cancelled, and forgets
-// it once ended.
+// awaitRemoval waits for what the Removes of job id cancelled, rm and
+// what another Remove of it stored meanwhile (the job set again and
+// removed again), and forgets it once ended. It returns nil once nothing
+// of the removed job runs, or once the job is set again.
 func (s *Scheduler) awaitRemoval(ctx context.Context, id string, rm *removal) error {
-	if err := rm.wait(ctx, id); err != nil {
-		return err
+	for {
+		if err := rm.wait(ctx, id); err != nil {
+			return err
+		}
+		s.mu.Lock()
+		cur := s.removing[id]
+		_, listed := s.jobs[id]
+		switch {
+		case cur == rm:
+			delete(s.removing, id)
+		case cur != nil && !listed && !cur.ended():
+			rm = cur
+			s.mu.Unlock()
+			continue
+		}
+		s.mu.Unlock()
+		return nil
 	}
-	s.mu.Lock()
-	if s.removing[id] == rm {
-		delete(s.removing, id)
-	}
-	s.mu.Unlock()
-	return nil
 }
 
 // List returns every job with its status, ordered by ID.
