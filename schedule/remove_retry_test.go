@@ -189,7 +189,7 @@ func TestRemovalKeepsOnlyWhatStillEnds(t *testing.T) {
 	rm := h.s.removing["j"]
 	require.NotNil(t, rm)
 	assert.Len(t, rm.runs, 1, "runs kept")
-	assert.Empty(t, rm.follows, "continuous backups kept")
+	assert.Nil(t, rm.follow, "continuous backup kept")
 	h.s.mu.Unlock()
 	require.ErrorIs(t, h.s.Remove(done, "j"), context.Canceled)
 	free()

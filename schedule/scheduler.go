@@ -192,21 +192,20 @@ type Scheduler struct {
 }
 
 // removal is what Removes of one job ID cancelled that had not ended
-// when the last of them started: its continuous backups and runs, oldest
-// first (several when the job was set again between Removes that gave
-// up waiting). It is not changed once stored: a new Remove stores a new
-// one.
+// when the last of them started: the newest of its continuous backups
+// (each waits for the one before it to end, see superviseFollow, so the
+// newest ends last) and its runs, oldest first (several when the job was
+// set again between Removes that gave up waiting). It is not changed
+// once stored: a new Remove stores a new one.
 type removal struct {
-	follows []*followRun
-	runs    []*run
+	follow *followRun
+	runs   []*run
 }
 
 // ended reports whether all of it has ended.
 func (rm *removal) ended() bool {
-	for _, f := range rm.follows {
-		if !isClosed(f.done) {
-			return false
-		}
+	if rm.follow != nil && !isClosed(rm.follow.done) {
+		return false
 	}
 	for _, r := range rm.runs {
 		if !isClosed(r.done) {
@@ -222,10 +221,8 @@ func (rm *removal) pending() *removal {
 	if rm == nil {
 		return out
 	}
-	for _, f := range rm.follows {
-		if !isClosed(f.done) {
-			out.follows = append(out.follows, f)
-		}
+	if rm.follow != nil && !isClosed(rm.follow.done) {
+		out.follow = rm.follow
 	}
 	for _, r := range rm.runs {
 		if !isClosed(r.done) {
@@ -236,15 +233,14 @@ func (rm *removal) pending() *removal {
 }
 
 // empty reports whether it holds nothing.
-func (rm *removal) empty() bool { return len(rm.follows) == 0 && len(rm.runs) == 0 }
+func (rm *removal) empty() bool { return rm.follow == nil && len(rm.runs) == 0 }
 
-// lastFollow returns the newest continuous backup it holds, nil if none:
-// each waits for the one before it to end (superviseFollow).
+// lastFollow returns the newest continuous backup it holds, nil if none.
 func (rm *removal) lastFollow() *followRun {
-	if rm == nil || len(rm.follows) == 0 {
+	if rm == nil {
 		return nil
 	}
-	return rm.follows[len(rm.follows)-1]
+	return rm.follow
 }
 
 // isClosed reports whether ch is closed.
@@ -260,7 +256,7 @@ func isClosed(ch chan struct{}) bool {
 // wait waits until all of it ended, or ctx ended first; what has ended
 // counts as ended whatever ctx.
 func (rm *removal) wait(ctx context.Context, id string) error {
-	for _, f := range rm.follows {
+	if f := rm.follow; f != nil {
 		if err := awaitDone(ctx, f.done); err != nil {
 			return fmt.Errorf("remove job %s: its continuous backup is still ending: %w", quoteID(id), err)
 		}
@@ -482,8 +478,10 @@ func (s *Scheduler) Remove(ctx context.Context, id string) error {
 	// them: a follower woken by a freed slot sees it removed before it
 	// takes the slot (admit), never after.
 	if f != nil {
+		// The job's own continuous backup, or the removed one it waits
+		// for (set again with none): either ends after the one before.
 		f.cancel()
-		rm.follows = append(rm.follows, f)
+		rm.follow = f
 	}
 	if e.run != nil {
 		e.run.cancel(errRemoved)
