@@ -106,29 +106,7 @@ func TestRemoveAfterSetAgainWaitsForTheFirstRun(t *testing.T) {
 	for _, newRun := range []bool{false, true} {
 		t.Run(map[bool]string{false: "idle", true: "new run in flight"}[newRun], func(t *testing.T) {
 			noLeaks(t)
-			h := newHarness(t, utc("2026-01-01T00:00:00Z"), Config{})
-			release := make(chan struct{})
-			var mu sync.Mutex
-			runs := 0
-			firstEnded := make(chan struct{})
-			h.rec.setHook(func(ctx context.Context, _ Job, _ time.Time) error {
-				mu.Lock()
-				runs++
-				first := runs == 1
-				mu.Unlock()
-				<-ctx.Done()
-				if first {
-					<-release // slow to end its cancellation
-					close(firstEnded)
-				}
-				return ctx.Err()
-			})
-			require.NoError(t, h.s.Set(job("j", "@hourly")))
-			h.start()
-			free := sync.OnceFunc(func() { close(release) })
-			t.Cleanup(free)
-			h.clk.Set(utc("2026-01-01T01:00:00Z"))
-			eventually(t, func() bool { return h.rec.count() == 1 }, "the first run")
+			h, free, firstEnded := slowFirstRun(t)
 			ctx, cancel := context.WithCancel(t.Context())
 			gaveUp := make(chan error, 1)
 			go func() { gaveUp <- h.s.Remove(ctx, "j") }()
@@ -163,22 +141,7 @@ func TestRemoveAfterSetAgainWaitsForTheFirstRun(t *testing.T) {
 // nil: nothing of the job runs.
 func TestRemovalKeepsOnlyWhatStillEnds(t *testing.T) {
 	noLeaks(t)
-	h := newHarness(t, utc("2026-01-01T00:00:00Z"), Config{})
-	release := make(chan struct{})
-	var first atomic.Bool
-	h.rec.setHook(func(ctx context.Context, _ Job, _ time.Time) error {
-		<-ctx.Done()
-		if first.CompareAndSwap(false, true) {
-			<-release
-		}
-		return ctx.Err()
-	})
-	require.NoError(t, h.s.Set(job("j", "@hourly")))
-	h.start()
-	free := sync.OnceFunc(func() { close(release) })
-	t.Cleanup(free)
-	h.clk.Set(utc("2026-01-01T01:00:00Z"))
-	eventually(t, func() bool { return h.rec.count() == 1 }, "the run")
+	h, free, _ := slowFirstRun(t)
 	done, cancel := context.WithCancel(t.Context())
 	cancel()
 	for range 50 {
@@ -203,4 +166,29 @@ func TestRemovalKeepsOnlyWhatStillEnds(t *testing.T) {
 		require.NoError(t, h.s.Remove(done, "j"), "nothing of the job runs")
 	}
 	require.NoError(t, h.stop())
+}
+
+// slowFirstRun starts a scheduler with job "j" (@hourly) and its first
+// run in flight, which ends its cancellation only once free is called;
+// firstEnded is closed when it has.
+func slowFirstRun(t *testing.T) (h *harness, free func(), firstEnded chan struct{}) {
+	h = newHarness(t, utc("2026-01-01T00:00:00Z"), Config{})
+	release := make(chan struct{})
+	firstEnded = make(chan struct{})
+	var first atomic.Bool
+	h.rec.setHook(func(ctx context.Context, _ Job, _ time.Time) error {
+		<-ctx.Done()
+		if first.CompareAndSwap(false, true) {
+			<-release // slow to end its cancellation
+			close(firstEnded)
+		}
+		return ctx.Err()
+	})
+	require.NoError(t, h.s.Set(job("j", "@hourly")))
+	h.start()
+	free = sync.OnceFunc(func() { close(release) })
+	t.Cleanup(free) // before the harness's stop, which waits for the run
+	h.clk.Set(utc("2026-01-01T01:00:00Z"))
+	eventually(t, func() bool { return h.rec.count() == 1 }, "the first run")
+	return h, free, firstEnded
 }
