@@ -19,23 +19,12 @@ import (
 // while something of the job still ran would let a host delete the
 // cluster's backups under it).
 func TestRemoveCancelsTheRunAtOnceAndARetryWaits(t *testing.T) {
-	noLeaks(t)
-	ff := &flushingFollower{flushing: make(chan string, 2), flushed: make(chan struct{})}
-	h := newHarness(t, utc("2026-01-01T00:30:00Z"), Config{Runner: ff})
-	ff.recorder = h.rec
-	release := sync.OnceFunc(func() { close(ff.flushed) })
 	var runCancelled atomic.Bool
-	h.rec.setHook(func(ctx context.Context, _ Job, _ time.Time) error {
+	h, ff, j, release := followingJob(t, "@hourly", func(ctx context.Context, _ Job, _ time.Time) error {
 		<-ctx.Done()
 		runCancelled.Store(true)
 		return ctx.Err()
 	})
-	h.start()
-	t.Cleanup(release) // before the harness's stop, which waits for the follower
-	j := job("ns/a", "@hourly")
-	j.Continuous = &Continuous{Window: time.Hour}
-	require.NoError(t, h.s.Set(j))
-	eventually(t, func() bool { return h.status(j.ID).Following }, "it follows")
 	h.clk.Set(utc("2026-01-01T01:00:00Z"))
 	eventually(t, func() bool { return h.status(j.ID).Running }, "a run in flight")
 
@@ -73,17 +62,7 @@ func TestRemoveCancelsTheRunAtOnceAndARetryWaits(t *testing.T) {
 // with the same ID, starts its new continuous backup only once the old
 // one has returned: never two of one chain at once.
 func TestSetAgainWaitsForTheRemovedFollower(t *testing.T) {
-	noLeaks(t)
-	ff := &flushingFollower{flushing: make(chan string, 2), flushed: make(chan struct{})}
-	h := newHarness(t, utc("2026-01-01T00:00:00Z"), Config{Runner: ff})
-	ff.recorder = h.rec
-	release := sync.OnceFunc(func() { close(ff.flushed) })
-	h.start()
-	t.Cleanup(release) // before the harness's stop, which waits for the follower
-	j := job("ns/a", "@daily")
-	j.Continuous = &Continuous{Window: time.Hour}
-	require.NoError(t, h.s.Set(j))
-	eventually(t, func() bool { return h.status(j.ID).Following }, "it follows")
+	h, ff, j, release := followingJob(t, "@daily", nil)
 	ctx, cancel := context.WithCancel(t.Context())
 	removed := make(chan error, 1)
 	go func() { removed <- h.s.Remove(ctx, j.ID) }()
@@ -191,4 +170,26 @@ func slowFirstRun(t *testing.T) (h *harness, free func(), firstEnded chan struct
 	h.clk.Set(utc("2026-01-01T01:00:00Z"))
 	eventually(t, func() bool { return h.rec.count() == 1 }, "the first run")
 	return h, free, firstEnded
+}
+
+// followingJob starts a scheduler at 00:30 with a continuous job of
+// schedule sched, runs taking hook (nil: none), and waits until it
+// follows; its continuous backup, once cancelled, stores its last
+// segment (ff.flushing) until release is called.
+func followingJob(t *testing.T, sched string, hook func(context.Context, Job, time.Time) error) (*harness, *flushingFollower, Job, func()) {
+	noLeaks(t)
+	ff := &flushingFollower{flushing: make(chan string, 2), flushed: make(chan struct{})}
+	h := newHarness(t, utc("2026-01-01T00:30:00Z"), Config{Runner: ff})
+	ff.recorder = h.rec
+	if hook != nil {
+		h.rec.setHook(hook)
+	}
+	release := sync.OnceFunc(func() { close(ff.flushed) })
+	h.start()
+	t.Cleanup(release) // before the harness's stop, which waits for the follower
+	j := job("ns/a", sched)
+	j.Continuous = &Continuous{Window: time.Hour}
+	require.NoError(t, h.s.Set(j))
+	eventually(t, func() bool { return h.status(j.ID).Following }, "it follows")
+	return h, ff, j, release
 }
