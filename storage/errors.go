@@ -26,7 +26,8 @@ var (
 	ErrUnsupported = errors.New("operation not supported by this backend")
 	// ErrNoSpace: the store has no room for the write: a full file system
 	// or an exhausted quota (ENOSPC, EDQUOT), an S3 store out of space
-	// (507, XMinioStorageFull). Nothing of the refused write is visible;
+	// (507, XMinioStorageFull, or an InternalError caused by a full
+	// drive). Nothing of the refused write is visible;
 	// the same write can succeed once space is freed.
 	ErrNoSpace = errors.New("no space left on the store")
 )

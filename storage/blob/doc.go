@@ -57,7 +57,8 @@
 //     bucket's directories while a process has it open. A file system that
 //     cannot fsync a directory fails the put with an error that says so.
 //   - A full file system or quota (ENOSPC, EDQUOT) and an S3 store out of
-//     space (507, XMinioStorageFull) give storage.ErrNoSpace.
+//     space (507, XMinioStorageFull, an InternalError whose cause is "no
+//     space left on device") give storage.ErrNoSpace.
 //   - On s3blob buckets the Bucket is also a storage.UploadCleaner.
 //
 // As hands out the driver's native types (**s3.Client for s3blob, ...)

@@ -7,6 +7,7 @@ import (
 
 	"gocloud.dev/gcerrors"
 
+	"github.com/etcdbackup/etcdbackup/internal/s3code"
 	"github.com/etcdbackup/etcdbackup/storage"
 )
 
@@ -52,6 +53,7 @@ func (b *Bucket) errorf(op, key string, err error, exclusive bool) error {
 // apiError is the part of smithy.APIError (AWS SDK errors) errorf uses.
 type apiError interface {
 	ErrorCode() string
+	ErrorMessage() string
 }
 
 // httpError is the part of the AWS SDK's HTTP response errors errorf uses.
@@ -86,17 +88,12 @@ func (b *Bucket) authFailure(err error) bool {
 	return false
 }
 
-// noSpace reports whether err is a store's refusal for lack of space:
-// MinIO answers 507 XMinioStorageFull when its drives are full and 400
-// XMinioAdminBucketQuotaExceeded over a bucket quota, Ceph RGW 403
-// QuotaExceeded over a user or bucket quota.
+// noSpace reports whether err is a store's refusal for lack of space: an
+// S3 error code s3code.NoSpace knows, or status 507.
 func (b *Bucket) noSpace(err error) bool {
 	var ae apiError
-	if errors.As(err, &ae) {
-		switch ae.ErrorCode() {
-		case "XMinioStorageFull", "XMinioAdminBucketQuotaExceeded", "QuotaExceeded":
-			return true
-		}
+	if errors.As(err, &ae) && s3code.NoSpace(ae.ErrorCode(), ae.ErrorMessage()) {
+		return true
 	}
 	var he httpError
 	if errors.As(err, &he) && he.HTTPStatusCode() == 507 {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
+	"github.com/etcdbackup/etcdbackup/internal/s3code"
 	"github.com/etcdbackup/etcdbackup/storage"
 )
 
@@ -49,7 +50,7 @@ func sentinelOf(err error) error {
 	if isLockRefusal(resp) {
 		return storage.ErrLocked
 	}
-	if isNoSpace(resp.Code) {
+	if s3code.NoSpace(resp.Code, resp.Message) {
 		// Before the status: Ceph RGW refuses a quota with 403.
 		return storage.ErrNoSpace
 	}
@@ -83,18 +84,6 @@ func sentinelOf(err error) error {
 		return storage.ErrNoSpace
 	}
 	return nil
-}
-
-// isNoSpace reports whether an S3 error code is a refusal for lack of
-// space: MinIO's full drives (507 XMinioStorageFull) and bucket quota (400
-// XMinioAdminBucketQuotaExceeded), Ceph RGW's user or bucket quota (403
-// QuotaExceeded).
-func isNoSpace(code string) bool {
-	switch code {
-	case "XMinioStorageFull", "XMinioAdminBucketQuotaExceeded", "QuotaExceeded":
-		return true
-	}
-	return false
 }
 
 // isLockRefusal reports an object-lock refusal. MinIO answers 400

@@ -16,6 +16,7 @@ func TestSentinelOfQuotaExceededIsNoSpace(t *testing.T) {
 		{Code: "QuotaExceeded", StatusCode: 403},
 		{Code: "XMinioAdminBucketQuotaExceeded", StatusCode: 400},
 		{Code: "XMinioStorageFull", StatusCode: 507},
+		{Code: "InternalError", StatusCode: 500, Message: "We encountered an internal error, please try again.: cause(no space left on device)"},
 	} {
 		if got := sentinelOf(r); got != storage.ErrNoSpace {
 			t.Errorf("%s (%d) classified as %v, want ErrNoSpace", r.Code, r.StatusCode, got)
