@@ -166,6 +166,33 @@ func parseBusy(b []byte) (float64, error) {
 	return float64(busy) / clockTicks, nil
 }
 
+// iowaitSeconds returns the time the machine's cores spent idle while
+// a disk request of theirs was pending, summed over all cores, from
+// /proc/stat.
+func iowaitSeconds() float64 {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	sec, _ := parseIOWait(b)
+	return sec
+}
+
+// parseIOWait reads the iowait field of the aggregate "cpu" line of
+// /proc/stat.
+func parseIOWait(b []byte) (float64, error) {
+	line, _, _ := bytes.Cut(b, []byte("\n"))
+	f := strings.Fields(string(line))
+	if len(f) < 6 || f[0] != "cpu" {
+		return 0, errors.New("parse /proc/stat: no cpu line")
+	}
+	n, err := strconv.ParseUint(f[5], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("parse /proc/stat: %w", err)
+	}
+	return float64(n) / clockTicks, nil
+}
+
 // loadAverage returns the one-minute load average.
 func loadAverage() float64 {
 	b, err := os.ReadFile("/proc/loadavg")

@@ -85,6 +85,13 @@ type seedReport struct {
 	// CPU is the process' CPU seconds during the phase; StartCPU during
 	// the start-up.
 	CPU, StartCPU float64
+	// EtcdCPU is the etcd processes' CPU seconds during the phase, Busy
+	// the whole machine's (every core's time outside idle and iowait):
+	// what the process competed with for the cores.
+	EtcdCPU, Busy float64 `json:",omitempty"`
+	// IOWait is the time the machine's cores spent idle with a disk
+	// request pending during the phase, summed over the cores.
+	IOWait float64 `json:",omitempty"`
 	// Fulls are the full backups taken, MaxFulls the most in flight at
 	// once (backup.Observer's Started to Completed or Failed).
 	Fulls, MaxFulls int
@@ -136,6 +143,7 @@ func runSeed(args []string) error {
 	rep := seedReport{Started: time.Now().UTC(), Command: command, Commit: cleanCommit(), Destination: c.dest, Jobs: c.jobs, Etcds: c.etcds, Writes: c.writes, Slots: c.slots,
 		GOMAXPROCS: runtime.GOMAXPROCS(0), Load: loadAverage(), Phase: c.phase, Timeout: c.timeout}
 	var endpoints []string
+	var etcds []*etcdServer
 	for i := range c.etcds {
 		e, err := startEtcd(ctx, self, filepath.Join(run, fmt.Sprintf("etcd-%d", i)), filepath.Join(logs, fmt.Sprintf("seed-etcd-%d.log", i)), true)
 		if err != nil {
@@ -143,13 +151,21 @@ func runSeed(args []string) error {
 		}
 		defer e.stop(time.Minute)
 		endpoints = append(endpoints, e.endpoint)
+		etcds = append(etcds, e)
 	}
 	bucket, err := seedBucket(ctx, c.dest, run, logs)
 	if err != nil {
 		return err
 	}
 	defer bucket.Close()
-	if err := measureSeed(ctx, c, endpoints, bucket, &rep); err != nil {
+	etcdCPU := func() float64 {
+		var sum float64
+		for _, e := range etcds {
+			sum += e.cpuSeconds()
+		}
+		return sum
+	}
+	if err := measureSeed(ctx, c, endpoints, etcdCPU, bucket, &rep); err != nil {
 		return err
 	}
 	return saveSection(filepath.Join(c.work, "results.json"), c.out, c.chart, func(r *results) { r.Seed = &rep })
@@ -289,8 +305,9 @@ func seedScheduler(c seedConfig, endpoints []string, bucket destBucket, rec *see
 func seedCluster(i int) string { return fmt.Sprintf("cluster-%04d", i) }
 
 // measureSeed runs the scheduler: writes from the start, the start-up
-// until every job committed a segment, then the steady phase.
-func measureSeed(ctx context.Context, c seedConfig, endpoints []string, bucket destBucket, rep *seedReport) error {
+// until every job committed a segment, then the steady phase. etcdCPU
+// returns the CPU seconds the etcd processes have used.
+func measureSeed(ctx context.Context, c seedConfig, endpoints []string, etcdCPU func() float64, bucket destBucket, rep *seedReport) error {
 	wctx, stopWrites := context.WithCancel(ctx)
 	var ww sync.WaitGroup
 	defer func() { stopWrites(); ww.Wait() }()
@@ -338,9 +355,9 @@ func measureSeed(ctx context.Context, c seedConfig, endpoints []string, bucket d
 	if err != nil {
 		return err
 	}
-	cpu1 := selfCPU()
+	cpu1, etcd1, busy1, wait1 := selfCPU(), etcdCPU(), busySeconds(), iowaitSeconds()
 	peak, last := sampleMem(ctx, c.phase)
-	rep.CPU = selfCPU() - cpu1
+	rep.CPU, rep.EtcdCPU, rep.Busy, rep.IOWait = selfCPU()-cpu1, etcdCPU()-etcd1, busySeconds()-busy1, iowaitSeconds()-wait1
 	if err := stopProfile(); err != nil {
 		return err
 	}
@@ -431,16 +448,43 @@ func renderSeed(p *seedReport, cpus int) string {
 		fmt.Fprintf(&b, "| CPU per follower under writes | %.3f%% of a core (the process: %.2f cores) | |\n",
 			100*p.CPU/p.Phase.Seconds()/float64(n), p.CPU/p.Phase.Seconds())
 	}
+	if p.Phase > 0 && p.Busy > 0 {
+		sec := p.Phase.Seconds()
+		fmt.Fprintf(&b, "| the machine's CPU during the phase | %.2f of %d cores busy: the process %.2f, the %d etcd processes %.2f, the rest %.2f; %.2f cores idle waiting for the disk | |\n",
+			p.Busy/sec, cpus, p.CPU/sec, p.Etcds, p.EtcdCPU/sec, max(p.Busy-p.CPU-p.EtcdCPU, 0)/sec, p.IOWait/sec)
+	}
+	if p.Segments > 0 {
+		fmt.Fprintf(&b, "| the process' CPU per committed segment | %.2f ms | |\n", 1000*p.CPU/float64(p.Segments))
+	}
 	fmt.Fprintf(&b, "| CPU of the start-up, per job | %.0f ms | |\n", 1000*p.StartCPU/float64(n))
 	b.WriteString("\n")
 	if p.Segments > 0 && p.LagP99 > seedLagTarget && p.Phase > 0 {
-		fmt.Fprintf(&b, "The commit lag missed its target: the process used %.2f of the machine's %d cores during the phase, beside %d etcd processes and whatever else ran (load average %.1f at the start), and a segment's commit waits for its store: %.2f commits a second per job during the phase%s.\n\n",
-			p.CPU/p.Phase.Seconds(), cpus, p.Etcds, p.Load, float64(p.Segments)/p.Phase.Seconds()/float64(n), seedStoreCost(p.Destination))
+		b.WriteString(seedLagMissed(p, cpus))
 	}
 	if p.SteadyPeak > seedSteadyTarget || p.StartupPeak > seedStartupTarget {
 		b.WriteString("The RSS missed its target: per job the process holds the follower's etcd client (a gRPC connection and a watch stream, about ten goroutines of them) and the follower's own goroutines and buffers, and the collector's headroom over the heap (see the Go heap row); `GOMEMLIMIT` bounds the latter.\n\n")
 	}
 	return b.String()
+}
+
+// seedLagMissed says why the commit lag missed its target.
+func seedLagMissed(p *seedReport, cpus int) string {
+	sec, n := p.Phase.Seconds(), float64(max(p.Jobs, 1))
+	rate := float64(p.Segments) / sec / n
+	if p.Busy <= 0 {
+		return fmt.Sprintf("The commit lag missed its target: the process used %.2f of the machine's %d cores during the phase, beside %d etcd processes and whatever else ran (load average %.1f at the start), and a segment's commit waits for its store: %.2f commits a second per job during the phase%s.\n\n",
+			p.CPU/sec, cpus, p.Etcds, p.Load, rate, seedStoreCost(p.Destination))
+	}
+	// What every job committing once a second would have cost the process
+	// at the CPU each segment cost it here.
+	need := n * p.CPU / float64(p.Segments)
+	busy := p.Busy / sec / float64(cpus)
+	cause := "the machine had no CPU to spare"
+	if busy < 0.9 {
+		cause = "segments waited for their store, not for the CPU alone"
+	}
+	return fmt.Sprintf("The commit lag missed its target: %s. The %d cores were busy %.0f%% of the time in all during the phase (the process %.2f cores, the %d etcd processes serving %d watches %.2f, the rest, the kernel's writeback among it, %.2f) and idle waiting for the disk %.0f%% of it; the jobs committed %.2f segments a second each, every one of which cost the process %.2f ms of CPU%s. A lag near the flush interval needs about one commit a second per job: %.2f cores of the process alone at that cost.\n\n",
+		cause, cpus, 100*busy, p.CPU/sec, p.Etcds, p.Jobs, p.EtcdCPU/sec, max(p.Busy-p.CPU-p.EtcdCPU, 0)/sec, 100*p.IOWait/sec/float64(cpus), rate, 1000*p.CPU/float64(p.Segments), seedStoreCost(p.Destination), need)
 }
 
 // writeGoroutineProfile writes the stacks of every goroutine to path.
