@@ -10,33 +10,36 @@ import (
 	"github.com/etcdbackup/etcdbackup/backup"
 )
 
-// TestLimitMemory: --memory sets the Go runtime's soft memory limit and
-// the collector's target, unless GOMEMLIMIT or GOGC sets them or the
-// budget is the library's defaults (0).
+// TestLimitMemory: --memory sets the Go runtime's soft memory limit,
+// unless GOMEMLIMIT sets one or the budget is the library's defaults (0);
+// a save's budget sets the collector's target too, unless GOGC sets one.
 func TestLimitMemory(t *testing.T) {
 	prev := debug.SetMemoryLimit(math.MaxInt64)
 	prevGC := debug.SetGCPercent(100)
 	t.Cleanup(func() { debug.SetMemoryLimit(prev); debug.SetGCPercent(prevGC) })
 	current := func() int64 { return debug.SetMemoryLimit(-1) }
-	gcPercent := func() int { p := debug.SetGCPercent(100); return p }
-	t.Setenv("GOGC", "")
+	gcPercent := func() int { return debug.SetGCPercent(100) } // and back to 100
 
 	t.Setenv("GOMEMLIMIT", "")
+	t.Setenv("GOGC", "")
 	limitMemory(32 << 20)
 	got := current()
 	debug.SetMemoryLimit(math.MaxInt64) // not kept while the test runs on
 	require.Equal(t, int64(32<<20), got)
 	require.Equal(t, backup.MemoryLimit(32<<20), got)
+	require.Equal(t, 100, gcPercent(), "the limit alone leaves the collector's target")
+
+	tightenGC(32 << 20)
 	require.Equal(t, budgetGCPercent, gcPercent())
 
 	limitMemory(0)
+	tightenGC(0)
 	require.Equal(t, int64(math.MaxInt64), current(), "--memory=0 leaves the runtime's default")
 	require.Equal(t, 100, gcPercent(), "--memory=0 leaves the collector's target")
 
 	t.Setenv("GOGC", "200")
-	limitMemory(32 << 20)
+	tightenGC(32 << 20)
 	require.Equal(t, 100, gcPercent(), "GOGC wins")
-	debug.SetMemoryLimit(math.MaxInt64)
 
 	t.Setenv("GOMEMLIMIT", "1GiB")
 	limitMemory(32 << 20)

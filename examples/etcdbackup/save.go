@@ -50,6 +50,7 @@ func runSave(ctx context.Context, s *streams, args []string) error {
 	if err != nil {
 		return err
 	}
+	s.saveBudget(int64(encoding.memory))
 	snapshotter, err := backup.NewEtcdSnapshotter(etcd.config(fs.logger(s)))
 	if err != nil {
 		return invalidInput(err)

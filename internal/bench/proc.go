@@ -193,6 +193,28 @@ func parseIOWait(b []byte) (float64, error) {
 	return float64(n) / clockTicks, nil
 }
 
+// machineCPUs returns the number of cores /proc/stat counts (its "cpuN"
+// lines), the cores its busy and iowait times are summed over; 0 when it
+// cannot be read.
+func machineCPUs() int {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	return countCPUs(b)
+}
+
+// countCPUs counts the "cpuN" lines of /proc/stat's text.
+func countCPUs(b []byte) int {
+	n := 0
+	for line := range bytes.Lines(b) {
+		if len(line) > 3 && bytes.HasPrefix(line, []byte("cpu")) && line[3] >= '0' && line[3] <= '9' {
+			n++
+		}
+	}
+	return n
+}
+
 // loadAverage returns the one-minute load average.
 func loadAverage() float64 {
 	b, err := os.ReadFile("/proc/loadavg")

@@ -213,6 +213,9 @@ func TestParseProc(t *testing.T) {
 	if err != nil || busy != 1.7 {
 		t.Errorf("parseBusy = %v, %v; want 1.7", busy, err)
 	}
+	if n := countCPUs([]byte("cpu  1 2 3\ncpu0 1 1\ncpu1 1 1\nintr 5\ncpufreq 3\n")); n != 2 {
+		t.Errorf("countCPUs = %d, want 2", n)
+	}
 	if w, err := parseIOWait([]byte("cpu  100 5 50 1000 20 3 2 10 0 0\n")); err != nil || w != 0.2 {
 		t.Errorf("parseIOWait = %v, %v; want 0.2", w, err)
 	}

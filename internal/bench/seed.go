@@ -92,6 +92,10 @@ type seedReport struct {
 	// IOWait is the time the machine's cores spent idle with a disk
 	// request pending during the phase, summed over the cores.
 	IOWait float64 `json:",omitempty"`
+	// StoreCPU is the MinIO server's CPU seconds during the phase (zero
+	// for a file destination); MachineCPUs the cores /proc/stat counts.
+	StoreCPU    float64 `json:",omitempty"`
+	MachineCPUs int     `json:",omitempty"`
 	// Fulls are the full backups taken, MaxFulls the most in flight at
 	// once (backup.Observer's Started to Completed or Failed).
 	Fulls, MaxFulls int
@@ -153,7 +157,7 @@ func runSeed(args []string) error {
 		endpoints = append(endpoints, e.endpoint)
 		etcds = append(etcds, e)
 	}
-	bucket, err := seedBucket(ctx, c.dest, run, logs)
+	bucket, storeCPU, err := seedBucket(ctx, c.dest, run, logs)
 	if err != nil {
 		return err
 	}
@@ -165,7 +169,7 @@ func runSeed(args []string) error {
 		}
 		return sum
 	}
-	if err := measureSeed(ctx, c, endpoints, etcdCPU, bucket, &rep); err != nil {
+	if err := measureSeed(ctx, c, endpoints, servers{etcd: etcdCPU, store: storeCPU}, bucket, &rep); err != nil {
 		return err
 	}
 	return saveSection(filepath.Join(c.work, "results.json"), c.out, c.chart, func(r *results) { r.Seed = &rep })
@@ -238,21 +242,25 @@ type destBucket interface {
 }
 
 // seedBucket returns the jobs' one destination: a directory under run, or
-// a MinIO server of its own (stopped when the bucket is closed).
-func seedBucket(ctx context.Context, dest, run, logs string) (destBucket, error) {
+// a MinIO server of its own (stopped when the bucket is closed), with a
+// function that returns the CPU seconds the server has used (always zero
+// for a directory).
+func seedBucket(ctx context.Context, dest, run, logs string) (destBucket, func() float64, error) {
+	none := func() float64 { return 0 }
 	if dest == "minio" {
 		m, err := startMinIO(ctx, minioBinary(), filepath.Join(run, "minio"), filepath.Join(logs, "seed-minio.log"))
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		b, err := modeEnv{S3: m.addr, Access: m.access, Secret: m.secret, Bucket: benchBucket}.bucket()
 		if err != nil {
 			_ = m.stop(time.Minute)
-			return nil, err
+			return nil, nil, err
 		}
-		return stopWith{b, func() error { return m.stop(time.Minute) }}, nil
+		return stopWith{b, func() error { return m.stop(time.Minute) }}, m.cpuSeconds, nil
 	}
-	return fileBucket(ctx, filepath.Join(run, "dest"))
+	b, err := fileBucket(ctx, filepath.Join(run, "dest"))
+	return b, none, err
 }
 
 // stopWith is a bucket whose Close also stops its server.
@@ -304,10 +312,13 @@ func seedScheduler(c seedConfig, endpoints []string, bucket destBucket, rec *see
 
 func seedCluster(i int) string { return fmt.Sprintf("cluster-%04d", i) }
 
+// servers return the CPU seconds the seed's servers have used: the etcd
+// processes, and the destination's server.
+type servers struct{ etcd, store func() float64 }
+
 // measureSeed runs the scheduler: writes from the start, the start-up
-// until every job committed a segment, then the steady phase. etcdCPU
-// returns the CPU seconds the etcd processes have used.
-func measureSeed(ctx context.Context, c seedConfig, endpoints []string, etcdCPU func() float64, bucket destBucket, rep *seedReport) error {
+// until every job committed a segment, then the steady phase.
+func measureSeed(ctx context.Context, c seedConfig, endpoints []string, srv servers, bucket destBucket, rep *seedReport) error {
 	wctx, stopWrites := context.WithCancel(ctx)
 	var ww sync.WaitGroup
 	defer func() { stopWrites(); ww.Wait() }()
@@ -355,9 +366,10 @@ func measureSeed(ctx context.Context, c seedConfig, endpoints []string, etcdCPU 
 	if err != nil {
 		return err
 	}
-	cpu1, etcd1, busy1, wait1 := selfCPU(), etcdCPU(), busySeconds(), iowaitSeconds()
+	cpu1, etcd1, store1, busy1, wait1 := selfCPU(), srv.etcd(), srv.store(), busySeconds(), iowaitSeconds()
 	peak, last := sampleMem(ctx, c.phase)
-	rep.CPU, rep.EtcdCPU, rep.Busy, rep.IOWait = selfCPU()-cpu1, etcdCPU()-etcd1, busySeconds()-busy1, iowaitSeconds()-wait1
+	rep.CPU, rep.EtcdCPU, rep.StoreCPU = selfCPU()-cpu1, srv.etcd()-etcd1, srv.store()-store1
+	rep.Busy, rep.IOWait, rep.MachineCPUs = busySeconds()-busy1, iowaitSeconds()-wait1, machineCPUs()
 	if err := stopProfile(); err != nil {
 		return err
 	}
@@ -425,7 +437,7 @@ func renderSeed(p *seedReport, cpus int) string {
 		b.WriteString("Not measured by this run: `make bench` runs `etcdbackup-bench seed` after pitr-restore.\n\n")
 		return b.String()
 	}
-	fmt.Fprintf(&b, "Measured by `%s` (`etcdbackup-bench seed`) on %s, one run, load average %.1f at its start, GOMAXPROCS %d. One process runs a `schedule.Scheduler` with `schedule.PipelineRunner` and %d continuous jobs (daily schedule, zstd, the default flush), spread over %d etcd processes (their own processes, not counted), each holding 100 keys of 1 KiB and written %d times a second with 1 KiB values from the start; all jobs store into one %s, so the scheduler's run slots (MaxConcurrent and MaxPerDestination %d) bound the first full backups in flight. Each follower has its own etcd client, from its cluster's `backup.EtcdSnapshotter`, as a host with a snapshotter per cluster gives it. RSS is the whole process', the bench's %d writers' clients included; the start-up peak is its VmHWM from the scheduler's start until every job committed its first segment; the steady figures are sampled every second for %s after that, under the writes. The commit lag is `FollowEvent.Lag` of every segment committed during the steady phase (%d segments), what the follower lag metric shows.\n\n",
+	fmt.Fprintf(&b, "Measured by `%s` (`etcdbackup-bench seed`) on %s, one run, load average %.1f at its start, GOMAXPROCS %d. One process runs a `schedule.Scheduler` with `schedule.PipelineRunner` and %d continuous jobs (daily schedule, zstd, the default flush), spread over %d etcd processes (their own processes, whose CPU is counted apart), each holding 100 keys of 1 KiB and written %d times a second with 1 KiB values from the start; all jobs store into one %s, so the scheduler's run slots (MaxConcurrent and MaxPerDestination %d) bound the first full backups in flight. Each follower has its own etcd client, from its cluster's `backup.EtcdSnapshotter`, as a host with a snapshotter per cluster gives it. RSS is the whole process', the bench's %d writers' clients included; the start-up peak is its VmHWM from the scheduler's start until every job committed its first segment; the steady figures are sampled every second for %s after that, under the writes. The commit lag is `FollowEvent.Lag` of every segment committed during the steady phase (%d segments), what the follower lag metric shows.\n\n",
 		p.Command, p.Started.Format("2006-01-02 15:04 MST"), p.Load, p.GOMAXPROCS, p.Jobs, p.Etcds, p.Writes, seedDestLabel(p.Destination), p.Slots, p.Etcds, p.Phase, p.Segments)
 	b.WriteString("| figure | measured | target |\n|---|---|---|\n")
 	n := int64(max(p.Jobs, 1))
@@ -449,17 +461,15 @@ func renderSeed(p *seedReport, cpus int) string {
 			100*p.CPU/p.Phase.Seconds()/float64(n), p.CPU/p.Phase.Seconds())
 	}
 	if p.Phase > 0 && p.Busy > 0 {
-		sec := p.Phase.Seconds()
-		fmt.Fprintf(&b, "| the machine's CPU during the phase | %.2f of %d cores busy: the process %.2f, the %d etcd processes %.2f, the rest %.2f; %.2f cores idle waiting for the disk | |\n",
-			p.Busy/sec, cpus, p.CPU/sec, p.Etcds, p.EtcdCPU/sec, max(p.Busy-p.CPU-p.EtcdCPU, 0)/sec, p.IOWait/sec)
+		fmt.Fprintf(&b, "| the machine's CPU during the phase | %s | |\n", p.machineCPU())
 	}
 	if p.Segments > 0 {
-		fmt.Fprintf(&b, "| the process' CPU per committed segment | %.2f ms | |\n", 1000*p.CPU/float64(p.Segments))
+		fmt.Fprintf(&b, "| the process' CPU during the phase per committed segment (watching, encoding and the writers' clients included) | %.2f ms | |\n", 1000*p.CPU/float64(p.Segments))
 	}
 	fmt.Fprintf(&b, "| CPU of the start-up, per job | %.0f ms | |\n", 1000*p.StartCPU/float64(n))
 	b.WriteString("\n")
 	if p.Segments > 0 && p.LagP99 > seedLagTarget && p.Phase > 0 {
-		b.WriteString(seedLagMissed(p, cpus))
+		b.WriteString(p.lagMissed(cpus))
 	}
 	if p.SteadyPeak > seedSteadyTarget || p.StartupPeak > seedStartupTarget {
 		b.WriteString("The RSS missed its target: per job the process holds the follower's etcd client (a gRPC connection and a watch stream, about ten goroutines of them) and the follower's own goroutines and buffers, and the collector's headroom over the heap (see the Go heap row); `GOMEMLIMIT` bounds the latter.\n\n")
@@ -467,24 +477,39 @@ func renderSeed(p *seedReport, cpus int) string {
 	return b.String()
 }
 
-// seedLagMissed says why the commit lag missed its target.
-func seedLagMissed(p *seedReport, cpus int) string {
+// machineCPU describes where the machine's CPU went during the phase.
+func (p *seedReport) machineCPU() string {
+	sec := p.Phase.Seconds()
+	store := ""
+	if p.StoreCPU > 0 {
+		store = fmt.Sprintf(", the MinIO server %.2f", p.StoreCPU/sec)
+	}
+	rest := max(p.Busy-p.CPU-p.EtcdCPU-p.StoreCPU, 0)
+	return fmt.Sprintf("%.2f of %d cores busy: the process %.2f, the %d etcd processes %.2f%s, the rest (the kernel's writeback among it) %.2f; %.2f cores idle waiting for the disk",
+		p.Busy/sec, p.MachineCPUs, p.CPU/sec, p.Etcds, p.EtcdCPU/sec, store, rest/sec, p.IOWait/sec)
+}
+
+// lagMissed says why the commit lag missed its target, as far as the
+// figures of the phase tell.
+func (p *seedReport) lagMissed(cpus int) string {
 	sec, n := p.Phase.Seconds(), float64(max(p.Jobs, 1))
 	rate := float64(p.Segments) / sec / n
-	if p.Busy <= 0 {
+	if p.Busy <= 0 || p.MachineCPUs <= 0 {
 		return fmt.Sprintf("The commit lag missed its target: the process used %.2f of the machine's %d cores during the phase, beside %d etcd processes and whatever else ran (load average %.1f at the start), and a segment's commit waits for its store: %.2f commits a second per job during the phase%s.\n\n",
 			p.CPU/sec, cpus, p.Etcds, p.Load, rate, seedStoreCost(p.Destination))
 	}
-	// What every job committing once a second would have cost the process
-	// at the CPU each segment cost it here.
-	need := n * p.CPU / float64(p.Segments)
-	busy := p.Busy / sec / float64(cpus)
-	cause := "the machine had no CPU to spare"
-	if busy < 0.9 {
-		cause = "segments waited for their store, not for the CPU alone"
+	var cause string
+	switch busy := p.Busy / sec / float64(p.MachineCPUs); {
+	case p.GOMAXPROCS > 0 && p.CPU/sec >= 0.9*float64(p.GOMAXPROCS):
+		cause = fmt.Sprintf("the process used about all the CPU Go let it use (GOMAXPROCS %d), so segments waited for it", p.GOMAXPROCS)
+	case busy >= 0.9:
+		cause = fmt.Sprintf("the machine had no CPU to spare (its cores were busy %.0f%% of the time), so segments waited for it", 100*busy)
+	default:
+		cause = fmt.Sprintf("with cores to spare (busy %.0f%% of the time), segments waited for something else than the CPU: their store's writes and syncs are what a commit waits for besides it (the cores were idle waiting for the disk %.0f%% of the time)",
+			100*busy, 100*p.IOWait/sec/float64(p.MachineCPUs))
 	}
-	return fmt.Sprintf("The commit lag missed its target: %s. The %d cores were busy %.0f%% of the time in all during the phase (the process %.2f cores, the %d etcd processes serving %d watches %.2f, the rest, the kernel's writeback among it, %.2f) and idle waiting for the disk %.0f%% of it; the jobs committed %.2f segments a second each, every one of which cost the process %.2f ms of CPU%s. A lag near the flush interval needs about one commit a second per job: %.2f cores of the process alone at that cost.\n\n",
-		cause, cpus, 100*busy, p.CPU/sec, p.Etcds, p.Jobs, p.EtcdCPU/sec, max(p.Busy-p.CPU-p.EtcdCPU, 0)/sec, 100*p.IOWait/sec/float64(cpus), rate, 1000*p.CPU/float64(p.Segments), seedStoreCost(p.Destination), need)
+	return fmt.Sprintf("The commit lag missed its target: %s. During the phase: %s. The jobs committed %.2f segments a second each%s.\n\n",
+		cause, p.machineCPU(), rate, seedStoreCost(p.Destination))
 }
 
 // writeGoroutineProfile writes the stacks of every goroutine to path.
@@ -520,7 +545,7 @@ func startCPUProfile(path string) (func() error, error) {
 // seedDestLabel names the jobs' destination of a seed run.
 func seedDestLabel(dest string) string {
 	if dest == "minio" {
-		return "MinIO server (a process of its own, not counted, on the same cores)"
+		return "MinIO server (a process of its own, on the same cores, whose CPU is counted apart)"
 	}
 	return "file destination (a directory on the bench's disk)"
 }
