@@ -24,6 +24,11 @@ func runCompact(ctx context.Context, s *streams, args []string) error {
 	fs.Var(&sel.identities, "identity", "age identity `file` to decrypt the chain and drill the new backup with (- for stdin); repeatable")
 	fs.BoolVar(&sel.quiet, "quiet", false, "print no progress")
 	encoding.register(fs)
+	// The replay holds etcd's index of every key and revision it applies,
+	// far more than the budget: a process limit of the budget would keep
+	// the collector running without end. --memory bounds the encoding of
+	// the new full backup alone.
+	fs.Lookup("memory").Usage = "`bytes` of upload buffers and compressor of the new full backup, half each (e.g. 32MiB; 0 for the library's defaults: 32 MiB of parts, 40 MiB of zstd); the replay's memory is etcd's and no process memory limit is set"
 	fs.Int64Var(&rev, "to-revision", 0, "`revision` of the synthetic full backup (default: the chain's last committed revision)")
 	fs.StringVar(&tempDir, "temp-dir", "", "`directory` for the replayed database and the drill, as large as the cluster's (default: the system's)")
 	fs.BoolVar(&allowEnc, "allow-encryption-change", false, "store the synthetic full backup even when it would be encrypted and the chain's full backup is not, or the other way round (without --recipient over an encrypted chain: in plaintext)")
@@ -36,7 +41,7 @@ func runCompact(ctx context.Context, s *streams, args []string) error {
 	if rev < 0 {
 		return usagef("--to-revision %d is negative", rev)
 	}
-	comp, enc, err := encoding.parse(s)
+	comp, enc, err := encoding.choice(s)
 	if err != nil {
 		return err
 	}

@@ -247,6 +247,11 @@ func (b *byteSize) Set(v string) error {
 // sets the process' memory limit for --memory.
 func (f *encodingFlags) parse(s *streams) (backup.Compression, backup.Encryption, error) {
 	s.memoryBudget(int64(f.memory))
+	return f.choice(s)
+}
+
+// choice returns the compression and encryption the flags ask for.
+func (f *encodingFlags) choice(s *streams) (backup.Compression, backup.Encryption, error) {
 	comp := backup.Compression(f.compression)
 	if err := comp.Validate(); err != nil || comp == "" {
 		if errors.Is(err, backup.ErrUnknownCompressionLevel) {

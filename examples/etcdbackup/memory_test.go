@@ -1,8 +1,10 @@
 package main
 
 import (
+	"io"
 	"math"
 	"runtime/debug"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -44,4 +46,25 @@ func TestLimitMemory(t *testing.T) {
 	t.Setenv("GOMEMLIMIT", "1GiB")
 	limitMemory(32 << 20)
 	require.Equal(t, int64(math.MaxInt64), current(), "GOMEMLIMIT wins")
+}
+
+// TestCompactSetsNoMemoryLimit: compact's replay holds far more than the
+// --memory budget (etcd's index of the chain's keys and revisions), so
+// compact sets no process memory limit, which would keep the collector
+// running without end; save sets it, and tightens the collector.
+func TestCompactSetsNoMemoryLimit(t *testing.T) {
+	dest := "--destination=file://" + t.TempDir()
+	var limits, gcs []int64
+	s := &streams{stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard,
+		limitMemory: func(b int64) { limits = append(limits, b) }, tightenGC: func(b int64) { gcs = append(gcs, b) }}
+
+	code := runStreams(t.Context(), []string{"compact", dest, "--cluster=prod", "--quiet"}, s)
+	require.NotEqual(t, exitOK, code, "a compaction of no chain")
+	require.Empty(t, limits, "compact set a memory limit")
+	require.Empty(t, gcs, "compact set the collector's target")
+
+	code = runStreams(t.Context(), []string{"save", "--endpoints=127.0.0.1:1", "--dial-timeout=50ms", dest, "--cluster=prod", "--quiet"}, s)
+	require.NotEqual(t, exitOK, code, "a save from no etcd")
+	require.Equal(t, []int64{defaultMemory}, limits)
+	require.Equal(t, []int64{defaultMemory}, gcs)
 }
