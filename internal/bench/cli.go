@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -27,8 +28,12 @@ import (
 // it the high-water mark of the memory the CLI's process had before
 // execve, which a child started by os/exec shares with this process, so
 // the figure holds only when it is above this process' own VmHWM, which
-// runCLI checks. Its wall time includes the process' start and exit;
-// its anonymous peak is sampled from /proc every anonSampleEvery.
+// runCLI checks. When it is not (a CLI smaller than the bench binary that
+// starts it: the import), the peak is the CLI's VmHWM as last sampled
+// from /proc, every anonSampleEvery, before it ended (what it reached in
+// its last moments is missed), and the result says so. Its wall time
+// includes the process' start and exit; its anonymous peak is sampled
+// the same way.
 
 // cliDestination is the CLI's URL of env's bucket; the credentials go in
 // its environment.
@@ -121,15 +126,22 @@ func runCLI(ctx context.Context, env modeEnv, args ...string) (modeResult, strin
 	cmd.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID="+env.Access, "AWS_SECRET_ACCESS_KEY="+env.Secret, "GOMEMLIMIT=")
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// The child's ru_maxrss starts at this process' peak RSS: Linux
+	// records it at exec from the memory the child shared with it until
+	// then. So this process gives back what it can and restarts its peak
+	// from its current RSS first, or a CLI smaller than the modes run in
+	// it earlier could not be told apart from them.
+	debug.FreeOSMemory()
+	resetHWM()
 	own := selfHWM()
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		return modeResult{}, "", err
 	}
-	anon := sampleAnonOf(cmd.Process.Pid, anonSampleEvery)
+	peaks := sampleAnonOf(cmd.Process.Pid, anonSampleEvery)
 	err := cmd.Wait()
 	wall := time.Since(start)
-	peakAnon := anon()
+	peakAnon, sampledHWM := peaks()
 	name := filepath.Base(env.CLI) + " " + args[0]
 	if err != nil {
 		return modeResult{}, "", fmt.Errorf("%s: %w: %s", name, err, lastLine(errOut.String()))
@@ -138,11 +150,16 @@ func runCLI(ctx context.Context, env modeEnv, args ...string) (modeResult, strin
 	if !ok {
 		return modeResult{}, "", errors.New("no rusage for the CLI's process")
 	}
-	hwm := ru.Maxrss << 10
+	hwm, sampled := ru.Maxrss<<10, false
 	if hwm <= own {
-		return modeResult{}, "", fmt.Errorf("%s: its peak RSS (%d bytes) is not above that of the process that started it (%d): ru_maxrss cannot tell them apart", name, hwm, own)
+		// ru_maxrss cannot tell the CLI's peak from this process' own:
+		// the CLI's VmHWM as last sampled before it ended instead.
+		if sampledHWM <= 0 {
+			return modeResult{}, "", fmt.Errorf("%s: its peak RSS (%d bytes) is not above that of the process that started it (%d), and no sample of its VmHWM was read: ru_maxrss cannot tell them apart", name, hwm, own)
+		}
+		hwm, sampled = sampledHWM, true
 	}
-	return modeResult{Wall: wall.Seconds(), HWM: hwm, AnonHWM: peakAnon, External: true}, out.String(), nil
+	return modeResult{Wall: wall.Seconds(), HWM: hwm, AnonHWM: peakAnon, External: true, SampledHWM: sampled}, out.String(), nil
 }
 
 // findManifest returns the manifest of backup id of cluster "bench" in

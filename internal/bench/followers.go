@@ -156,7 +156,7 @@ func measureFollowers(ctx context.Context, c followersConfig, endpoints []string
 	}
 	runtime.GC()
 	base := readMem()
-	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
+	resetHWM()
 	rec := &followersRun{}
 	fctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup

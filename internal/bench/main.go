@@ -721,7 +721,7 @@ func (b *bench) runMode(ctx context.Context, etcd *etcdServer, m mode, size stri
 	// the high-water mark of the memory the process had before execve into
 	// ru_maxrss, and os/exec starts the child sharing this process' memory,
 	// so ru_maxrss would be at least the bench's own RSS.
-	s.PeakRSS, s.PeakAnon = res.HWM, res.AnonHWM
+	s.PeakRSS, s.PeakAnon, s.SampledPeak = res.HWM, res.AnonHWM, res.SampledHWM
 	s.Allocated, s.GCs = res.Allocated, res.GCs
 	s.CPU = (time.Duration(ru.Utime.Nano()) + time.Duration(ru.Stime.Nano())).Seconds()
 	s.EtcdCPU, s.MinIOCPU = etcd1-etcd0, minio1-minio0

@@ -240,6 +240,9 @@ type modeResult struct {
 	// CLI's): HWM and AnonHWM are that process', and Allocated and GCs
 	// are not measured.
 	External bool `json:",omitempty"`
+	// SampledHWM says HWM is the other process' VmHWM as last sampled
+	// before it ended, not its ru_maxrss (see runCLI).
+	SampledHWM bool `json:",omitempty"`
 }
 
 // runModeChild is the "mode" subcommand: it reads a modeEnv on stdin, runs
@@ -438,6 +441,10 @@ func runIdle(context.Context, modeEnv) (modeResult, error) {
 // selfHWM returns this process' peak resident set size (VmHWM).
 func selfHWM() int64 { return selfStatus("VmHWM:") }
 
+// resetHWM restarts this process' peak RSS (VmHWM) from its current RSS:
+// writing 5 to clear_refs (Linux 4.0).
+func resetHWM() { _ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) }
+
 // selfStatus returns a size field of /proc/self/status in bytes, 0 if it
 // cannot be read.
 func selfStatus(field string) int64 { return procStatus("self", field) }
@@ -472,33 +479,50 @@ const anonSampleEvery = 10 * time.Millisecond
 // anonymous part is the memory the restore itself holds.
 func sampleAnon(interval time.Duration) func() int64 { return sampleAnonIn("self", interval) }
 
-// sampleAnonOf is sampleAnon of another process: the highest RssAnon seen
-// while it ran (a lower bound: it is not read after the process ends).
-func sampleAnonOf(pid int, interval time.Duration) func() int64 {
-	return sampleAnonIn(strconv.Itoa(pid), interval)
+// sampleAnonOf samples another process' RssAnon and VmHWM every
+// interval until the returned function is called, which returns the
+// highest of each seen while it ran: lower bounds, as neither is read
+// after the process ends.
+func sampleAnonOf(pid int, interval time.Duration) func() (anon, hwm int64) {
+	return sampleStatus(strconv.Itoa(pid), interval)
 }
 
 // sampleAnonIn is sampleAnon of /proc/PID.
 func sampleAnonIn(pid string, interval time.Duration) func() int64 {
+	peaks := sampleStatus(pid, interval)
+	return func() int64 { anon, _ := peaks(); return anon }
+}
+
+// sampleStatus samples RssAnon and VmHWM of /proc/PID/status every
+// interval until the returned function is called, which returns the
+// highest of each seen.
+func sampleStatus(pid string, interval time.Duration) func() (anon, hwm int64) {
 	done := make(chan struct{})
-	result := make(chan int64, 1)
+	result := make(chan [2]int64, 1)
 	go func() {
-		peak := procStatus(pid, "RssAnon:")
+		var peak [2]int64
+		read := func() {
+			peak[0] = max(peak[0], procStatus(pid, "RssAnon:"))
+			peak[1] = max(peak[1], procStatus(pid, "VmHWM:"))
+		}
+		read()
 		t := time.NewTicker(interval)
 		defer t.Stop()
 		for {
 			select {
 			case <-t.C:
-				peak = max(peak, procStatus(pid, "RssAnon:"))
+				read()
 			case <-done:
-				result <- max(peak, procStatus(pid, "RssAnon:"))
+				read()
+				result <- peak
 				return
 			}
 		}
 	}()
-	return func() int64 {
+	return func() (int64, int64) {
 		close(done)
-		return <-result
+		p := <-result
+		return p[0], p[1]
 	}
 }
 

@@ -100,8 +100,10 @@ type sample struct {
 	// the peak of its anonymous resident memory (sampled RssAnon).
 	PeakRSS  int64
 	PeakAnon int64 `json:",omitempty"`
-	Raw      int64 `json:",omitempty"`
-	Stored   int64 `json:",omitempty"`
+	// SampledPeak says PeakRSS was sampled (a CLI's VmHWM, see runCLI).
+	SampledPeak bool  `json:",omitempty"`
+	Raw         int64 `json:",omitempty"`
+	Stored      int64 `json:",omitempty"`
 	// SnapshotOpen is how long etcd's snapshot stream was open.
 	SnapshotOpen float64 `json:",omitempty"`
 	// CPU is the child's user+system time; EtcdCPU and MinIOCPU the

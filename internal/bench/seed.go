@@ -343,7 +343,7 @@ func measureSeed(ctx context.Context, c seedConfig, endpoints []string, srv serv
 	}
 	runtime.GC()
 	rep.Base = readMem().rss
-	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) // VmHWM from here
+	resetHWM() // VmHWM from here
 	sctx, stopScheduler := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	defer func() { stopScheduler(); <-done }()
