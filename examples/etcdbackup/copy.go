@@ -79,7 +79,7 @@ func runCopy(ctx context.Context, s *streams, args []string) error {
 	fs.StringVar(&f.since, "since", "", "copy the backups created at or after `TIME` (RFC 3339), or within a duration (24h)")
 	fs.DurationVar(&f.pointInTime, "point-in-time", 0, "copy what restores every point of the last `DURATION` (24h): the full backup each chain restores from at the window's start, the segments after it and the full backups within it; alone it narrows every backup, with the flags above what they select (a backup named with --backup that it leaves out is not copied: the copy fails)")
 	f.memory = defaultMemory
-	fs.Var(&f.memory, "memory", "`bytes` of which half are the target's upload buffers, as save's --memory (the copy has no compressor); it also sets the Go runtime's memory limit to half plus 16 MiB unless GOMEMLIMIT is set; 0 for the library's defaults")
+	fs.Var(&f.memory, "memory", "`bytes` of which half are the target's upload buffers, as save's --memory (the copy has no compressor; no process memory limit is set); 0 for the library's defaults")
 	fs.BoolVar(&f.recheck, "recheck", false, "read back every backup the target holds already and check its sha256 before skipping it")
 	fs.DurationVar(&f.stall, "stall-timeout", defaultCopyStall, "fail a backup whose transfer or read-back moves no byte for `DURATION`, and the copy when a listing stalls as long; 0 waits for ever")
 	if err := fs.parse(s, args); err != nil {
@@ -108,7 +108,9 @@ func runCopy(ctx context.Context, s *streams, args []string) error {
 	if f.from.destination == f.to.destination {
 		return usagef("--from and --to are the same destination")
 	}
-	s.memoryBudget(int64(f.memory))
+	// No process memory limit: a copy holds the listings of both
+	// destinations, which grow with the number of backups, and under a
+	// limit below what is live Go collects without end.
 	opts := (&encodingFlags{memory: f.memory}).registry(fs.logger(s))
 	fromReg, from, err := openDestination(ctx, &f.from, opts)
 	if err != nil {

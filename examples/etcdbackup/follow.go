@@ -29,6 +29,7 @@ func runFollow(ctx context.Context, s *streams, args []string) error {
 	fs.Int64Var(&recovery, "recovery-revisions", backup.DefaultRecoveryRevisions,
 		"revisions behind etcd's head past which a full backup protects the head first and the chain's tail follows in the background (0: never)")
 	encoding.register(fs)
+	fs.Lookup("memory").Usage = "`bytes` of upload buffers and compressor, half each (e.g. 32MiB; 0 for the library's defaults: 32 MiB of parts, 40 MiB of zstd); a follower sets no process memory limit: what it holds can pass the budget"
 	fs.BoolVar(&quiet, "quiet", false, "print no progress")
 	if err := fs.parse(s, args); err != nil {
 		return err
@@ -42,7 +43,12 @@ func runFollow(ctx context.Context, s *streams, args []string) error {
 	if flush <= 0 || maxBytes <= 0 {
 		return usagef("--flush-interval and --max-segment-bytes must be positive")
 	}
-	comp, enc, err := encoding.parse(s)
+	// No process memory limit: what a follower holds can pass the budget
+	// (the watch responses held while a segment is stored, a segment of
+	// up to --max-segment-bytes, a recovery's old chain beside the new
+	// full backup), and under a limit below what is live Go collects
+	// without end just when the follower must catch up.
+	comp, enc, err := encoding.choice(s)
 	if err != nil {
 		return err
 	}

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"io"
 	"math"
 	"runtime/debug"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -48,20 +50,34 @@ func TestLimitMemory(t *testing.T) {
 	require.Equal(t, int64(math.MaxInt64), current(), "GOMEMLIMIT wins")
 }
 
-// TestCompactSetsNoMemoryLimit: compact's replay holds far more than the
-// --memory budget (etcd's index of the chain's keys and revisions), so
-// compact sets no process memory limit, which would keep the collector
-// running without end; save sets it, and tightens the collector.
+// TestCompactSetsNoMemoryLimit: compact's replay (etcd's index of the
+// chain's keys and revisions), a follower's held responses and segments
+// and a copy's listings can pass the --memory budget, so compact, follow
+// and copy set no process memory limit, under which the collector would
+// run without end; save sets it, and tightens the collector.
 func TestCompactSetsNoMemoryLimit(t *testing.T) {
 	dest := "--destination=file://" + t.TempDir()
 	var limits, gcs []int64
 	s := &streams{stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard,
 		limitMemory: func(b int64) { limits = append(limits, b) }, tightenGC: func(b int64) { gcs = append(gcs, b) }}
 
+	var stderr strings.Builder
+	s.stderr = &stderr
 	code := runStreams(t.Context(), []string{"compact", dest, "--cluster=prod", "--quiet"}, s)
 	require.NotEqual(t, exitOK, code, "a compaction of no chain")
+	require.Contains(t, stderr.String(), "prod", "compact failed before it looked for the chain: %s", stderr.String())
 	require.Empty(t, limits, "compact set a memory limit")
 	require.Empty(t, gcs, "compact set the collector's target")
+
+	// Neither does follow (what a follower holds can pass the budget) nor
+	// copy (its listings grow with the backups).
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second) // it waits for etcd otherwise
+	defer cancel()
+	code = runStreams(ctx, []string{"follow", "--endpoints=127.0.0.1:1", "--dial-timeout=50ms", dest, "--cluster=prod", "--quiet"}, s)
+	require.NotEqual(t, exitOK, code, "a follow of no etcd")
+	code = runStreams(t.Context(), []string{"copy", "--from=file://" + t.TempDir(), "--to=file://" + t.TempDir(), "--cluster=prod", "--all"}, s)
+	require.Equal(t, exitOK, code, "a copy of nothing: %s", stderr.String())
+	require.Empty(t, limits, "follow or copy set a memory limit")
 
 	code = runStreams(t.Context(), []string{"save", "--endpoints=127.0.0.1:1", "--dial-timeout=50ms", dest, "--cluster=prod", "--quiet"}, s)
 	require.NotEqual(t, exitOK, code, "a save from no etcd")

@@ -35,6 +35,11 @@ import (
 // includes the process' start and exit; its anonymous peak is sampled
 // the same way.
 
+// cliPeakMargin is how far above the starting process' own peak a CLI's
+// ru_maxrss must be to be taken as the CLI's: the starting process may
+// gain a few pages between the reading of its peak and the CLI's execve.
+const cliPeakMargin = 1 << 20
+
 // cliDestination is the CLI's URL of env's bucket; the credentials go in
 // its environment.
 func cliDestination(env modeEnv) string {
@@ -150,12 +155,15 @@ func runCLI(ctx context.Context, env modeEnv, args ...string) (modeResult, strin
 	if !ok {
 		return modeResult{}, "", errors.New("no rusage for the CLI's process")
 	}
+	// ru_maxrss is at least this process' RSS when the CLI started; only
+	// well above what this process reached it is the CLI's own.
+	own = max(own, selfHWM())
 	hwm, sampled := ru.Maxrss<<10, false
-	if hwm <= own {
+	if hwm <= own+cliPeakMargin {
 		// ru_maxrss cannot tell the CLI's peak from this process' own:
 		// the CLI's VmHWM as last sampled before it ended instead.
 		if sampledHWM <= 0 {
-			return modeResult{}, "", fmt.Errorf("%s: its peak RSS (%d bytes) is not above that of the process that started it (%d), and no sample of its VmHWM was read: ru_maxrss cannot tell them apart", name, hwm, own)
+			return modeResult{}, "", fmt.Errorf("%s: its peak RSS (%d bytes) is not 1 MiB above that of the process that started it (%d), and no sample of its VmHWM was read: ru_maxrss cannot tell them apart", name, hwm, own)
 		}
 		hwm, sampled = sampledHWM, true
 	}

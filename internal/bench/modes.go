@@ -452,19 +452,38 @@ func selfStatus(field string) int64 { return procStatus("self", field) }
 // procStatus returns a size field of /proc/PID/status in bytes, 0 if it
 // cannot be read.
 func procStatus(pid, field string) int64 {
+	v, _ := procStatus2(pid, field, "")
+	return v
+}
+
+// procStatus2 is procStatus of two fields ("" for none), read in one
+// pass.
+func procStatus2(pid, field1, field2 string) (int64, int64) {
 	f, err := os.Open("/proc/" + pid + "/status")
 	if err != nil {
-		return 0
+		return 0, 0
 	}
 	defer f.Close()
+	var v [2]int64
+	found := 0
+	want := 1
+	if field2 != "" {
+		want = 2
+	}
 	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), field); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			return kb << 10
+	for sc.Scan() && found < want {
+		for i, field := range [2]string{field1, field2} {
+			if field == "" {
+				continue
+			}
+			if rest, ok := strings.CutPrefix(sc.Text(), field); ok {
+				kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+				v[i] = kb << 10
+				found++
+			}
 		}
 	}
-	return 0
+	return v[0], v[1]
 }
 
 // anonSampleEvery is how often a mode's child samples its RssAnon.
@@ -484,26 +503,30 @@ func sampleAnon(interval time.Duration) func() int64 { return sampleAnonIn("self
 // highest of each seen while it ran: lower bounds, as neither is read
 // after the process ends.
 func sampleAnonOf(pid int, interval time.Duration) func() (anon, hwm int64) {
-	return sampleStatus(strconv.Itoa(pid), interval)
+	return sampleStatus(strconv.Itoa(pid), interval, true)
 }
 
-// sampleAnonIn is sampleAnon of /proc/PID.
+// sampleAnonIn is sampleAnon of /proc/PID: RssAnon alone.
 func sampleAnonIn(pid string, interval time.Duration) func() int64 {
-	peaks := sampleStatus(pid, interval)
+	peaks := sampleStatus(pid, interval, false)
 	return func() int64 { anon, _ := peaks(); return anon }
 }
 
-// sampleStatus samples RssAnon and VmHWM of /proc/PID/status every
-// interval until the returned function is called, which returns the
-// highest of each seen.
-func sampleStatus(pid string, interval time.Duration) func() (anon, hwm int64) {
+// sampleStatus samples RssAnon, and VmHWM when withHWM is set, of
+// /proc/PID/status every interval until the returned function is called,
+// which returns the highest of each seen (0 for VmHWM when not sampled).
+func sampleStatus(pid string, interval time.Duration, withHWM bool) func() (anon, hwm int64) {
 	done := make(chan struct{})
 	result := make(chan [2]int64, 1)
 	go func() {
 		var peak [2]int64
 		read := func() {
-			peak[0] = max(peak[0], procStatus(pid, "RssAnon:"))
-			peak[1] = max(peak[1], procStatus(pid, "VmHWM:"))
+			if !withHWM {
+				peak[0] = max(peak[0], procStatus(pid, "RssAnon:"))
+				return
+			}
+			a, h := procStatus2(pid, "RssAnon:", "VmHWM:")
+			peak[0], peak[1] = max(peak[0], a), max(peak[1], h)
 		}
 		read()
 		t := time.NewTicker(interval)

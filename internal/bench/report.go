@@ -107,7 +107,7 @@ func renderReport(r *results, chart string) (string, error) {
 	w("## How to read the figures\n\n")
 	w("- **wall**: from the first request to etcd to the last byte stored (for etcdbackup: the manifest committed), timed inside the process; process start is not included.\n")
 	w("- **vs (a)**: median wall time divided by that of the two-step approach on the same etcd.\n")
-	w("- **peak RSS**: the high-water mark of the resident set of the mode's process (`VmHWM`, read by the process at its end), the floor of the binary it runs in included (the idle row: backup modes run in `etcdbackup-bench-lean`, which links what a host backing up links; restore modes in the bench binary, with etcd's server). The CLI rows run the etcdbackup command built as `make release` builds it, a process started by the mode's process: their peak is the CLI's `ru_maxrss`, which the bench accepts only when it is above the starting process' own peak (Linux carries the latter into it); when it is not (the CLI import, which the bench binary starts), their peak is the CLI's `VmHWM` as last sampled (every 10 ms) before it ended, which misses what it reached in its last moments; their anonymous peak is sampled, and their wall time includes the process' start. The other modes report their own `VmHWM`, not `ru_maxrss`: Linux carries into `ru_maxrss` the resident set of the parent, whose memory a child started by Go's `os/exec` shares until `execve`, which is why a CLI row's `ru_maxrss` counts only when it is above that.\n")
+	w("- **peak RSS**: the high-water mark of the resident set of the mode's process (`VmHWM`, read by the process at its end), the floor of the binary it runs in included (the idle row: backup modes run in `etcdbackup-bench-lean`, which links what a host backing up links; restore modes in the bench binary, with etcd's server). The CLI rows run the etcdbackup command built as `make release` builds it, a process started by the mode's process: their peak is the CLI's `ru_maxrss`, which the bench accepts only when it is 1 MiB above the starting process' own peak (Linux carries the latter into it); when it is not (a CLI smaller than the binary that starts it), their peak is the CLI's `VmHWM` as last sampled (every 10 ms) before it ended, which misses what it reached in its last moments, and the row says \"sampled\"; their anonymous peak is sampled, and their wall time includes the process' start. The other modes report their own `VmHWM`, not `ru_maxrss`: Linux carries into `ru_maxrss` the resident set of the parent, whose memory a child started by Go's `os/exec` shares until `execve`, which is why a CLI row's `ru_maxrss` counts only when it is above that.\n")
 	w("- **stored / raw**: stored object size over the snapshot stream's size.\n")
 	w("- **etcd stream open**: how long etcd's snapshot stream, and so its read transaction, stayed open.\n")
 	w("- **CPU**: user + system seconds of the backup process, and of etcd and MinIO during the run. On %d cores the three share the CPU, so CPU seconds explain wall times.\n", r.Machine.CPUs)
@@ -259,6 +259,9 @@ func renderTable(rows []row) string {
 		if rw.PeakRSSMax > rw.PeakRSS+(1<<20) {
 			rss += fmt.Sprintf(" (max %.0f)", float64(rw.PeakRSSMax)/(1<<20))
 		}
+		if rw.SampledPeak {
+			rss += " (sampled)"
+		}
 		others := "—" // meaningless over a run of milliseconds
 		if rw.Wall > 0 {
 			others = fmt.Sprintf("%.2f", rw.OtherCores)
@@ -327,7 +330,7 @@ func renderTargets(r *results) string {
 		}
 		for _, m := range names {
 			if rw, ok := lg[m.Name]; ok {
-				b.WriteString(rssRow("peak RSS <= 128 MiB", m, rw.PeakRSS, rw.PeakRSSMax))
+				b.WriteString(rssRow("peak RSS <= 128 MiB", m, rw))
 			}
 		}
 		b.WriteString(drainTargets(lg, names))
@@ -403,7 +406,8 @@ func restoreTargets(r *results, lg map[string]row) string {
 	}
 	for _, m := range restores {
 		if rw, ok := lg[m.Name]; ok {
-			b.WriteString(rssRow("restore peak RSS <= 128 MiB (anonymous; VmHWM in the table)", m, rw.PeakAnon, rw.PeakAnonMax))
+			anon := row{PeakRSS: rw.PeakAnon, PeakRSSMax: rw.PeakAnonMax}
+			b.WriteString(rssRow("restore peak RSS <= 128 MiB (anonymous; VmHWM in the table)", m, anon))
 		}
 	}
 	return b.String()
@@ -440,11 +444,11 @@ func drainTargets(lg map[string]row, names []modeInfo) string {
 func cliTargets(lg map[string]row) string {
 	var b strings.Builder
 	if rw, ok := lg[memoryMode]; ok {
-		b.WriteString(peakRow(fmt.Sprintf("peak RSS <= %d MiB at the default --memory", memoryRSSTarget>>20), rw.Mode, rw.PeakRSS, rw.PeakRSSMax, memoryRSSTarget))
+		b.WriteString(peakRow(fmt.Sprintf("peak RSS <= %d MiB at the default --memory", memoryRSSTarget>>20), rw, memoryRSSTarget))
 	}
 	for _, name := range []string{"cli-export", "cli-import"} {
 		if rw, ok := lg[name]; ok {
-			b.WriteString(peakRow(fmt.Sprintf("peak RSS <= %d MiB", logicalRSSTarget>>20), rw.Mode, rw.PeakRSS, rw.PeakRSSMax, logicalRSSTarget))
+			b.WriteString(peakRow(fmt.Sprintf("peak RSS <= %d MiB", logicalRSSTarget>>20), rw, logicalRSSTarget))
 		}
 	}
 	if ex, ok := lg["cli-export"]; ok {
@@ -495,7 +499,7 @@ func remoteTargets(lg map[string]row) string {
 			fmt.Fprintf(&b, "| (not a target) wall time / two-step through %s | %s | %s | — |\n", st.describe(), rw.Mode.Short, rw.Judged)
 		}
 		if judged {
-			b.WriteString(peakRow(fmt.Sprintf("peak RSS <= %d MiB through %s", remoteRSSTarget>>20, st.describe()), rw.Mode, rw.PeakRSS, rw.PeakRSSMax, remoteRSSTarget))
+			b.WriteString(peakRow(fmt.Sprintf("peak RSS <= %d MiB through %s", remoteRSSTarget>>20, st.describe()), rw, remoteRSSTarget))
 		}
 	}
 	// The restore of (f)'s object through each store is held to the
@@ -520,17 +524,27 @@ func wallRow(target string, m modeInfo, rw row, bound float64) string {
 }
 
 // rssRow judges a mode's median peak against the 128 MiB bound.
-func rssRow(target string, m modeInfo, peak, peakMax int64) string {
-	return peakRow(target, m, peak, peakMax, rssTarget)
+func rssRow(target string, m modeInfo, rw row) string {
+	rw.Mode = m
+	return peakRow(target, rw, rssTarget)
 }
 
 // peakRow judges a median peak against bound: met only by every run.
-func peakRow(target string, m modeInfo, peak, peakMax, bound int64) string {
+func peakRow(target string, rw row, bound int64) string {
+	peak, peakMax := rw.PeakRSS, rw.PeakRSSMax
 	v := verdict(peak <= bound)
 	if peak <= bound && peakMax > bound {
 		v = "met by the median, not by every run"
 	}
-	return fmt.Sprintf("| %s | %s | %.0f MiB (max %.0f) | %s |\n", target, m.Short, float64(peak)/(1<<20), float64(peakMax)/(1<<20), v)
+	sampled := ""
+	if rw.SampledPeak {
+		// A lower bound: the process' last moments are not seen.
+		sampled = ", sampled"
+		if peak <= bound {
+			v += " (by a sampled peak)"
+		}
+	}
+	return fmt.Sprintf("| %s | %s | %.0f MiB (max %.0f%s) | %s |\n", target, rw.Mode.Short, float64(peak)/(1<<20), float64(peakMax)/(1<<20), sampled, v)
 }
 
 // sizeOthers returns the median CPU other processes used during the runs

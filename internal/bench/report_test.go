@@ -407,3 +407,16 @@ func TestCPUTarget(t *testing.T) {
 		t.Errorf("without the save reference: %q", got)
 	}
 }
+
+// TestPeakRowSampled: a peak that some run sampled (a CLI smaller than the
+// binary that started it) is marked as such, and so is a verdict it meets.
+func TestPeakRowSampled(t *testing.T) {
+	rw := row{Mode: modeInfo{Short: "CLI import"}, PeakRSS: 50 << 20, PeakRSSMax: 51 << 20}
+	if got := peakRow("peak RSS <= 64 MiB", rw, 64<<20); got != "| peak RSS <= 64 MiB | CLI import | 50 MiB (max 51) | met |\n" {
+		t.Errorf("measured peak: %q", got)
+	}
+	rw.SampledPeak = true
+	if got := peakRow("peak RSS <= 64 MiB", rw, 64<<20); got != "| peak RSS <= 64 MiB | CLI import | 50 MiB (max 51, sampled) | met (by a sampled peak) |\n" {
+		t.Errorf("sampled peak: %q", got)
+	}
+}

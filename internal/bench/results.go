@@ -136,10 +136,13 @@ type row struct {
 	Paired, PairedMin, PairedMax float64
 	// Pairs are the runs and their baseline's; Judged their figure over
 	// the quiet rounds, on which wall-time verdicts rest.
-	Pairs                []pair
-	Judged               wallFigure
-	PeakRSS              int64
-	PeakRSSMax           int64
+	Pairs      []pair
+	Judged     wallFigure
+	PeakRSS    int64
+	PeakRSSMax int64
+	// SampledPeak: the peak of some run was sampled (SampledPeak of a
+	// sample): a lower bound.
+	SampledPeak          bool
 	PeakAnon             int64
 	PeakAnonMax          int64
 	Raw, Stored          int64
@@ -192,10 +195,12 @@ func (r *results) summarize(size string) []row {
 		var wall, rss, open, cpu, etcd, minio, others, paired []float64
 		var pairs []pair
 		var raw, stored, anon []float64
+		sampled := false
 		for _, s := range r.Samples {
 			if s.Size != size || s.Mode != m.Name {
 				continue
 			}
+			sampled = sampled || s.SampledPeak
 			if b, ok := adjacent(baseRun[fmt.Sprintf("%s/%d", m.Group, s.Run)], s); ok && m.Name != baseMode[m.Group] && b.Wall > 0 && s.Wall > 0 {
 				paired = append(paired, s.Wall/b.Wall)
 				pairs = append(pairs, pair{Wall: s.Wall, Base: b.Wall, Quiet: b.OtherCores < quietCores && s.OtherCores < quietCores})
@@ -222,6 +227,7 @@ func (r *results) summarize(size string) []row {
 			WallMax:      slices.Max(wall),
 			PeakRSS:      int64(median(rss)),
 			PeakRSSMax:   int64(slices.Max(rss)),
+			SampledPeak:  sampled,
 			PeakAnon:     int64(median(anon)),
 			PeakAnonMax:  int64(slices.Max(anon)),
 			Raw:          int64(median(raw)),
