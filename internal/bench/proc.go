@@ -135,62 +135,61 @@ func parseProcStatCPU(b []byte) (float64, error) {
 
 // busySeconds returns the CPU time spent by the whole machine outside
 // idle and iowait, summed over all cores, from /proc/stat.
-func busySeconds() float64 {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return 0
-	}
-	sec, _ := parseBusy(b)
-	return sec
-}
-
-// parseBusy sums the busy fields of the aggregate "cpu" line of /proc/stat:
-// user nice system idle iowait irq softirq steal (guest time is already in
-// user).
-func parseBusy(b []byte) (float64, error) {
-	line, _, _ := bytes.Cut(b, []byte("\n"))
-	f := strings.Fields(string(line))
-	if len(f) < 9 || f[0] != "cpu" {
-		return 0, errors.New("parse /proc/stat: no cpu line")
-	}
-	var busy uint64
-	for i, v := range f[1:9] {
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("parse /proc/stat: %w", err)
-		}
-		if i != 3 && i != 4 { // idle, iowait
-			busy += n
-		}
-	}
-	return float64(busy) / clockTicks, nil
-}
+func busySeconds() float64 { busy, _ := statSeconds(); return busy }
 
 // iowaitSeconds returns the time the machine's cores spent idle while
 // a disk request of theirs was pending, summed over all cores, from
 // /proc/stat.
-func iowaitSeconds() float64 {
+func iowaitSeconds() float64 { _, wait := statSeconds(); return wait }
+
+// statSeconds reads /proc/stat's busy and iowait seconds (parseCPULine);
+// zeros when it cannot be read.
+func statSeconds() (busy, iowait float64) {
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
-		return 0
+		return 0, 0
 	}
-	sec, _ := parseIOWait(b)
-	return sec
+	busy, iowait, _ = parseCPULine(b)
+	return busy, iowait
 }
 
-// parseIOWait reads the iowait field of the aggregate "cpu" line of
-// /proc/stat.
+// parseBusy returns the busy seconds of /proc/stat's text (parseCPULine).
+func parseBusy(b []byte) (float64, error) {
+	busy, _, err := parseCPULine(b)
+	return busy, err
+}
+
+// parseIOWait returns the iowait seconds of /proc/stat's text
+// (parseCPULine).
 func parseIOWait(b []byte) (float64, error) {
+	_, iowait, err := parseCPULine(b)
+	return iowait, err
+}
+
+// parseCPULine reads the aggregate "cpu" line of /proc/stat: user nice
+// system idle iowait irq softirq steal (guest time is already in user).
+// busy sums all but idle and iowait.
+func parseCPULine(b []byte) (busy, iowait float64, err error) {
 	line, _, _ := bytes.Cut(b, []byte("\n"))
 	f := strings.Fields(string(line))
-	if len(f) < 6 || f[0] != "cpu" {
-		return 0, errors.New("parse /proc/stat: no cpu line")
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0, 0, errors.New("parse /proc/stat: no cpu line")
 	}
-	n, err := strconv.ParseUint(f[5], 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("parse /proc/stat: %w", err)
+	var sum, wait uint64
+	for i, v := range f[1:9] {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("parse /proc/stat: %w", err)
+		}
+		switch i {
+		case 3: // idle
+		case 4:
+			wait = n
+		default:
+			sum += n
+		}
 	}
-	return float64(n) / clockTicks, nil
+	return float64(sum) / clockTicks, float64(wait) / clockTicks, nil
 }
 
 // machineCPUs returns the number of cores /proc/stat counts (its "cpuN"
