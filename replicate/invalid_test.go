@@ -7,6 +7,7 @@ import (
 	"io"
 	"iter"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -261,23 +262,34 @@ func TestCopyInvalidSourceReadLeniently(t *testing.T) {
 	if err != nil || outcomes(rep) != "not-copied copied" || !rep.Items[0].Created.Equal(bad.Created) {
 		t.Fatalf("its name: %v (%s) %+v; want it reported, dated %v", err, outcomes(rep), rep.Items, bad.Created)
 	}
-	if n := reads.n[mkey]; n != 1 {
+	if n := reads.reads(mkey); n != 1 {
 		t.Fatalf("the invalid manifest was read %d times, want once", n)
 	}
 }
 
 // countingGets counts the reads of each key.
+// The listing reads manifests in parallel.
 type countingGets struct {
 	storage.Bucket
-	n map[string]int
+	mu sync.Mutex
+	n  map[string]int
 }
 
 func (b *countingGets) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	b.mu.Lock()
 	if b.n == nil {
 		b.n = map[string]int{}
 	}
 	b.n[key]++
+	b.mu.Unlock()
 	return b.Bucket.Get(ctx, key)
+}
+
+// reads is how many times key was read.
+func (b *countingGets) reads(key string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.n[key]
 }
 
 // TestCopyReportsAManifestUnderAnotherName: a valid manifest stored under
