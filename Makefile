@@ -162,7 +162,7 @@ rules:
 # 20 rounds 8 minutes on an otherwise idle machine, 23 on a loaded one;
 # backup's 5 about 45 minutes; the figures per package are in README), e.g.
 #   make stress STRESS_PACKAGES=./schedule:20 STRESS_RUN=TestFires
-STRESS_PACKAGES ?= ./schedule:20 ./backup:5 ./destination:5 ./restore:5 ./examples/kubernetes/controller:3
+STRESS_PACKAGES ?= ./schedule:20 ./backup:5 ./destination:5 ./replicate:5 ./restore:5 ./examples/kubernetes/controller:3
 .PHONY: stress
 stress: $(SERVERS) $(KUBE_TOOLS)
 	STRESS_PACKAGES='$(STRESS_PACKAGES)' internal/stress/stress.sh
