@@ -358,12 +358,14 @@ func (b *Bucket) put(ctx context.Context, key string, r io.Reader, opts *storage
 	if err := b.checkKey("put", key); err != nil {
 		return err
 	}
-	return b.putChecked(ctx, key, r, opts, exclusive)
+	return b.putChecked(ctx, key, r, opts, exclusive, true)
 }
 
 // putChecked is put for a key already checked, or one of the adapter's own
-// temporary keys, which checkKey refuses.
-func (b *Bucket) putChecked(ctx context.Context, key string, r io.Reader, opts *storage.PutOptions, exclusive bool) error {
+// temporary keys, which checkKey refuses. On a fileblob bucket it syncs
+// the data before fileblob renames it over key unless syncData is false:
+// putFile syncs its temporary object itself.
+func (b *Bucket) putChecked(ctx context.Context, key string, r io.Reader, opts *storage.PutOptions, exclusive, syncData bool) error {
 	const op = "put"
 	if r == nil {
 		return storage.Errorf(op, key, nil, errors.New("nil reader"))
@@ -414,7 +416,7 @@ func (b *Bucket) putChecked(ctx context.Context, key string, r io.Reader, opts *
 			return b.errorf(op, key, err, exclusive)
 		}
 		written, readErr, writeErr = copyBody(ctx, w, r)
-		if file != nil && readErr == nil && writeErr == nil && ctx.Err() == nil {
+		if file != nil && syncData && readErr == nil && writeErr == nil && ctx.Err() == nil {
 			// fileblob renames its temporary file over the key in Close
 			// without syncing it: a crash after the rename could leave
 			// the name with no data.

@@ -3,6 +3,7 @@ package blob_test
 import (
 	"os"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -18,6 +19,7 @@ import (
 func TestFileSyncOpensFilesWritable(t *testing.T) {
 	dir := t.TempDir()
 	b := openFile(t, dir, "")
+	var mu sync.Mutex // the data and attributes sync at once
 	modes := map[string]int{}
 	blob.OnSyncFile(b, func(kind string, f *os.File) error {
 		sc, err := f.SyscallConn()
@@ -32,10 +34,13 @@ func TestFileSyncOpensFilesWritable(t *testing.T) {
 			}
 		}))
 		require.NoError(t, ferr)
+		mu.Lock()
+		defer mu.Unlock()
 		modes[kind] = flags & syscall.O_ACCMODE
 		return nil
 	})
 	require.NoError(t, b.Put(t.Context(), "c/obj", strings.NewReader("data"), nil))
+	assert.Equal(t, syscall.O_RDWR, modes["data"], "data file")
 	assert.Equal(t, syscall.O_RDWR, modes["attrs"], "attributes file")
 	assert.Equal(t, syscall.O_RDONLY, modes["dir"], "directory")
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -47,8 +48,9 @@ type syncRecord struct {
 }
 
 // TestFileSyncOrder records every sync a put on a file:// bucket makes and
-// what was visible at each: the data is synced before it has its name,
-// the attributes before they have theirs, and the directories from the
+// what was visible at each: the data of the temporary object (the file
+// that gets the key's name) and its attributes are synced before either
+// has the key's name, and the directories from the
 // key's up to the bucket's once both have. Removing any of the syncs, or
 // moving one across a link or rename, fails it.
 func TestFileSyncOrder(t *testing.T) {
@@ -65,22 +67,31 @@ func TestFileSyncOrder(t *testing.T) {
 			dir := t.TempDir()
 			b := openFile(t, dir, "seed/")
 			final := filepath.Join(dir, "seed", "prod", "day", "obj")
-			var got []syncRecord
+			var (
+				mu  sync.Mutex // the data and attributes sync at once
+				got []syncRecord
+			)
 			blob.OnSync(b, func(kind, path string) error {
 				_, err := os.Stat(final)
 				_, aerr := os.Stat(final + ".attrs")
+				mu.Lock()
+				defer mu.Unlock()
 				got = append(got, syncRecord{kind: kind, path: path, named: err == nil, attrs: aerr == nil})
 				return nil
 			})
 			require.NoError(t, put(b, "prod/day/obj", "data"))
+			// The first two in either order.
+			if len(got) >= 2 && got[0].kind == "data" {
+				got[0], got[1] = got[1], got[0]
+			}
 
 			tmp := `^` + regexp.QuoteMeta(final) + `\.[0-9a-f]{16}\.tmp`
 			want := []struct {
 				kind, path   string
 				named, attrs bool
 			}{
-				{"data", tmp + `\.[0-9a-f]+\.tmp$`, false, false},
 				{"attrs", tmp + `\.attrs$`, false, false},
+				{"data", tmp + `$`, false, false},
 				{"dir", `^` + regexp.QuoteMeta(filepath.Dir(final)) + `$`, true, true},
 				{"dir", `^` + regexp.QuoteMeta(filepath.Join(dir, "seed", "prod")) + `$`, true, true},
 				{"dir", `^` + regexp.QuoteMeta(filepath.Join(dir, "seed")) + `$`, true, true},
@@ -152,6 +163,38 @@ func TestFilePutOverwriteDirSyncFailKeepsKey(t *testing.T) {
 	blob.OnSync(b, nil)
 	assert.Equal(t, "v2", getString(t, b, "state/lock"), "the key after a failed overwrite")
 	assert.ElementsMatch(t, []string{"state/lock", "state/lock.attrs"}, filesUnder(t, dir), "temporary files left")
+}
+
+// TestFileTempSyncFails: a put whose data or attributes cannot be synced
+// fails with the error, names no object (the key keeps its previous
+// version, or stays absent) and leaves no temporary file.
+func TestFileTempSyncFails(t *testing.T) {
+	for _, kind := range []string{"data", "attrs"} {
+		for _, exclusive := range []bool{false, true} {
+			dir := t.TempDir()
+			b := openFile(t, dir, "")
+			require.NoError(t, b.Put(t.Context(), "c/old", strings.NewReader("v1"), nil))
+			blob.OnSync(b, func(k, _ string) error {
+				if k == kind {
+					return syscall.EIO
+				}
+				return nil
+			})
+			key := "c/old"
+			var err error
+			if exclusive {
+				key = "c/new"
+				err = b.PutIfAbsent(t.Context(), key, strings.NewReader("v2"), nil)
+			} else {
+				err = b.Put(t.Context(), key, strings.NewReader("v2"), nil)
+			}
+			blob.OnSync(b, nil)
+			require.ErrorIs(t, err, syscall.EIO, "%s, exclusive %v", kind, exclusive)
+			assert.Contains(t, err.Error(), "sync "+map[string]string{"data": "data", "attrs": "attributes"}[kind])
+			assert.Equal(t, "v1", getString(t, b, "c/old"), "%s, exclusive %v", kind, exclusive)
+			assert.ElementsMatch(t, []string{"c/old", "c/old.attrs"}, filesUnder(t, dir), "%s, exclusive %v: files left", kind, exclusive)
+		}
+	}
 }
 
 // TestFileAttrsRenameNoSpace: a put whose attributes cannot be renamed
