@@ -132,7 +132,8 @@ func segmentName(first int64, attempt int) string {
 }
 
 // storeOnce uploads and commits seg on t, named for attempt, created at
-// now. It returns the committed manifest; when the commit fails, it returns
+// now: in one call when t's Uploader is a Storer that can, else with
+// Upload and Commit. It returns the committed manifest; when the commit fails, it returns
 // the manifest it tried with the error: the store may hold it all the same
 // (an answer lost after the write), which the next attempt checks first
 // (committedInDoubt).
@@ -151,10 +152,21 @@ func (seg *encodedSegment) storeOnce(ctx context.Context, t Target, now time.Tim
 	}
 	m.DataKey = DataKey(m.ID, m.Created, m.Compression, m.Encryption != nil)
 	m.Destination = t.Destination
+	m.Completed = now.UTC()
+	if s, ok := t.Uploader.(Storer); ok {
+		committing, err := s.Store(ctx, &m, bytes.NewReader(seg.stored))
+		switch {
+		case err == nil:
+			return &m, nil
+		case committing:
+			return &m, fmt.Errorf("commit: %w", err)
+		case !errors.Is(err, storage.ErrUnsupported):
+			return nil, fmt.Errorf("upload: %w", err)
+		}
+	}
 	if err := t.Uploader.Upload(ctx, &m, bytes.NewReader(seg.stored)); err != nil {
 		return nil, fmt.Errorf("upload: %w", err)
 	}
-	m.Completed = now.UTC()
 	if err := t.Uploader.Commit(ctx, &m); err != nil {
 		return &m, fmt.Errorf("commit: %w", err)
 	}

@@ -107,14 +107,26 @@ func (u *BucketUploader) Upload(ctx context.Context, m *Manifest, r io.Reader) e
 		return fmt.Errorf("%w: data key: %v", ErrInvalidManifest, err)
 	}
 	key := ClusterPrefix(m.Cluster) + m.DataKey
+	err := storage.PutIfAbsent(ctx, u.Bucket, key, faultpoint.Reader("upload-streaming", r), dataPutOptions(m))
+	if err == nil {
+		faultpoint.Hit("data-stored")
+	}
+	return dataExists(key, err)
+}
+
+// dataPutOptions are the options of m's data object's put: its metadata
+// names the backup and the run.
+func dataPutOptions(m *Manifest) *storage.PutOptions {
 	md := map[string]string{"etcdbackup-id": m.ID}
 	if m.Run != "" {
 		md[MetadataRun] = m.Run
 	}
-	err := storage.PutIfAbsent(ctx, u.Bucket, key, faultpoint.Reader("upload-streaming", r), &storage.PutOptions{Metadata: md})
-	if err == nil {
-		faultpoint.Hit("data-stored")
-	}
+	return &storage.PutOptions{Metadata: md}
+}
+
+// dataExists returns err, the error of the put of the data object key,
+// as ErrBackupExists when the key was taken.
+func dataExists(key string, err error) error {
 	if errors.Is(err, storage.ErrExist) {
 		return fmt.Errorf("%w: %s: %w", ErrBackupExists, key, err)
 	}
@@ -148,11 +160,23 @@ func (u *BucketUploader) Commit(ctx context.Context, m *Manifest) error {
 		return err
 	}
 	key := ClusterPrefix(m.Cluster) + ManifestKey(m.DataKey)
-	err = storage.PutIfAbsent(ctx, u.Bucket, key, bytes.NewReader(body), &storage.PutOptions{ContentType: "application/json"})
+	err = storage.PutIfAbsent(ctx, u.Bucket, key, bytes.NewReader(body), manifestPutOptions())
 	if err == nil {
 		faultpoint.Hit("manifest-stored")
 		return nil
 	}
+	return u.commitFailed(ctx, m, key, body, err)
+}
+
+// manifestPutOptions are the options of a manifest's put.
+func manifestPutOptions() *storage.PutOptions {
+	return &storage.PutOptions{ContentType: "application/json"}
+}
+
+// commitFailed is Commit after the write of m's manifest, body at key,
+// failed with err: it reads the manifest back, and removes the data
+// object only when the store refused the write.
+func (u *BucketUploader) commitFailed(ctx context.Context, m *Manifest, key string, body []byte, err error) error {
 	cleanupCtx, cancel := cleanup.Context(ctx, u.cleanupTimeout())
 	defer cancel()
 	got, found, rerr := readBack(cleanupCtx, u.Bucket, key)

@@ -65,6 +65,7 @@ var (
 	_ storage.LegalHolder      = (*Destination)(nil)
 	_ storage.UploadCleaner    = (*Destination)(nil)
 	_ backup.Uploader          = (*Destination)(nil)
+	_ backup.Storer            = (*Destination)(nil)
 	_ backup.Catalog           = (*Destination)(nil)
 )
 
@@ -374,6 +375,36 @@ func (d *Destination) Commit(ctx context.Context, m *backup.Manifest) error {
 		}
 	}
 	return nil
+}
+
+// Store implements backup.Storer through backup.BucketUploader's, on the
+// client current when it starts: a destination whose bucket stages
+// objects (file://) stores a segment's data object and manifest with
+// their waits for the disk overlapped. A read-only destination, one with
+// ObjectLock (whose data object is locked between the two writes) and
+// one whose bucket cannot stage fail with storage.ErrUnsupported, and
+// the caller uploads and commits.
+func (d *Destination) Store(ctx context.Context, m *backup.Manifest, r io.Reader) (bool, error) {
+	d.mu.RLock()
+	spec := d.spec
+	var h *handle
+	err := fmt.Errorf("store in one call: %w", storage.ErrUnsupported)
+	if !spec.ReadOnly && !spec.ObjectLock.Enabled() {
+		h, err = d.currentLocked()
+	}
+	d.mu.RUnlock()
+	if err != nil {
+		return false, err
+	}
+	defer h.release()
+	up := backup.BucketUploader{Bucket: h.bucket}
+	if committing, err := up.Store(ctx, m, r); err != nil {
+		return committing, err
+	}
+	if e := (Entry{Destination: d.name, Entry: backup.EntryOf(m)}); d.inv.committed(e) {
+		d.reg.observe(Event{Kind: InventoryChanged, Destination: d.name, Time: d.reg.now(), Added: []Entry{e}})
+	}
+	return true, nil
 }
 
 // lock applies the spec's object lock to key.

@@ -72,6 +72,33 @@ func PutIfAbsent(ctx context.Context, b Bucket, key string, r io.Reader, opts *P
 	return b.Put(ctx, key, r, opts)
 }
 
+// Stager is implemented by buckets that can create an object exclusively
+// in two halves: Stage writes its bytes to stable storage under no name,
+// and Publish of what it returns gives them the key's name. A caller that
+// stages several objects at once overlaps their waits for stable storage,
+// and still names them in the order it chooses: on a file system, where
+// each sync is a wait for the disk, two objects of which the second must
+// not be visible before the first is durable cost three waits instead of
+// six (see blob.Bucket.Stage).
+type Stager interface {
+	// Stage writes r as the object key is to name, durably, with nothing
+	// visible under key. It fails with ErrExist when key exists already,
+	// and with ErrUnsupported, writing nothing, when the bucket cannot
+	// stage after all: the caller then puts the object as usual.
+	Stage(ctx context.Context, key string, r io.Reader, opts *PutOptions) (Staged, error)
+}
+
+// Staged is an object a Stager wrote and has not named yet. Its owner
+// calls Publish or Discard once.
+type Staged interface {
+	// Publish is PutIfAbsent's end: it names the object key unless key
+	// exists (ErrExist), durably. When it returns nil the object is
+	// visible and on stable storage; on an error nothing of it is left.
+	Publish(ctx context.Context) error
+	// Discard removes the staged object without naming it.
+	Discard(ctx context.Context)
+}
+
 // RetentionMode is an S3 object-lock retention mode.
 type RetentionMode string
 

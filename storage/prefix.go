@@ -142,6 +142,33 @@ func (p *Prefixed) PutIfAbsent(ctx context.Context, key string, r io.Reader, opt
 	return p.rel(ep.PutIfAbsent(ctx, full, r, opts))
 }
 
+// Stage implements Stager through the inner bucket's, or fails with
+// ErrUnsupported when it has none.
+func (p *Prefixed) Stage(ctx context.Context, key string, r io.Reader, opts *PutOptions) (Staged, error) {
+	full, err := p.full("put", key)
+	if err != nil {
+		return nil, err
+	}
+	st, ok := p.inner.(Stager)
+	if !ok {
+		return nil, Errorf("put", key, ErrUnsupported, nil)
+	}
+	s, err := st.Stage(ctx, full, r, opts)
+	if err != nil {
+		return nil, p.rel(err)
+	}
+	return prefixedStaged{s, p}, nil
+}
+
+// prefixedStaged reports a staged object's errors with keys relative to
+// the prefix.
+type prefixedStaged struct {
+	Staged
+	p *Prefixed
+}
+
+func (s prefixedStaged) Publish(ctx context.Context) error { return s.p.rel(s.Staged.Publish(ctx)) }
+
 // CanPutIfAbsent implements ExclusiveChecker with the inner bucket's answer.
 func (p *Prefixed) CanPutIfAbsent() bool { return CanPutIfAbsent(p.inner) }
 

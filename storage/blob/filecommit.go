@@ -48,68 +48,138 @@ import (
 // that cannot sync a directory (some FUSE and network file systems answer
 // EINVAL) no object can be made durable, and the error says so.
 func (b *Bucket) putFile(ctx context.Context, key string, r io.Reader, opts *storage.PutOptions, exclusive bool) error {
+	s, err := b.stageFile(ctx, key, r, opts, exclusive)
+	if err != nil {
+		return err
+	}
+	return s.Publish(ctx)
+}
+
+// Stage implements storage.Stager on a fileblob bucket that Open opened:
+// it is the first half of PutIfAbsent (see putFile), which writes and
+// syncs the object under a temporary key hidden from List, and Publish is
+// the second, which links it into place and syncs its directories. Other
+// buckets, and a fileblob bucket with exclusive puts turned off, fail
+// with storage.ErrUnsupported. A process that dies between the two halves
+// strands the temporary object, hidden.
+func (b *Bucket) Stage(ctx context.Context, key string, r io.Reader, opts *storage.PutOptions) (storage.Staged, error) {
+	if err := b.checkKey("put", key); err != nil {
+		return nil, err
+	}
+	if b.kind != driverFile || b.fileDir == "" || b.opts.NoExclusivePut {
+		return nil, storage.Errorf("put", key, storage.ErrUnsupported, errors.New("only a file bucket that Open opened stages objects"))
+	}
+	s, err := b.stageFile(ctx, key, r, opts, true)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// fileStaged is an object putFile's first half wrote: its temporary
+// object (data and attributes) synced, under no name yet.
+type fileStaged struct {
+	b          *Bucket
+	key        string // the object's key
+	tmpKey     string // the temporary object's key
+	final, tmp string // their data files' paths
+	exclusive  bool
+	done       bool // published, or its temporary object removed
+}
+
+// stageFile is putFile's first half, step 1: it writes r under a
+// temporary key beside key and syncs it.
+func (b *Bucket) stageFile(ctx context.Context, key string, r io.Reader, opts *storage.PutOptions, exclusive bool) (*fileStaged, error) {
 	const op = "put"
 	final := b.filePath(key)
 	if exclusive {
-		// A name taken now fails the link below: fail before writing.
+		// A name taken now fails the link in Publish: fail before writing.
 		if _, err := os.Lstat(final); err == nil {
-			return storage.Errorf(op, key, storage.ErrExist, nil)
+			return nil, storage.Errorf(op, key, storage.ErrExist, nil)
 		}
 	}
 	suffix, err := tempSuffix()
 	if err != nil {
-		return storage.Errorf(op, key, nil, err)
+		return nil, storage.Errorf(op, key, nil, err)
 	}
-	tmpKey := key + suffix
-	if err := b.putChecked(ctx, tmpKey, r, opts, false, false); err != nil {
-		return relabel(err, tmpKey, key)
+	s := &fileStaged{b: b, key: key, tmpKey: key + suffix, final: final, tmp: final + suffix, exclusive: exclusive}
+	if err := b.putChecked(ctx, s.tmpKey, r, opts, false, false); err != nil {
+		return nil, relabel(err, s.tmpKey, key)
 	}
-	tmp := final + suffix
-	removeTemp := func() {
-		cctx, cancel := cleanup.Context(ctx, b.opts.CleanupTimeout)
-		defer cancel()
-		if err := b.b.Delete(cctx, tmpKey); err != nil && b.opts.Logger != nil {
-			b.opts.Logger.Warn("temporary file of a put left behind", "key", tmpKey, "error", err)
-		}
+	if err := b.syncTemp(s.tmp); err != nil {
+		s.removeTemp(ctx)
+		return nil, b.fileErrorf(op, key, err)
 	}
-	if err := b.syncTemp(tmp); err != nil {
-		removeTemp()
-		return b.fileErrorf(op, key, err)
+	return s, nil
+}
+
+// Publish implements storage.Staged: putFile's second half, steps 2 and
+// 3. It gives the staged object its key's name and syncs the directories
+// that hold it; on an error nothing is left of the staged object (a plain
+// put whose directories could not be synced leaves the object, see
+// putFile). A staged object is published once.
+func (s *fileStaged) Publish(ctx context.Context) error {
+	const op = "put"
+	if s.done {
+		return storage.Errorf(op, s.key, nil, errors.New("the staged object was published or discarded already"))
 	}
+	s.done = true
+	b, key, final, tmp := s.b, s.key, s.final, s.tmp
 	ours, err := os.Stat(tmp)
 	if err == nil {
 		err = ctx.Err()
 	}
 	if err == nil {
-		err = b.name(tmp, final, exclusive)
+		err = b.name(tmp, final, s.exclusive)
 	}
 	if err != nil {
-		removeTemp()
-		if exclusive && errors.Is(err, fs.ErrExist) {
+		s.removeTemp(ctx)
+		if s.exclusive && errors.Is(err, fs.ErrExist) {
 			return storage.Errorf(op, key, storage.ErrExist, nil)
 		}
 		return b.fileErrorf(op, key, err)
 	}
 	faultpoint.Hit("file-linked")
-	if exclusive {
+	if s.exclusive {
 		if err := b.rename(tmp+attrsSuffix, final+attrsSuffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			b.unlinkOwn(key, final, ours)
-			removeTemp()
+			s.removeTemp(ctx)
 			return b.fileErrorf(op, key, fmt.Errorf("rename attributes into place: %w", err))
 		}
 		faultpoint.Hit("file-attrs-renamed")
 		if err := os.Remove(tmp); err != nil && b.opts.Logger != nil {
-			b.opts.Logger.Warn("temporary link of an exclusive put left behind", "key", tmpKey, "error", err)
+			b.opts.Logger.Warn("temporary link of an exclusive put left behind", "key", s.tmpKey, "error", err)
 		}
 	}
 	if err := b.syncDirs(filepath.Dir(final)); err != nil {
-		if exclusive {
+		if s.exclusive {
 			b.unlinkOwn(key, final, ours)
 		}
 		return b.fileErrorf(op, key, err)
 	}
 	faultpoint.Hit("file-dir-synced")
 	return nil
+}
+
+// Discard implements storage.Staged: it removes the temporary object of
+// a staged object not published.
+func (s *fileStaged) Discard(ctx context.Context) {
+	if s.done {
+		return
+	}
+	s.done = true
+	s.removeTemp(ctx)
+}
+
+// removeTemp removes the temporary object, on a context of its own
+// bounded by Options.CleanupTimeout.
+func (s *fileStaged) removeTemp(ctx context.Context) {
+	b := s.b
+	cctx, cancel := cleanup.Context(ctx, b.opts.CleanupTimeout)
+	defer cancel()
+	if err := b.b.Delete(cctx, s.tmpKey); err != nil && b.opts.Logger != nil {
+		b.opts.Logger.Warn("temporary file of a put left behind", "key", s.tmpKey, "error", err)
+	}
 }
 
 // syncTemp syncs the temporary object at tmp, its data and its ".attrs"

@@ -1,0 +1,89 @@
+package backup
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/etcdbackup/etcdbackup/internal/faultpoint"
+	"github.com/etcdbackup/etcdbackup/storage"
+)
+
+// Storer is implemented by Uploaders that can store a backup whose
+// manifest is complete before its upload starts (a continuous backup's
+// segment, whose bytes are in memory) in one call, faster than Upload then
+// Commit. The follower stores segments through it when its target's
+// Uploader has it.
+type Storer interface {
+	// Store is Upload of r then Commit of m, with their errors. An error
+	// matching storage.ErrUnsupported with committing false says that
+	// the Uploader cannot store so, having left nothing: the caller then
+	// calls Upload and Commit. committing reports that the data object
+	// was stored and the manifest's write began: an error then leaves the
+	// commit in doubt, as an error of Commit does.
+	Store(ctx context.Context, m *Manifest, r io.Reader) (committing bool, err error)
+}
+
+var _ Storer = (*BucketUploader)(nil)
+
+// Store implements Storer on a bucket that stages objects (storage.Stager:
+// a file destination). The data object and the manifest are written and
+// synced at once, so that their waits for stable storage overlap; then the
+// data object is named, durably; then the manifest: a manifest is never
+// visible before its data object is durable under its name. On a file
+// system that is three waits for the disk where Upload and Commit take
+// six. A manifest whose write fails is handled as Commit handles it (read
+// back, the data object removed only when the store refused the write).
+// Other buckets fail with storage.ErrUnsupported.
+func (u *BucketUploader) Store(ctx context.Context, m *Manifest, r io.Reader) (bool, error) {
+	st, ok := u.Bucket.(storage.Stager)
+	if !ok {
+		return false, fmt.Errorf("store in one call: %w", storage.ErrUnsupported)
+	}
+	if err := validateDataKey(m.DataKey); err != nil {
+		return false, fmt.Errorf("%w: data key: %v", ErrInvalidManifest, err)
+	}
+	body, err := m.Marshal()
+	if err != nil {
+		return false, err
+	}
+	dataKey := ClusterPrefix(m.Cluster) + m.DataKey
+	manifestKey := ClusterPrefix(m.Cluster) + ManifestKey(m.DataKey)
+	var (
+		manifest storage.Staged
+		merr     error
+		staged   = make(chan struct{})
+	)
+	go func() {
+		defer close(staged)
+		manifest, merr = st.Stage(ctx, manifestKey, bytes.NewReader(body), manifestPutOptions())
+	}()
+	data, derr := st.Stage(ctx, dataKey, faultpoint.Reader("upload-streaming", r), dataPutOptions(m))
+	<-staged
+	if derr != nil || merr != nil {
+		for _, s := range []storage.Staged{data, manifest} {
+			if s != nil {
+				s.Discard(ctx)
+			}
+		}
+		switch {
+		case derr != nil:
+			return false, dataExists(dataKey, derr)
+		case errors.Is(merr, storage.ErrExist):
+			return false, fmt.Errorf("%w: %s: %w", ErrBackupExists, manifestKey, merr)
+		}
+		return false, fmt.Errorf("write manifest: %w", merr)
+	}
+	if err := data.Publish(ctx); err != nil {
+		manifest.Discard(ctx)
+		return false, dataExists(dataKey, err)
+	}
+	faultpoint.Hit("data-stored")
+	if err := manifest.Publish(ctx); err != nil {
+		return true, u.commitFailed(ctx, m, manifestKey, body, err)
+	}
+	faultpoint.Hit("manifest-stored")
+	return true, nil
+}

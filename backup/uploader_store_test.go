@@ -1,0 +1,208 @@
+package backup_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/etcdbackup/etcdbackup/backup"
+	"github.com/etcdbackup/etcdbackup/storage"
+	"github.com/etcdbackup/etcdbackup/storage/blob"
+	"github.com/etcdbackup/etcdbackup/storage/blob/drivers"
+)
+
+// storeManifest is a valid manifest of a small data object.
+func storeManifest(body string) *backup.Manifest {
+	created := time.Date(2026, 11, 28, 4, 0, 0, 0, time.UTC)
+	return &backup.Manifest{
+		Format: backup.ManifestFormat, ID: "prod-a-delta-11", Cluster: "prod-a", Name: "delta-11", Created: created,
+		Completed: created, DataKey: "20261128T040000.000Z_prod-a-delta-11.db", Compression: backup.None, Run: "0123abcd",
+		Raw:    backup.Digest{Size: int64(len(body)), SHA256: strings.Repeat("0", 64)},
+		Stored: backup.Digest{Size: int64(len(body)), SHA256: strings.Repeat("0", 64)},
+	}
+}
+
+// stagingLog wraps a file bucket's Stager and records, in order, each
+// object's stage, and the start and end of each publish, by kind ("data"
+// or "manifest"). before, when set, runs before a publish of that kind;
+// failStage fails the stage of that kind.
+type stagingLog struct {
+	*blob.Bucket
+	failStage string
+	before    map[string]func()
+
+	mu  sync.Mutex
+	log []string
+}
+
+func kindOfKey(key string) string {
+	if strings.HasSuffix(key, backup.ManifestSuffix) {
+		return "manifest"
+	}
+	return "data"
+}
+
+func (s *stagingLog) record(e string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.log = append(s.log, e)
+}
+
+func (s *stagingLog) Stage(ctx context.Context, key string, r io.Reader, opts *storage.PutOptions) (storage.Staged, error) {
+	kind := kindOfKey(key)
+	if s.failStage == kind {
+		_, _ = io.Copy(io.Discard, r)
+		return nil, storage.Errorf("put", key, storage.ErrNoSpace, nil)
+	}
+	st, err := s.Bucket.Stage(ctx, key, r, opts)
+	if err != nil {
+		return nil, err
+	}
+	s.record("staged " + kind)
+	return &loggedStaged{Staged: st, s: s, kind: kind}, nil
+}
+
+type loggedStaged struct {
+	storage.Staged
+	s    *stagingLog
+	kind string
+}
+
+func (l *loggedStaged) Publish(ctx context.Context) error {
+	if f := l.s.before[l.kind]; f != nil {
+		f()
+	}
+	l.s.record("publish " + l.kind)
+	err := l.Staged.Publish(ctx)
+	l.s.record("published " + l.kind)
+	return err
+}
+
+// filesIn lists the files under dir, relative, temporary ones included.
+func filesIn(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	require.NoError(t, filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(dir, path)
+		out = append(out, filepath.ToSlash(rel))
+		return err
+	}))
+	return out
+}
+
+// TestStoreStagesBothThenNamesInOrder: BucketUploader.Store on a file
+// bucket writes and syncs the data object and the manifest before naming
+// either, then names the data object, durably, before the manifest; what
+// it stores is what Upload and Commit store.
+func TestStoreStagesBothThenNamesInOrder(t *testing.T) {
+	b, dir := newFile(t)
+	s := &stagingLog{Bucket: b}
+	m := storeManifest("segment")
+	committing, err := (&backup.BucketUploader{Bucket: s}).Store(t.Context(), m, strings.NewReader("segment"))
+	require.NoError(t, err)
+	assert.True(t, committing)
+	require.Len(t, s.log, 6, "%v", s.log)
+	assert.ElementsMatch(t, []string{"staged data", "staged manifest"}, s.log[:2], "both staged before either is named: %v", s.log)
+	assert.Equal(t, []string{"publish data", "published data", "publish manifest", "published manifest"}, s.log[2:])
+
+	assert.Equal(t, "segment", string(readObject(t, b, "prod-a/"+m.DataKey)))
+	got, err := backup.ParseManifest(bytes.NewReader(readObject(t, b, "prod-a/"+backup.ManifestKey(m.DataKey))))
+	require.NoError(t, err)
+	assert.Equal(t, m.ID, got.ID)
+	info, err := b.Stat(t.Context(), "prod-a/"+m.DataKey)
+	require.NoError(t, err)
+	assert.Equal(t, "0123abcd", info.Metadata[backup.MetadataRun], "the data object carries the run's token")
+	assert.ElementsMatch(t, []string{"prod-a/" + m.DataKey, "prod-a/" + m.DataKey + ".attrs",
+		"prod-a/" + backup.ManifestKey(m.DataKey), "prod-a/" + backup.ManifestKey(m.DataKey) + ".attrs"}, filesIn(t, dir))
+}
+
+// TestStoreFailuresLeaveNothing: a stage that fails, a data key taken,
+// and a manifest key taken between the stage and the name each fail the
+// store with what Upload and Commit return, and leave no data object of
+// the run and no temporary file; another run's objects are left alone.
+func TestStoreFailuresLeaveNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		setup      func(t *testing.T, b *blob.Bucket, s *stagingLog, m *backup.Manifest)
+		committing bool
+		is         error
+		left       []string // keys left, besides nothing of the run
+	}{
+		{name: "manifest stage fails", is: storage.ErrNoSpace,
+			setup: func(_ *testing.T, _ *blob.Bucket, s *stagingLog, _ *backup.Manifest) { s.failStage = "manifest" }},
+		{name: "data stage fails", is: storage.ErrNoSpace,
+			setup: func(_ *testing.T, _ *blob.Bucket, s *stagingLog, _ *backup.Manifest) { s.failStage = "data" }},
+		{name: "data key taken", is: backup.ErrBackupExists, left: []string{"data"},
+			setup: func(t *testing.T, b *blob.Bucket, _ *stagingLog, m *backup.Manifest) {
+				require.NoError(t, b.Put(t.Context(), "prod-a/"+m.DataKey, strings.NewReader("theirs"), nil))
+			}},
+		{name: "data key taken after staging", is: backup.ErrBackupExists, left: []string{"data"},
+			setup: func(t *testing.T, b *blob.Bucket, s *stagingLog, m *backup.Manifest) {
+				s.before = map[string]func(){"data": func() {
+					require.NoError(t, b.Put(t.Context(), "prod-a/"+m.DataKey, strings.NewReader("theirs"), nil))
+				}}
+			}},
+		{name: "manifest key taken after staging", committing: true, is: backup.ErrBackupExists, left: []string{"manifest"},
+			setup: func(t *testing.T, b *blob.Bucket, s *stagingLog, m *backup.Manifest) {
+				s.before = map[string]func(){"manifest": func() {
+					require.NoError(t, b.Put(t.Context(), "prod-a/"+backup.ManifestKey(m.DataKey), strings.NewReader("{}"), nil))
+				}}
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, dir := newFile(t)
+			s := &stagingLog{Bucket: b}
+			m := storeManifest("segment")
+			tc.setup(t, b, s, m)
+			committing, err := (&backup.BucketUploader{Bucket: s}).Store(t.Context(), m, strings.NewReader("segment"))
+			require.ErrorIs(t, err, tc.is)
+			assert.Equal(t, tc.committing, committing)
+			var want []string
+			for _, k := range tc.left {
+				key := "prod-a/" + m.DataKey
+				if k == "manifest" {
+					key = "prod-a/" + backup.ManifestKey(m.DataKey)
+				}
+				want = append(want, key, key+".attrs")
+			}
+			assert.ElementsMatch(t, want, filesIn(t, dir), "files left")
+			if slices.Contains(tc.left, "data") {
+				assert.Equal(t, "theirs", string(readObject(t, b, "prod-a/"+m.DataKey)), "another run's data object")
+			}
+		})
+	}
+}
+
+// TestStoreUnsupportedWritesNothing: a bucket that cannot stage (mem://, a
+// file bucket with exclusive puts turned off) fails Store with
+// storage.ErrUnsupported, not committing, and writes nothing.
+func TestStoreUnsupportedWritesNothing(t *testing.T) {
+	mem, err := blob.Open(t.Context(), drivers.NewURLMux(nil), "mem://", nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = mem.Close() })
+	dir := t.TempDir()
+	noExcl, err := blob.Open(t.Context(), drivers.NewURLMux(nil), "file://"+dir, &blob.Options{NoExclusivePut: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = noExcl.Close() })
+	for name, b := range map[string]storage.Bucket{"mem": mem, "no exclusive puts": noExcl} {
+		committing, err := (&backup.BucketUploader{Bucket: b}).Store(t.Context(), storeManifest("x"), strings.NewReader("x"))
+		require.True(t, errors.Is(err, storage.ErrUnsupported), "%s: %v", name, err)
+		assert.False(t, committing, name)
+		assert.Empty(t, listKeys(t, b), name)
+	}
+	assert.Empty(t, filesIn(t, dir))
+}
