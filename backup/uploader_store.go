@@ -15,7 +15,10 @@ import (
 // manifest is complete before its upload starts (a continuous backup's
 // segment, whose bytes are in memory) in one call, faster than Upload then
 // Commit. The follower stores segments through it when its target's
-// Uploader has it.
+// Uploader has it. It is found by a type assertion: a type that embeds a
+// BucketUploader or a destination.Destination and overrides Upload or
+// Commit inherits Store, which bypasses them, unless it overrides Store
+// too.
 type Storer interface {
 	// Store is Upload of r then Commit of m, with their errors. An error
 	// matching storage.ErrUnsupported with committing false says that
@@ -36,7 +39,8 @@ var _ Storer = (*BucketUploader)(nil)
 // system that is three waits for the disk where Upload and Commit take
 // six. A manifest whose write fails is handled as Commit handles it (read
 // back, the data object removed only when the store refused the write).
-// Other buckets fail with storage.ErrUnsupported.
+// Once the data object is named, the manifest is named whether or not
+// ctx ends meanwhile. Other buckets fail with storage.ErrUnsupported.
 func (u *BucketUploader) Store(ctx context.Context, m *Manifest, r io.Reader) (bool, error) {
 	st, ok := u.Bucket.(storage.Stager)
 	if !ok {
@@ -81,7 +85,10 @@ func (u *BucketUploader) Store(ctx context.Context, m *Manifest, r io.Reader) (b
 		return false, dataExists(dataKey, err)
 	}
 	faultpoint.Hit("data-stored")
-	if err := manifest.Publish(ctx); err != nil {
+	// The manifest is staged, durable: naming it is a few file-system
+	// calls, which an end of ctx in between would only turn into a data
+	// object kept for a manifest in doubt.
+	if err := manifest.Publish(context.WithoutCancel(ctx)); err != nil {
 		return true, u.commitFailed(ctx, m, manifestKey, body, err)
 	}
 	faultpoint.Hit("manifest-stored")

@@ -206,3 +206,19 @@ func TestStoreUnsupportedWritesNothing(t *testing.T) {
 	}
 	assert.Empty(t, filesIn(t, dir))
 }
+
+// TestStoreNamesManifestAfterDataDespiteCancel: a context that ends once
+// the data object is named does not stop the manifest, staged already,
+// from being named: the backup is committed, not left in doubt with its
+// data object kept.
+func TestStoreNamesManifestAfterDataDespiteCancel(t *testing.T) {
+	b, _ := newFile(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	s := &stagingLog{Bucket: b, before: map[string]func(){"manifest": cancel}}
+	m := storeManifest("segment")
+	committing, err := (&backup.BucketUploader{Bucket: s}).Store(ctx, m, strings.NewReader("segment"))
+	require.NoError(t, err)
+	assert.True(t, committing)
+	assert.Equal(t, 1, requireWholeBackups(t, b))
+}

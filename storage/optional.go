@@ -79,7 +79,9 @@ func PutIfAbsent(ctx context.Context, b Bucket, key string, r io.Reader, opts *P
 // and still names them in the order it chooses: on a file system, where
 // each sync is a wait for the disk, two objects of which the second must
 // not be visible before the first is durable cost three waits instead of
-// six (see blob.Bucket.Stage).
+// six (see blob.Bucket.Stage). A wrapper that embeds a Stager and
+// overrides PutIfAbsent inherits Stage, which bypasses it, unless it
+// overrides Stage too.
 type Stager interface {
 	// Stage writes r as the object key is to name, durably, with nothing
 	// visible under key. It fails with ErrExist when key exists already,

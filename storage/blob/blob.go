@@ -341,6 +341,23 @@ func (b *Bucket) isOwnObject(ctx context.Context, key, token string, err error) 
 	return aerr == nil && a.Metadata[storage.PutTokenKey] == token
 }
 
+// syncOrKeep syncs file, fileblob's temporary file of key, or, with keep,
+// sets *keep to a second descriptor of it named by key's path, for the
+// caller to sync; where none can be had, it syncs file.
+func (b *Bucket) syncOrKeep(file *os.File, key string, keep **os.File) error {
+	if keep != nil {
+		*keep = nil
+		if dup, err := dupFile(file, b.filePath(key)); err == nil {
+			*keep = dup
+			return nil
+		}
+	}
+	faultpoint.Hit("file-data-written")
+	err := b.syncFile(file, "data")
+	faultpoint.Hit("file-data-synced")
+	return err
+}
+
 // CanPutIfAbsent implements storage.ExclusiveChecker: true unless
 // Options.NoExclusivePut is set or the bucket is a fileblob bucket given to
 // New, whose directory the adapter does not know.
@@ -358,14 +375,18 @@ func (b *Bucket) put(ctx context.Context, key string, r io.Reader, opts *storage
 	if err := b.checkKey("put", key); err != nil {
 		return err
 	}
-	return b.putChecked(ctx, key, r, opts, exclusive, true)
+	return b.putChecked(ctx, key, r, opts, exclusive, nil)
 }
 
 // putChecked is put for a key already checked, or one of the adapter's own
 // temporary keys, which checkKey refuses. On a fileblob bucket it syncs
-// the data before fileblob renames it over key unless syncData is false:
-// putFile syncs its temporary object itself.
-func (b *Bucket) putChecked(ctx context.Context, key string, r io.Reader, opts *storage.PutOptions, exclusive, syncData bool) error {
+// the data before fileblob renames it over key, unless keep is not nil:
+// then it sets *keep to a second descriptor of the data file (dupFile),
+// kept open after fileblob closes its own, which the caller syncs and
+// closes (putFile syncs its temporary object so, beside its attributes);
+// where no such descriptor can be had, it syncs the data as without keep
+// and sets *keep to nil.
+func (b *Bucket) putChecked(ctx context.Context, key string, r io.Reader, opts *storage.PutOptions, exclusive bool, keep **os.File) error {
 	const op = "put"
 	if r == nil {
 		return storage.Errorf(op, key, nil, errors.New("nil reader"))
@@ -416,18 +437,20 @@ func (b *Bucket) putChecked(ctx context.Context, key string, r io.Reader, opts *
 			return b.errorf(op, key, err, exclusive)
 		}
 		written, readErr, writeErr = copyBody(ctx, w, r)
-		if file != nil && syncData && readErr == nil && writeErr == nil && ctx.Err() == nil {
+		if file != nil && readErr == nil && writeErr == nil && ctx.Err() == nil {
 			// fileblob renames its temporary file over the key in Close
 			// without syncing it: a crash after the rename could leave
 			// the name with no data.
-			faultpoint.Hit("file-data-written")
-			writeErr = b.syncFile(file, "data")
-			faultpoint.Hit("file-data-synced")
+			writeErr = b.syncOrKeep(file, key, keep)
 		}
 		if readErr == nil && writeErr == nil && ctx.Err() == nil {
 			writeErr = w.Close()
 			if writeErr == nil {
 				return nil
+			}
+			if keep != nil && *keep != nil {
+				_ = (*keep).Close()
+				*keep = nil
 			}
 		} else {
 			// Cancelling before Close is what tells every driver to

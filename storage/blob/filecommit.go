@@ -23,9 +23,10 @@ import (
 // and ".attrs" files, hidden from List) and commits it in this order:
 //
 //  1. once fileblob has renamed its own temporary file to the temporary
-//     key, the data and the ".attrs" file are synced at once (a
-//     journaling file system commits both in one wait); neither has the
-//     key's name yet;
+//     key, the data (through a second descriptor of fileblob's own, taken
+//     before fileblob closed it: dupFile) and the ".attrs" file are
+//     synced at once (a journaling file system commits both in one wait);
+//     neither has the key's name yet;
 //  2. for an exclusive put, the data gets its real name by link(2), which
 //     fails with EEXIST when the name is taken, atomically across
 //     processes on one file system, NFS included; only the writer whose
@@ -103,10 +104,11 @@ func (b *Bucket) stageFile(ctx context.Context, key string, r io.Reader, opts *s
 		return nil, storage.Errorf(op, key, nil, err)
 	}
 	s := &fileStaged{b: b, key: key, tmpKey: key + suffix, final: final, tmp: final + suffix, exclusive: exclusive}
-	if err := b.putChecked(ctx, s.tmpKey, r, opts, false, false); err != nil {
+	var data *os.File // fileblob's data file, to sync; nil when synced
+	if err := b.putChecked(ctx, s.tmpKey, r, opts, false, &data); err != nil {
 		return nil, relabel(err, s.tmpKey, key)
 	}
-	if err := b.syncTemp(s.tmp); err != nil {
+	if err := b.syncTemp(s.tmp, data); err != nil {
 		s.removeTemp(ctx)
 		return nil, b.fileErrorf(op, key, err)
 	}
@@ -182,22 +184,26 @@ func (s *fileStaged) removeTemp(ctx context.Context) {
 	}
 }
 
-// syncTemp syncs the temporary object at tmp, its data and its ".attrs"
-// file (absent on a bucket opened with metadata=skip), both at once: the
-// two waits for stable storage overlap, and a journaling file system
-// commits both in one. A sync on a descriptor opened after fileblob closed
-// its own reports a write-back error no one has seen yet, as fsync(2)
-// does on Linux since 4.13.
-func (b *Bucket) syncTemp(tmp string) error {
-	faultpoint.Hit("file-data-written")
+// syncTemp syncs the temporary object at tmp: its data through data, a
+// second descriptor of fileblob's own (nil when putChecked synced the data
+// already), which it closes, and its ".attrs" file (absent on a bucket
+// opened with metadata=skip), both at once: the two waits for stable
+// storage overlap, and a journaling file system commits both in one.
+func (b *Bucket) syncTemp(tmp string, data *os.File) error {
 	attrs := make(chan error, 1)
 	go func() { attrs <- b.syncPath(tmp+attrsSuffix, "attrs") }()
-	derr := b.syncPath(tmp, "data")
+	var derr error
+	if data != nil {
+		faultpoint.Hit("file-data-written")
+		derr = errors.Join(b.syncFile(data, "data"), data.Close())
+	}
 	aerr := <-attrs
 	if derr != nil {
 		return fmt.Errorf("sync data: %w", derr)
 	}
-	faultpoint.Hit("file-data-synced")
+	if data != nil {
+		faultpoint.Hit("file-data-synced")
+	}
 	if aerr != nil && !errors.Is(aerr, fs.ErrNotExist) {
 		return fmt.Errorf("sync attributes: %w", aerr)
 	}

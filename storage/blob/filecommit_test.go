@@ -345,3 +345,52 @@ func TestFileKilledAfterLinkTempCollected(t *testing.T) {
 	require.NoError(t, b.AbortUpload(t.Context(), ups[0]))
 	assert.ElementsMatch(t, []string{"seed/d/other", "seed/d/other.attrs"}, filesUnder(t, dir), "files left")
 }
+
+// TestFileStagedTwoNamedInOrder: two objects staged at once and published
+// one after the other, as a segment and its manifest are: both are synced
+// (data and attributes) before either has its name, and every directory
+// sync of the first's publish happens before the second has its name.
+func TestFileStagedTwoNamedInOrder(t *testing.T) {
+	dir := t.TempDir()
+	b := openFile(t, dir, "")
+	first, second := filepath.Join(dir, "c", "data"), filepath.Join(dir, "c", "manifest")
+	var (
+		mu  sync.Mutex
+		got []syncRecord // named: the first's name; attrs: the second's
+	)
+	blob.OnSync(b, func(kind, path string) error {
+		_, ferr := os.Stat(first)
+		_, serr := os.Stat(second)
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, syncRecord{kind: kind, path: path, named: ferr == nil, attrs: serr == nil})
+		return nil
+	})
+	a, err := b.Stage(t.Context(), "c/data", strings.NewReader("data"), nil)
+	require.NoError(t, err)
+	m, err := b.Stage(t.Context(), "c/manifest", strings.NewReader("{}"), nil)
+	require.NoError(t, err)
+	mu.Lock()
+	staged := len(got)
+	mu.Unlock()
+	require.NoError(t, a.Publish(t.Context()))
+	mu.Lock()
+	published := len(got)
+	mu.Unlock()
+	require.NoError(t, m.Publish(t.Context()))
+
+	require.Equal(t, 4, staged, "syncs of the two stages: %+v", got)
+	for _, r := range got[:staged] {
+		assert.False(t, r.named || r.attrs, "a stage's sync after a name was given: %+v", r)
+		assert.NotEqual(t, "dir", r.kind)
+	}
+	require.Greater(t, published, staged, "the first publish syncs its directory")
+	for _, r := range got[staged:published] {
+		assert.Equal(t, "dir", r.kind)
+		assert.True(t, r.named, "the first has its name when its directory is synced")
+		assert.False(t, r.attrs, "the second has no name while the first's directory is synced")
+	}
+	assert.Equal(t, "data", getString(t, b, "c/data"))
+	assert.Equal(t, "{}", getString(t, b, "c/manifest"))
+	assert.ElementsMatch(t, []string{"c/data", "c/data.attrs", "c/manifest", "c/manifest.attrs"}, filesUnder(t, dir), "temporary files left")
+}
