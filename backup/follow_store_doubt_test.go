@@ -1,0 +1,134 @@
+package backup_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/etcdbackup/etcdbackup/backup"
+	"github.com/etcdbackup/etcdbackup/internal/etcdtest"
+	"github.com/etcdbackup/etcdbackup/storage"
+	"github.com/etcdbackup/etcdbackup/storage/blob"
+)
+
+// lostPublish is a file bucket whose first delta manifest's staged
+// publish lands but answers with an error, and whose reads of that
+// manifest fail until the follower reports the failed attempt: a commit
+// in doubt on the path that stores a segment in one call.
+type lostPublish struct {
+	*blob.Bucket
+	mu   sync.Mutex
+	key  string // the manifest whose answer is lost
+	open atomic.Bool
+	lost atomic.Int32
+}
+
+var errLostAnswer = errors.New("answer lost")
+
+func (b *lostPublish) Stage(ctx context.Context, key string, r io.Reader, opts *storage.PutOptions) (storage.Staged, error) {
+	s, err := b.Bucket.Stage(ctx, key, r, opts)
+	if err != nil || !strings.HasSuffix(key, backup.ManifestSuffix) || !strings.Contains(key, "-delta-") {
+		return s, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.key != "" {
+		return s, nil
+	}
+	b.key = key
+	return lostStaged{s, b}, nil
+}
+
+type lostStaged struct {
+	storage.Staged
+	b *lostPublish
+}
+
+func (s lostStaged) Publish(ctx context.Context) error {
+	if err := s.Staged.Publish(ctx); err != nil {
+		return err
+	}
+	s.b.lost.Add(1)
+	return errLostAnswer
+}
+
+func (b *lostPublish) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	b.mu.Lock()
+	blind := key == b.key && !b.open.Load()
+	b.mu.Unlock()
+	if blind {
+		return nil, errLostAnswer
+	}
+	return b.Bucket.Get(ctx, key)
+}
+
+func (b *lostPublish) ObserveFollow(e backup.FollowEvent) {
+	if e.Kind == backup.SegmentFailed {
+		b.open.Store(true)
+	}
+}
+
+// TestFollowerStoreRetryFindsCommitInDoubt: on a file destination, which
+// stores a segment in one call (backup.Storer), the manifest of a segment
+// is named but its answer and the read-back are lost, so the attempt fails
+// in doubt. The next attempt finds the manifest instead of storing the
+// segment again: the chain holds each revision once.
+func TestFollowerStoreRetryFindsCommitInDoubt(t *testing.T) {
+	ctx := t.Context()
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	b, _ := newFile(t)
+	lost := &lostPublish{Bucket: b}
+	snapshotter, err := backup.NewEtcdSnapshotter(backup.EtcdConfig{Endpoints: etcd.Endpoints()})
+	require.NoError(t, err)
+	rec := &segmentRanges{}
+	f := &backup.Follower{
+		Client:        cli,
+		Pipeline:      &backup.Pipeline{Snapshotter: snapshotter, Compression: backup.None},
+		Cluster:       "prod-a",
+		Targets:       []backup.Target{{Destination: "file", Uploader: &backup.BucketUploader{Bucket: lost}}},
+		FlushInterval: 100 * time.Millisecond,
+		RetryInterval: 50 * time.Millisecond,
+		Catalogs:      []backup.Catalog{b},
+		Observer:      backup.FollowObservers{rec, lost},
+	}
+	fctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- f.Run(fctx) }()
+	require.Eventually(t, rec.started.Load, 30*time.Second, 10*time.Millisecond)
+	var last int64
+	for i := range 30 {
+		resp, err := cli.Put(ctx, fmt.Sprintf("/k/%d", i%5), fmt.Sprintf("v%d", i))
+		require.NoError(t, err)
+		last = resp.Header.Revision
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.Eventually(t, func() bool { return rec.last() >= last }, 30*time.Second, 10*time.Millisecond)
+	cancel()
+	require.NoError(t, <-done)
+	require.Equal(t, int32(1), lost.lost.Load(), "one publish answered with a lost answer")
+	require.True(t, lost.open.Load(), "an attempt failed in doubt")
+
+	entries, err := backup.ListBackups(ctx, b, "prod-a")
+	require.NoError(t, err)
+	var prev int64
+	for _, e := range entries {
+		require.NotEqual(t, backup.KindInvalid, e.Kind, "invalid entry %s: %v", e.Key, e.Problem)
+		if e.Kind != backup.KindDelta {
+			continue
+		}
+		if prev != 0 {
+			require.Equal(t, prev+1, e.Manifest.FirstRevision, "segment %s: no gap, no double", e.ID)
+		}
+		prev = e.Manifest.LastRevision
+	}
+	require.Equal(t, last, prev, "the chain ends at the last revision written")
+}
