@@ -7,10 +7,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"runtime/metrics"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -99,6 +101,10 @@ type seedReport struct {
 	// Fulls are the full backups taken, MaxFulls the most in flight at
 	// once (backup.Observer's Started to Completed or Failed).
 	Fulls, MaxFulls int
+	// SchedP50, SchedP90 and SchedP99 are how long the process'
+	// goroutines waited, runnable, for a core during the phase (the
+	// runtime's /sched/latencies:seconds, to its buckets' upper bounds).
+	SchedP50, SchedP90, SchedP99 time.Duration `json:",omitempty"`
 }
 
 // runSeed is the "seed" subcommand: one process, one schedule.Scheduler
@@ -367,7 +373,9 @@ func measureSeed(ctx context.Context, c seedConfig, endpoints []string, srv serv
 		return err
 	}
 	cpu1, etcd1, store1, busy1, wait1 := selfCPU(), srv.etcd(), srv.store(), busySeconds(), iowaitSeconds()
+	sched := schedLatencies()
 	peak, last := sampleMem(ctx, c.phase)
+	rep.SchedP50, rep.SchedP90, rep.SchedP99 = schedQuantiles(sched, schedLatencies())
 	rep.CPU, rep.EtcdCPU, rep.StoreCPU = selfCPU()-cpu1, srv.etcd()-etcd1, srv.store()-store1
 	rep.Busy, rep.IOWait, rep.MachineCPUs = busySeconds()-busy1, iowaitSeconds()-wait1, machineCPUs()
 	if err := stopProfile(); err != nil {
@@ -467,6 +475,10 @@ func renderSeed(p *seedReport, cpus int) string {
 		fmt.Fprintf(&b, "| the process' CPU during the phase per committed segment (watching, encoding and the writers' clients included) | %.2f ms | |\n", 1000*p.CPU/float64(p.Segments))
 	}
 	fmt.Fprintf(&b, "| CPU of the start-up, per job | %.0f ms | |\n", 1000*p.StartCPU/float64(n))
+	if p.SchedP99 > 0 {
+		fmt.Fprintf(&b, "| the process' goroutines waiting, runnable, for a core during the phase (Go's `/sched/latencies:seconds`) p50 / p90 / p99 | %s / %s / %s | |\n",
+			formatSched(p.SchedP50), formatSched(p.SchedP90), formatSched(p.SchedP99))
+	}
 	b.WriteString("\n")
 	if p.Segments > 0 && p.LagP99 > seedLagTarget && p.Phase > 0 {
 		b.WriteString(p.lagMissed(cpus))
@@ -504,12 +516,75 @@ func (p *seedReport) lagMissed(cpus int) string {
 		cause = fmt.Sprintf("the process used about all the CPU Go let it use (GOMAXPROCS %d), so segments waited for it", p.GOMAXPROCS)
 	case busy >= 0.9:
 		cause = fmt.Sprintf("the machine had no CPU to spare (its cores were busy %.0f%% of the time), so segments waited for it", 100*busy)
+	case p.SchedP99 >= seedSchedSlow:
+		cause = fmt.Sprintf("with cores to spare on average (busy %.0f%% of the time), the process' goroutines still waited for one: runnable, %s at p90 and %s at p99 before they ran (Go's scheduler latencies), and a segment's commit is a chain of such waits, beside its store's writes and syncs (the cores were idle waiting for the disk %.0f%% of the time)",
+			100*busy, formatSched(p.SchedP90), formatSched(p.SchedP99), 100*p.IOWait/sec/float64(p.MachineCPUs))
 	default:
 		cause = fmt.Sprintf("with cores to spare (busy %.0f%% of the time), segments waited for something else than the CPU: their store's writes and syncs are what a commit waits for besides it (the cores were idle waiting for the disk %.0f%% of the time)",
 			100*busy, 100*p.IOWait/sec/float64(p.MachineCPUs))
 	}
 	return fmt.Sprintf("The commit lag missed its target: %s. During the phase: %s. The jobs committed %.2f segments a second each%s.\n\n",
 		cause, p.machineCPU(), rate, seedStoreCost(p.Destination))
+}
+
+// seedSchedSlow is a p99 wait for a core that the lag note names as a
+// cause.
+const seedSchedSlow = 100 * time.Millisecond
+
+// schedLatencies reads the runtime's histogram of the time goroutines
+// waited, runnable, before they ran.
+func schedLatencies() *metrics.Float64Histogram {
+	s := []metrics.Sample{{Name: "/sched/latencies:seconds"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindFloat64Histogram {
+		return nil
+	}
+	return s[0].Value.Float64Histogram()
+}
+
+// schedQuantiles returns the p50, p90 and p99 of the waits between two
+// readings of schedLatencies, each the upper bound of its bucket (the
+// lower bound when that is the last, unbounded one); zero when the
+// runtime has no such histogram or nothing waited.
+func schedQuantiles(before, after *metrics.Float64Histogram) (p50, p90, p99 time.Duration) {
+	if before == nil || after == nil || len(before.Counts) != len(after.Counts) {
+		return 0, 0, 0
+	}
+	counts := make([]uint64, len(after.Counts))
+	var total uint64
+	for i := range counts {
+		counts[i] = after.Counts[i] - before.Counts[i]
+		total += counts[i]
+	}
+	if total == 0 {
+		return 0, 0, 0
+	}
+	at := func(q float64) time.Duration {
+		var cum uint64
+		for i, c := range counts {
+			cum += c
+			if float64(cum) >= q*float64(total) {
+				bound := after.Buckets[i+1]
+				if math.IsInf(bound, 1) {
+					bound = after.Buckets[i]
+				}
+				return time.Duration(bound * float64(time.Second))
+			}
+		}
+		return 0
+	}
+	return at(0.5), at(0.9), at(0.99)
+}
+
+// formatSched prints a bucket's bound of the scheduler's histogram: the
+// runtime's buckets are powers of two of nanoseconds, so "<=" says it.
+func formatSched(d time.Duration) string {
+	switch {
+	case d >= time.Millisecond:
+		return fmt.Sprintf("<= %.0f ms", float64(d)/float64(time.Millisecond))
+	default:
+		return fmt.Sprintf("<= %.0f µs", float64(d)/float64(time.Microsecond))
+	}
 }
 
 // writeGoroutineProfile writes the stacks of every goroutine to path.

@@ -3,6 +3,8 @@
 package main
 
 import (
+	"math"
+	"runtime/metrics"
 	"strings"
 	"testing"
 	"time"
@@ -57,6 +59,19 @@ func TestRenderSeed(t *testing.T) {
 	if got := renderSeed(p, 2); !strings.Contains(got, "with cores to spare (busy 62% of the time), segments waited for something else than the CPU: their store's writes and syncs are what a commit waits for besides it (the cores were idle waiting for the disk 12% of the time)") {
 		t.Errorf("a lag missed with cores to spare:\n%s", got)
 	}
+	// Cores to spare on average, but goroutines waiting for one: the
+	// scheduler's figures are a row, and the note names them.
+	p.SchedP50, p.SchedP90, p.SchedP99 = 8*time.Microsecond, 268*time.Millisecond, 1074*time.Millisecond
+	got = renderSeed(p, 2)
+	for _, w := range []string{
+		"| the process' goroutines waiting, runnable, for a core during the phase (Go's `/sched/latencies:seconds`) p50 / p90 / p99 | <= 8 µs / <= 268 ms / <= 1074 ms | |",
+		"with cores to spare on average (busy 62% of the time), the process' goroutines still waited for one: runnable, <= 268 ms at p90 and <= 1074 ms at p99",
+	} {
+		if !strings.Contains(got, w) {
+			t.Errorf("seed section lacks %q:\n%s", w, got)
+		}
+	}
+	p.SchedP50, p.SchedP90, p.SchedP99 = 0, 0, 0
 	// A MinIO destination's CPU is its own figure, not the rest's.
 	p.StoreCPU, p.Destination = 24, "minio"
 	if got := renderSeed(p, 2); !strings.Contains(got, "the 10 etcd processes 0.30, the MinIO server 0.20, the rest (the kernel's writeback among it) 0.00;") {
@@ -89,5 +104,28 @@ func TestSeedConfigCheck(t *testing.T) {
 		if err := c.check(); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+}
+
+// TestSchedQuantiles: the quantiles of the waits between two readings are
+// the upper bounds of the buckets they fall in, the last bucket's lower
+// bound when unbounded; nothing read or nothing waited gives zeros.
+func TestSchedQuantiles(t *testing.T) {
+	buckets := []float64{0, 1e-6, 1e-3, 1, math.Inf(1)}
+	before := &metrics.Float64Histogram{Counts: []uint64{5, 5, 5, 5}, Buckets: buckets}
+	after := &metrics.Float64Histogram{Counts: []uint64{5, 100, 9, 6}, Buckets: buckets}
+	p50, p90, p99 := schedQuantiles(before, after)
+	if p50 != time.Millisecond || p90 != time.Millisecond || p99 != time.Second {
+		t.Errorf("got %v %v %v, want 1ms 1ms 1s", p50, p90, p99)
+	}
+	after.Counts = []uint64{5, 5, 5, 105}
+	if _, _, p99 := schedQuantiles(before, after); p99 != time.Second {
+		t.Errorf("unbounded bucket: p99 %v, want its lower bound 1s", p99)
+	}
+	if a, b, c := schedQuantiles(before, before); a != 0 || b != 0 || c != 0 {
+		t.Errorf("nothing waited: %v %v %v", a, b, c)
+	}
+	if a, b, c := schedQuantiles(nil, after); a != 0 || b != 0 || c != 0 {
+		t.Errorf("no reading: %v %v %v", a, b, c)
 	}
 }
