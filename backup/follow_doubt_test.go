@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdbackup/etcdbackup/backup"
 	"github.com/etcdbackup/etcdbackup/internal/etcdtest"
@@ -57,7 +58,6 @@ func (b *blindManifest) ObserveFollow(e backup.FollowEvent) {
 // instead of committing the segment a second time: the chain holds each
 // revision once.
 func TestFollowerRetryFindsCommitInDoubt(t *testing.T) {
-	ctx := t.Context()
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
 	srv := miniotest.Start(t)
@@ -84,6 +84,17 @@ func TestFollowerRetryFindsCommitInDoubt(t *testing.T) {
 		RetryInterval: 50 * time.Millisecond,
 		Observer:      backup.FollowObservers{rec, blind},
 	}
+	last := followThirtyPuts(t, cli, f, rec)
+	require.True(t, blind.open.Load(), "an attempt failed in doubt")
+	require.Positive(t, proxy.Fired()["blind"])
+	requireChainOnce(t, direct, last)
+}
+
+// followThirtyPuts runs f until it committed 30 puts made while it runs,
+// stops it, and returns the revision of the last put.
+func followThirtyPuts(t *testing.T, cli *clientv3.Client, f *backup.Follower, rec *segmentRanges) int64 {
+	t.Helper()
+	ctx := t.Context()
 	fctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- f.Run(fctx) }()
@@ -98,10 +109,14 @@ func TestFollowerRetryFindsCommitInDoubt(t *testing.T) {
 	require.Eventually(t, func() bool { return rec.last() >= last }, 30*time.Second, 10*time.Millisecond)
 	cancel()
 	require.NoError(t, <-done)
-	require.True(t, blind.open.Load(), "an attempt failed in doubt")
-	require.Positive(t, proxy.Fired()["blind"])
+	return last
+}
 
-	entries, err := backup.ListBackups(ctx, direct, "prod-a")
+// requireChainOnce checks that c's chain of prod-a holds each revision
+// once, with no gap, up to last, and no invalid entry.
+func requireChainOnce(t *testing.T, c backup.Catalog, last int64) {
+	t.Helper()
+	entries, err := backup.ListBackups(t.Context(), c, "prod-a")
 	require.NoError(t, err)
 	var prev int64
 	for _, e := range entries {

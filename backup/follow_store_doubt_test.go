@@ -3,7 +3,6 @@ package backup_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"strings"
 	"sync"
@@ -82,7 +81,6 @@ func (b *lostPublish) ObserveFollow(e backup.FollowEvent) {
 // in doubt. The next attempt finds the manifest instead of storing the
 // segment again: the chain holds each revision once.
 func TestFollowerStoreRetryFindsCommitInDoubt(t *testing.T) {
-	ctx := t.Context()
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
 	b, _ := newFile(t)
@@ -100,35 +98,8 @@ func TestFollowerStoreRetryFindsCommitInDoubt(t *testing.T) {
 		Catalogs:      []backup.Catalog{b},
 		Observer:      backup.FollowObservers{rec, lost},
 	}
-	fctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- f.Run(fctx) }()
-	require.Eventually(t, rec.started.Load, 30*time.Second, 10*time.Millisecond)
-	var last int64
-	for i := range 30 {
-		resp, err := cli.Put(ctx, fmt.Sprintf("/k/%d", i%5), fmt.Sprintf("v%d", i))
-		require.NoError(t, err)
-		last = resp.Header.Revision
-		time.Sleep(10 * time.Millisecond)
-	}
-	require.Eventually(t, func() bool { return rec.last() >= last }, 30*time.Second, 10*time.Millisecond)
-	cancel()
-	require.NoError(t, <-done)
+	last := followThirtyPuts(t, cli, f, rec)
 	require.Equal(t, int32(1), lost.lost.Load(), "one publish answered with a lost answer")
 	require.True(t, lost.open.Load(), "an attempt failed in doubt")
-
-	entries, err := backup.ListBackups(ctx, b, "prod-a")
-	require.NoError(t, err)
-	var prev int64
-	for _, e := range entries {
-		require.NotEqual(t, backup.KindInvalid, e.Kind, "invalid entry %s: %v", e.Key, e.Problem)
-		if e.Kind != backup.KindDelta {
-			continue
-		}
-		if prev != 0 {
-			require.Equal(t, prev+1, e.Manifest.FirstRevision, "segment %s: no gap, no double", e.ID)
-		}
-		prev = e.Manifest.LastRevision
-	}
-	require.Equal(t, last, prev, "the chain ends at the last revision written")
+	requireChainOnce(t, b, last)
 }
