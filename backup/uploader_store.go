@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/etcdbackup/etcdbackup/internal/cleanup"
 	"github.com/etcdbackup/etcdbackup/internal/faultpoint"
 	"github.com/etcdbackup/etcdbackup/storage"
 )
@@ -40,7 +41,9 @@ var _ Storer = (*BucketUploader)(nil)
 // six. A manifest whose write fails is handled as Commit handles it (read
 // back, the data object removed only when the store refused the write).
 // Once the data object is named, the manifest is named whether or not
-// ctx ends meanwhile. Other buckets fail with storage.ErrUnsupported.
+// ctx ends meanwhile, within CleanupTimeout, unless a publish bound of
+// ctx (a follower's lost lock) ends first. Other buckets fail with
+// storage.ErrUnsupported.
 func (u *BucketUploader) Store(ctx context.Context, m *Manifest, r io.Reader) (bool, error) {
 	st, ok := u.Bucket.(storage.Stager)
 	if !ok {
@@ -87,8 +90,11 @@ func (u *BucketUploader) Store(ctx context.Context, m *Manifest, r io.Reader) (b
 	faultpoint.Hit("data-stored")
 	// The manifest is staged, durable: naming it is a few file-system
 	// calls, which an end of ctx in between would only turn into a data
-	// object kept for a manifest in doubt.
-	if err := manifest.Publish(context.WithoutCancel(ctx)); err != nil {
+	// object kept for a manifest in doubt. A bound on publishing (a lost
+	// lock: cleanup.PublishBound) still stops it.
+	pctx, cancel := cleanup.Publish(ctx, u.cleanupTimeout())
+	defer cancel()
+	if err := manifest.Publish(pctx); err != nil {
 		return true, u.commitFailed(ctx, m, manifestKey, body, err)
 	}
 	faultpoint.Hit("manifest-stored")

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/etcdbackup/etcdbackup/backup"
+	"github.com/etcdbackup/etcdbackup/internal/cleanup"
 	"github.com/etcdbackup/etcdbackup/storage"
 	"github.com/etcdbackup/etcdbackup/storage/blob"
 	"github.com/etcdbackup/etcdbackup/storage/blob/drivers"
@@ -221,4 +222,24 @@ func TestStoreNamesManifestAfterDataDespiteCancel(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, committing)
 	assert.Equal(t, 1, requireWholeBackups(t, b))
+}
+
+// TestStoreStopsAtALostLock: a publish bound that ends once the data
+// object is named (a follower's lost lock) stops the manifest from being
+// named, although the store goes on past the end of its own context.
+func TestStoreStopsAtALostLock(t *testing.T) {
+	b, _ := newFile(t)
+	bctx, end := cleanup.PublishBound(t.Context())
+	defer end(nil)
+	wctx, cancel := cleanup.Publish(bctx, time.Hour)
+	defer cancel()
+	s := &stagingLog{Bucket: b, before: map[string]func(){"manifest": func() {
+		end(errors.New("lock lost"))
+		<-wctx.Done()
+	}}}
+	m := storeManifest("segment")
+	_, err := (&backup.BucketUploader{Bucket: s}).Store(wctx, m, strings.NewReader("segment"))
+	require.Error(t, err)
+	_, err = b.Stat(t.Context(), "prod-a/"+backup.ManifestKey(m.DataKey))
+	require.ErrorIs(t, err, storage.ErrNotFound, "the manifest was named after the lock was lost")
 }

@@ -543,9 +543,10 @@ func schedLatencies() *metrics.Float64Histogram {
 }
 
 // schedQuantiles returns the p50, p90 and p99 of the waits between two
-// readings of schedLatencies, each the upper bound of its bucket (the
-// lower bound when that is the last, unbounded one); zero when the
-// runtime has no such histogram or nothing waited.
+// readings of schedLatencies, each the upper bound of its bucket; zero
+// when the runtime has no such histogram or nothing waited. A quantile in
+// the last, unbounded bucket is that bucket's lower bound, which is past
+// any wait the report cares about (the runtime's last bound is hours).
 func schedQuantiles(before, after *metrics.Float64Histogram) (p50, p90, p99 time.Duration) {
 	if before == nil || after == nil || len(before.Counts) != len(after.Counts) {
 		return 0, 0, 0
@@ -576,15 +577,17 @@ func schedQuantiles(before, after *metrics.Float64Histogram) (p50, p90, p99 time
 	return at(0.5), at(0.9), at(0.99)
 }
 
-// formatSched prints a bucket's bound of the scheduler's histogram: the
-// runtime's buckets are powers of two of nanoseconds, so "<=" says it.
+// formatSched prints a quantile schedQuantiles returned: the upper bound
+// of the runtime's bucket it fell in, rounded up, so "<=" holds (the
+// runtime's buckets are finer than the units printed).
 func formatSched(d time.Duration) string {
 	switch {
 	case d >= time.Millisecond:
-		return fmt.Sprintf("<= %.0f ms", float64(d)/float64(time.Millisecond))
-	default:
-		return fmt.Sprintf("<= %.0f µs", float64(d)/float64(time.Microsecond))
+		return fmt.Sprintf("<= %.0f ms", math.Ceil(float64(d)/float64(time.Millisecond)))
+	case d >= time.Microsecond:
+		return fmt.Sprintf("<= %.0f µs", math.Ceil(float64(d)/float64(time.Microsecond)))
 	}
+	return fmt.Sprintf("<= %d ns", d.Nanoseconds())
 }
 
 // writeGoroutineProfile writes the stacks of every goroutine to path.

@@ -128,4 +128,10 @@ func TestSchedQuantiles(t *testing.T) {
 	if a, b, c := schedQuantiles(nil, after); a != 0 || b != 0 || c != 0 {
 		t.Errorf("no reading: %v %v %v", a, b, c)
 	}
+	// Bounds are rounded up, so that "<=" holds.
+	for d, want := range map[time.Duration]string{448: "<= 448 ns", 1280: "<= 2 µs", 268435456: "<= 269 ms", time.Second: "<= 1000 ms"} {
+		if got := formatSched(d); got != want {
+			t.Errorf("formatSched(%v) = %q, want %q", d, got, want)
+		}
+	}
 }

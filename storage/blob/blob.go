@@ -358,6 +358,15 @@ func (b *Bucket) syncOrKeep(file *os.File, key string, keep **os.File) error {
 	return err
 }
 
+// dropKept closes the descriptor syncOrKeep kept, if any, for a write
+// that failed.
+func dropKept(keep **os.File) {
+	if keep != nil && *keep != nil {
+		_ = (*keep).Close()
+		*keep = nil
+	}
+}
+
 // CanPutIfAbsent implements storage.ExclusiveChecker: true unless
 // Options.NoExclusivePut is set or the bucket is a fileblob bucket given to
 // New, whose directory the adapter does not know.
@@ -448,11 +457,9 @@ func (b *Bucket) putChecked(ctx context.Context, key string, r io.Reader, opts *
 			if writeErr == nil {
 				return nil
 			}
-			if keep != nil && *keep != nil {
-				_ = (*keep).Close()
-				*keep = nil
-			}
+			dropKept(keep)
 		} else {
+			dropKept(keep)
 			// Cancelling before Close is what tells every driver to
 			// discard the write instead of committing what it has.
 			cancel()
