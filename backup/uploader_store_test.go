@@ -36,12 +36,13 @@ func storeManifest(body string) *backup.Manifest {
 
 // stagingLog wraps a file bucket's Stager and records, in order, each
 // object's stage, and the start and end of each publish, by kind ("data"
-// or "manifest"). before, when set, runs before a publish of that kind;
+// or "manifest"). before, when set, runs before a publish of that kind,
+// with the publish's context;
 // failStage fails the stage of that kind.
 type stagingLog struct {
 	*blob.Bucket
 	failStage string
-	before    map[string]func()
+	before    map[string]func(ctx context.Context)
 
 	mu  sync.Mutex
 	log []string
@@ -82,7 +83,7 @@ type loggedStaged struct {
 
 func (l *loggedStaged) Publish(ctx context.Context) error {
 	if f := l.s.before[l.kind]; f != nil {
-		f()
+		f(ctx)
 	}
 	l.s.record("publish " + l.kind)
 	err := l.Staged.Publish(ctx)
@@ -153,13 +154,13 @@ func TestStoreFailuresLeaveNothing(t *testing.T) {
 			}},
 		{name: "data key taken after staging", is: backup.ErrBackupExists, left: []string{"data"},
 			setup: func(t *testing.T, b *blob.Bucket, s *stagingLog, m *backup.Manifest) {
-				s.before = map[string]func(){"data": func() {
+				s.before = map[string]func(context.Context){"data": func(context.Context) {
 					require.NoError(t, b.Put(t.Context(), "prod-a/"+m.DataKey, strings.NewReader("theirs"), nil))
 				}}
 			}},
 		{name: "manifest key taken after staging", committing: true, is: backup.ErrBackupExists, left: []string{"manifest"},
 			setup: func(t *testing.T, b *blob.Bucket, s *stagingLog, m *backup.Manifest) {
-				s.before = map[string]func(){"manifest": func() {
+				s.before = map[string]func(context.Context){"manifest": func(context.Context) {
 					require.NoError(t, b.Put(t.Context(), "prod-a/"+backup.ManifestKey(m.DataKey), strings.NewReader("{}"), nil))
 				}}
 			}},
@@ -216,7 +217,7 @@ func TestStoreNamesManifestAfterDataDespiteCancel(t *testing.T) {
 	b, _ := newFile(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	s := &stagingLog{Bucket: b, before: map[string]func(){"manifest": cancel}}
+	s := &stagingLog{Bucket: b, before: map[string]func(context.Context){"manifest": func(context.Context) { cancel() }}}
 	m := storeManifest("segment")
 	committing, err := (&backup.BucketUploader{Bucket: s}).Store(ctx, m, strings.NewReader("segment"))
 	require.NoError(t, err)
@@ -233,9 +234,12 @@ func TestStoreStopsAtALostLock(t *testing.T) {
 	defer end(nil)
 	wctx, cancel := cleanup.Publish(bctx, time.Hour)
 	defer cancel()
-	s := &stagingLog{Bucket: b, before: map[string]func(){"manifest": func() {
+	s := &stagingLog{Bucket: b, before: map[string]func(context.Context){"manifest": func(ctx context.Context) {
 		end(errors.New("lock lost"))
-		<-wctx.Done()
+		select { // the bound ends the publish's context asynchronously
+		case <-ctx.Done():
+		case <-time.After(10 * time.Second):
+		}
 	}}}
 	m := storeManifest("segment")
 	_, err := (&backup.BucketUploader{Bucket: s}).Store(wctx, m, strings.NewReader("segment"))
