@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strings"
 	"sync"
@@ -47,7 +48,10 @@ type seedConfig struct {
 	work, out   string
 	chart       string
 	heap, cpu   string
-	dest        string // "file" or "minio"
+	// execTrace is where to write a runtime/trace of the first
+	// ten seconds of the phase ("" for none).
+	execTrace string
+	dest      string // "file" or "minio"
 }
 
 // seedReport is what the "seed" subcommand measured, saved with the
@@ -125,6 +129,7 @@ func runSeed(args []string) error {
 	fs.StringVar(&c.heap, "heap-profile", "", "write a heap profile here at the end of the steady phase, and a goroutine profile beside it (.goroutine)")
 	fs.StringVar(&c.dest, "dest", "file", "the one destination of every job: file (a directory) or minio (a MinIO server of its own)")
 	fs.StringVar(&c.cpu, "cpu-profile", "", "write a CPU profile of the steady phase here")
+	fs.StringVar(&c.execTrace, "exec-trace", "", "write an execution trace (go tool trace) of the first ten seconds of the steady phase here")
 	fs.StringVar(&c.work, "work", "bench-out", "directory for scratch files, logs and results")
 	fs.StringVar(&c.out, "out", "BENCHMARKS.md", "report to render again with these figures")
 	fs.StringVar(&c.chart, "chart", "BENCHMARKS.png", "chart to render again")
@@ -372,6 +377,11 @@ func measureSeed(ctx context.Context, c seedConfig, endpoints []string, srv serv
 	if err != nil {
 		return err
 	}
+	stopTrace, err := startExecTrace(c.execTrace, min(10*time.Second, c.phase))
+	if err != nil {
+		return err
+	}
+	defer stopTrace()
 	cpu1, etcd1, store1, busy1, wait1 := selfCPU(), srv.etcd(), srv.store(), busySeconds(), iowaitSeconds()
 	sched := schedLatencies()
 	peak, last := sampleMem(ctx, c.phase)
@@ -618,6 +628,34 @@ func startCPUProfile(path string) (func() error, error) {
 		return nil, err
 	}
 	return func() error { pprof.StopCPUProfile(); return f.Close() }, nil
+}
+
+// startExecTrace writes an execution trace of the next d into path, none
+// for "", and returns the function that ends it early (or waits for its
+// end); the trace's errors are reported by progress.
+func startExecTrace(path string, d time.Duration) (func(), error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(filepath.Clean(path))
+	if err != nil {
+		return nil, err
+	}
+	if err := trace.Start(f); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	var once sync.Once
+	end := func() {
+		once.Do(func() {
+			trace.Stop()
+			if err := f.Close(); err != nil {
+				progress("seed: execution trace: %v", err)
+			}
+		})
+	}
+	time.AfterFunc(d, end)
+	return end, nil
 }
 
 // seedDestLabel names the jobs' destination of a seed run.

@@ -56,6 +56,16 @@
 //     directory moved away and back keeps its identity: do not move a
 //     bucket's directories while a process has it open. A file system that
 //     cannot fsync a directory fails the put with an error that says so.
+//     On Linux 5.8 and later, on ext2/3/4, XFS, Btrfs, F2FS and tmpfs,
+//     the puts of one Bucket share syncs instead: each put waits for one
+//     syncfs(2) of the file system that began after it wrote its
+//     temporary object, and for another after it named it, together with
+//     every other put waiting at that moment (a few dozen syncs a second
+//     for hundreds of puts, instead of six fsyncs each). Such a kernel's
+//     syncfs reports the write-back errors of every file of the file
+//     system, and a put fails on any of them. A sync then also waits for
+//     whatever else is being written to that file system:
+//     Options.SyncEachFile keeps the fsyncs of each file.
 //   - A full file system or quota (ENOSPC, EDQUOT) and an S3 store out of
 //     space (507, XMinioStorageFull, an InternalError whose cause is "no
 //     space left on device") give storage.ErrNoSpace.

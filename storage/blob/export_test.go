@@ -43,3 +43,7 @@ func OnRename(b *Bucket, fn func(oldpath, newpath string) error) { b.onRename = 
 // from another made at its place later (see durableDirs), and whether two
 // calls name the same one.
 func IdentifyDir(dir string) (id any, ok bool) { return identifyDir(dir) }
+
+// SharesSyncs reports whether b's puts share syncs of its file system
+// (groupSync).
+func SharesSyncs(b *Bucket) bool { return b.group != nil }

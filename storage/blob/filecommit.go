@@ -40,6 +40,12 @@ import (
 //     synced, so that the names, and the folders fileblob created, survive
 //     a crash of the host.
 //
+// Where the bucket's puts share syncs of its file system (groupSync: Linux
+// 5.8 or later, a local file system, Options.SyncEachFile unset), each of
+// steps 1 and 3 waits for one syncfs(2) of the file system that began
+// after the step's writes instead, shared with the other puts waiting at
+// that moment.
+//
 // A process that dies before step 2 strands its temporary files, which
 // stay hidden. If the attributes cannot be renamed, putFile fails and, for
 // an exclusive put, removes the object it linked. If a directory cannot be
@@ -108,7 +114,7 @@ func (b *Bucket) stageFile(ctx context.Context, key string, r io.Reader, opts *s
 	if err := b.putChecked(ctx, s.tmpKey, r, opts, false, &data); err != nil {
 		return nil, relabel(err, s.tmpKey, key)
 	}
-	if err := b.syncTemp(s.tmp, data); err != nil {
+	if err := b.syncTemp(ctx, s.tmp, data); err != nil {
 		s.removeTemp(ctx)
 		return nil, b.fileErrorf(op, key, err)
 	}
@@ -153,7 +159,7 @@ func (s *fileStaged) Publish(ctx context.Context) error {
 			b.opts.Logger.Warn("temporary link of an exclusive put left behind", "key", s.tmpKey, "error", err)
 		}
 	}
-	if err := b.syncDirs(filepath.Dir(final)); err != nil {
+	if err := b.syncDirs(ctx, filepath.Dir(final)); err != nil {
 		if s.exclusive {
 			b.unlinkOwn(key, final, ours)
 		}
@@ -187,9 +193,28 @@ func (s *fileStaged) removeTemp(ctx context.Context) {
 // syncTemp syncs the temporary object at tmp: its data through data, a
 // second descriptor of fileblob's own (nil when putChecked synced the data
 // already), which it closes, and its ".attrs" file (absent on a bucket
-// opened with metadata=skip), both at once: the two waits for stable
-// storage overlap, and a journaling file system commits both in one.
-func (b *Bucket) syncTemp(tmp string, data *os.File) error {
+// opened with metadata=skip). A round of the bucket's groupSync syncs both
+// where it covers tmp; otherwise both are synced at once: the two waits
+// for stable storage overlap, and a journaling file system commits both
+// in one.
+func (b *Bucket) syncTemp(ctx context.Context, tmp string, data *os.File) error {
+	if g := b.group; g != nil && g.covers(tmp) {
+		if data != nil {
+			faultpoint.Hit("file-data-written")
+		}
+		err := g.wait(ctx)
+		if data != nil {
+			_ = data.Close() // the round reported its write-back errors
+		}
+		if err != nil {
+			return fmt.Errorf("sync the file system: %w", err)
+		}
+		if data != nil {
+			faultpoint.Hit("file-data-synced")
+		}
+		faultpoint.Hit("file-attrs-synced")
+		return nil
+	}
 	attrs := make(chan error, 1)
 	go func() { attrs <- b.syncPath(tmp+attrsSuffix, "attrs") }()
 	var derr error
@@ -268,12 +293,20 @@ func (b *Bucket) fileErrorf(op, key string, err error) error {
 // the folders fileblob creates. It stops at a directory from which every
 // directory up to the bucket's is one that a completed walk synced and
 // still the same (see durableDirs): their names are durable. Windows
-// cannot open a directory to sync it; NTFS journals its names.
-func (b *Bucket) syncDirs(dir string) error {
+// cannot open a directory to sync it; NTFS journals its names. Where the
+// bucket's groupSync covers every one of those directories, a round of it
+// syncs them all.
+func (b *Bucket) syncDirs(ctx context.Context, dir string) error {
 	if runtime.GOOS == "windows" {
 		return nil
 	}
 	path := dirsUp(dir, filepath.Clean(b.fileDir))
+	if g := b.group; g != nil && g.covers(path...) {
+		if err := g.wait(ctx); err != nil {
+			return fmt.Errorf("sync the file system of %s: %w", dir, err)
+		}
+		return nil
+	}
 	ids, ok := make([]dirID, len(path)), make([]bool, len(path))
 	for i, d := range path {
 		// Taken before any sync: a directory made again meanwhile is
@@ -335,6 +368,17 @@ func (b *Bucket) syncPath(path, kind string) error {
 		return err
 	}
 	return errors.Join(b.syncFile(f, kind), f.Close())
+}
+
+// syncFS syncs the file system that holds f, a round of the bucket's
+// groupSync, through the test hook (kind "fs") when one is set.
+func (b *Bucket) syncFS(f *os.File) error {
+	if b.onSync != nil {
+		if err := b.onSync("fs", f); err != nil {
+			return &fs.PathError{Op: "syncfs", Path: f.Name(), Err: err}
+		}
+	}
+	return syncfs(f)
 }
 
 // syncFile syncs f, a file of the given kind ("data", "attrs" or "dir"),

@@ -25,8 +25,21 @@ import (
 )
 
 // openFile opens dir as a file:// bucket with the given prefix, as
-// destinations open it.
+// destinations open it, but syncing each file and directory
+// (Options.SyncEachFile): the path most tests of the commit record.
 func openFile(t *testing.T, dir, prefix string) *blob.Bucket {
+	t.Helper()
+	return openFileWith(t, dir, prefix, &blob.Options{SyncEachFile: true})
+}
+
+// openFileShared opens dir as a file:// bucket with the given prefix, as
+// destinations open it: on Linux its puts share syncs of the file system.
+func openFileShared(t *testing.T, dir, prefix string) *blob.Bucket {
+	t.Helper()
+	return openFileWith(t, dir, prefix, nil)
+}
+
+func openFileWith(t *testing.T, dir, prefix string, opts *blob.Options) *blob.Bucket {
 	t.Helper()
 	mux := new(gcblob.URLMux)
 	mux.RegisterBucket(fileblob.Scheme, &fileblob.URLOpener{Options: fileblob.Options{NoTempDir: true}})
@@ -34,7 +47,7 @@ func openFile(t *testing.T, dir, prefix string) *blob.Bucket {
 	if prefix != "" {
 		u += "?prefix=" + prefix
 	}
-	b, err := blob.Open(t.Context(), mux, u, nil)
+	b, err := blob.Open(t.Context(), mux, u, opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = b.Close() })
 	return b

@@ -1,0 +1,109 @@
+package blob_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/etcdbackup/etcdbackup/storage"
+	"github.com/etcdbackup/etcdbackup/storage/blob"
+)
+
+// openShared opens a file:// bucket whose puts share syncs of its file
+// system: in a temporary directory, or one in /dev/shm (tmpfs) where the
+// temporary directories' file system syncs each file.
+func openShared(t *testing.T, prefix string) (*blob.Bucket, string) {
+	t.Helper()
+	dir := t.TempDir()
+	if b := openFileShared(t, dir, prefix); blob.SharesSyncs(b) {
+		return b, dir
+	}
+	shm, err := os.MkdirTemp("/dev/shm", "etcdbackup-test-")
+	require.NoError(t, err, "no file system here shares syncs")
+	t.Cleanup(func() { _ = os.RemoveAll(shm) })
+	b := openFileShared(t, shm, prefix)
+	require.True(t, blob.SharesSyncs(b), "no file system here shares syncs")
+	return b, shm
+}
+
+// TestFileSharedSyncOrder records the syncs of a put whose bucket shares
+// syncs of its file system: one round once the temporary object's data
+// and attributes are written, neither named; one once both are named;
+// and no sync of a single file or directory.
+func TestFileSharedSyncOrder(t *testing.T) {
+	for _, exclusive := range []bool{false, true} {
+		b, dir := openShared(t, "seed/")
+		final := filepath.Join(dir, "seed", "prod", "day", "obj")
+		var got []syncRecord
+		var mu sync.Mutex
+		blob.OnSync(b, func(kind, path string) error {
+			_, err := os.Stat(final)
+			_, aerr := os.Stat(final + ".attrs")
+			tmps, _ := filepath.Glob(final + ".*.tmp*")
+			mu.Lock()
+			defer mu.Unlock()
+			got = append(got, syncRecord{kind: kind, path: path, named: err == nil, attrs: aerr == nil})
+			if len(got) == 1 {
+				// The temporary object is written before the first round.
+				assert.Len(t, tmps, 2, "temporary files at the first round: %v", tmps)
+			}
+			return nil
+		})
+		opts := &storage.PutOptions{Metadata: map[string]string{"run": "r1"}}
+		if exclusive {
+			require.NoError(t, b.PutIfAbsent(t.Context(), "prod/day/obj", strings.NewReader("data"), opts))
+		} else {
+			require.NoError(t, b.Put(t.Context(), "prod/day/obj", strings.NewReader("data"), opts))
+		}
+		want := []syncRecord{{kind: "fs", path: dir}, {kind: "fs", path: dir, named: true, attrs: true}}
+		assert.Equal(t, want, got, "exclusive %v", exclusive)
+		info, err := b.Stat(t.Context(), "prod/day/obj")
+		require.NoError(t, err)
+		assert.Equal(t, "r1", info.Metadata["run"])
+		assert.ElementsMatch(t, []string{"seed/prod/day/obj", "seed/prod/day/obj.attrs"}, filesUnder(t, dir), "temporary files left")
+	}
+}
+
+// TestFileSharedSyncFails: a put whose first round fails names nothing
+// and leaves no temporary file; an exclusive put whose second round (the
+// names) fails removes the object it linked; a plain one leaves the
+// version it renamed into place, as with syncs of each file.
+func TestFileSharedSyncFails(t *testing.T) {
+	for _, round := range []int{1, 2} {
+		for _, exclusive := range []bool{false, true} {
+			b, dir := openShared(t, "")
+			require.NoError(t, b.Put(t.Context(), "c/old", strings.NewReader("v1"), nil))
+			n := 0
+			blob.OnSync(b, func(kind, _ string) error {
+				if n++; n == round {
+					return syscall.EIO
+				}
+				return nil
+			})
+			key := "c/old"
+			var err error
+			if exclusive {
+				key = "c/new"
+				err = b.PutIfAbsent(t.Context(), key, strings.NewReader("v2"), nil)
+			} else {
+				err = b.Put(t.Context(), key, strings.NewReader("v2"), nil)
+			}
+			blob.OnSync(b, nil)
+			require.ErrorIs(t, err, syscall.EIO, "round %d, exclusive %v", round, exclusive)
+			assert.Contains(t, err.Error(), "sync the file system")
+			want := []string{"c/old", "c/old.attrs"}
+			old := "v1"
+			if round == 2 && !exclusive {
+				old = "v2" // renamed over the old version before the round
+			}
+			assert.Equal(t, old, getString(t, b, "c/old"), "round %d, exclusive %v", round, exclusive)
+			assert.ElementsMatch(t, want, filesUnder(t, dir), "round %d, exclusive %v: files left", round, exclusive)
+		}
+	}
+}

@@ -1,0 +1,18 @@
+//go:build !linux
+
+package blob
+
+import (
+	"errors"
+	"os"
+)
+
+// openGroupSync returns nil: only Linux's syncfs(2) syncs a file system
+// and reports its write-back errors, so puts sync each file elsewhere.
+func openGroupSync(string) *groupSync { return nil }
+
+// deviceOf is not needed without a groupSync.
+func deviceOf(string) (uint64, bool) { return 0, false }
+
+// syncfs is not called without a groupSync.
+func syncfs(*os.File) error { return errors.ErrUnsupported }
