@@ -1213,8 +1213,11 @@ func (st *followState) watch(ctx context.Context) error {
 	st.watchCh = wch // read by await while a segment is stored
 	defer func() { st.watchCh = nil }()
 	interval := st.f.flushInterval()
-	tick := time.NewTicker(max(interval/8, 5*time.Millisecond))
-	defer tick.Stop()
+	// One timer, set for the next moment there is something to do (not a
+	// ticker): a process of a thousand followers wakes each about once a
+	// second, not eight times, and a segment is stored when it is due.
+	timer := time.NewTimer(st.nextWake(st.f.Pipeline.now(), time.Time{}, interval))
+	defer timer.Stop()
 	var asked time.Time
 	for {
 		if len(st.held) > 0 {
@@ -1230,7 +1233,7 @@ func (st *followState) watch(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-tick.C:
+		case <-timer.C:
 			now := st.f.Pipeline.now()
 			switch {
 			case !st.builder.empty() && now.Sub(st.firstReceived) >= interval:
@@ -1242,6 +1245,7 @@ func (st *followState) watch(ctx context.Context) error {
 				asked = now
 				_ = st.f.Client.RequestProgress(wctx)
 			}
+			timer.Reset(st.nextWake(st.f.Pipeline.now(), asked, interval))
 		case wr, ok := <-wch:
 			if !ok {
 				if err := ctx.Err(); err != nil {
@@ -1262,6 +1266,23 @@ func (st *followState) watch(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// nextWake returns how long the watch loop may wait, at now, before it
+// has something to do: store the segment interval after its first
+// revision was received; with no segment, ask etcd for its revision
+// interval after it last asked (asked), but not sooner than interval/8
+// from now, which leaves the next revision time to arrive first. A
+// revision received meanwhile starts a segment due no sooner than the
+// wait ends. The wait is at least 5 ms.
+func (st *followState) nextWake(now, asked time.Time, interval time.Duration) time.Duration {
+	var d time.Duration
+	if !st.builder.empty() {
+		d = st.firstReceived.Add(interval).Sub(now)
+	} else {
+		d = max(asked.Add(interval).Sub(now), interval/8)
+	}
+	return max(d, 5*time.Millisecond)
 }
 
 // openWatch opens a watch from st.next; or, for a chain's first watch,

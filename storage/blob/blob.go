@@ -162,6 +162,9 @@ type Bucket struct {
 	// onRename, when set, sees each rename of the adapter's file commit
 	// before it happens; an error it returns stands for the rename's.
 	onRename func(oldpath, newpath string) error
+	// onWriteback, when set, sees each write-back a put paces its data
+	// with (writebackWriter).
+	onWriteback func(off, n int64)
 
 	closeOnce sync.Once
 	closeErr  error
@@ -463,7 +466,12 @@ func (b *Bucket) putChecked(ctx context.Context, key string, r io.Reader, opts *
 		if err != nil {
 			return b.errorf(op, key, err, exclusive)
 		}
-		written, readErr, writeErr = copyBody(ctx, w, r)
+		var dst io.Writer = w
+		if b.group != nil && keep != nil {
+			// A put whose data a shared sync makes durable.
+			dst = &writebackWriter{w: w, file: &file, writeback: b.writeback}
+		}
+		written, readErr, writeErr = copyBody(ctx, dst, r)
 		if file != nil && readErr == nil && writeErr == nil && ctx.Err() == nil {
 			// fileblob renames its temporary file over the key in Close
 			// without syncing it: a crash after the rename could leave

@@ -47,3 +47,10 @@ func IdentifyDir(dir string) (id any, ok bool) { return identifyDir(dir) }
 // SharesSyncs reports whether b's puts share syncs of its file system
 // (groupSync).
 func SharesSyncs(b *Bucket) bool { return b.group != nil }
+
+// OnWriteback has b call fn with each write-back a put starts (see
+// writebackWriter), before it starts.
+func OnWriteback(b *Bucket, fn func(off, n int64)) { b.onWriteback = fn }
+
+// WritebackChunk is writebackChunk.
+const WritebackChunk = writebackChunk

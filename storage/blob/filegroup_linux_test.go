@@ -1,6 +1,7 @@
 package blob_test
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -105,5 +106,39 @@ func TestFileSharedSyncFails(t *testing.T) {
 			assert.Equal(t, old, getString(t, b, "c/old"), "round %d, exclusive %v", round, exclusive)
 			assert.ElementsMatch(t, want, filesUnder(t, dir), "round %d, exclusive %v: files left", round, exclusive)
 		}
+	}
+}
+
+// TestFileSharedPutPacesWriteback: a large put on a bucket whose puts
+// share syncs has the kernel write its data back a chunk at a time as it
+// goes (so that a shared sync never waits for all of it at once); a
+// bucket that syncs each file does not; the object reads back whole.
+func TestFileSharedPutPacesWriteback(t *testing.T) {
+	size := 3*blob.WritebackChunk + blob.WritebackChunk/2
+	data := make([]byte, size)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	shared, _ := openShared(t, "")
+	each := openFile(t, t.TempDir(), "")
+	for name, b := range map[string]*blob.Bucket{"shared": shared, "each": each} {
+		var got [][2]int64
+		blob.OnWriteback(b, func(off, n int64) { got = append(got, [2]int64{off, n}) })
+		require.NoError(t, b.PutIfAbsent(t.Context(), "full", bytes.NewReader(data), nil), name)
+		c := int64(blob.WritebackChunk)
+		if name == "shared" {
+			// Contiguous from the start, a chunk or a little more each
+			// (a chunk is started once a write reaches it).
+			require.Len(t, got, 3, "%v", got)
+			var next int64
+			for _, w := range got {
+				assert.Equal(t, next, w[0], "%v", got)
+				assert.True(t, c <= w[1] && w[1] < 2*c, "%v", got)
+				next += w[1]
+			}
+		} else {
+			assert.Empty(t, got, name)
+		}
+		assert.Equal(t, data, []byte(getString(t, b, "full")), name)
 	}
 }

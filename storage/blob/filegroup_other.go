@@ -16,3 +16,6 @@ func deviceOf(string) (uint64, bool) { return 0, false }
 
 // syncfs is not called without a groupSync.
 func syncfs(*os.File) error { return errors.ErrUnsupported }
+
+// startWriteback is not called without a groupSync.
+func startWriteback(*os.File, int64, int64) error { return errors.ErrUnsupported }
