@@ -56,7 +56,10 @@ func runFollow(ctx context.Context, s *streams, args []string) error {
 	if err != nil {
 		return invalidInput(err)
 	}
-	cli, err := etcd.client()
+	// Fixed gRPC windows, as the scheduler's followers have them
+	// (backup.EtcdSnapshotter.Client): no bandwidth pings after each
+	// revision received.
+	cli, err := etcd.client(backup.ExportDialOptions()...)
 	if err != nil {
 		return err
 	}

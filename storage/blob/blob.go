@@ -163,8 +163,9 @@ type Bucket struct {
 	// before it happens; an error it returns stands for the rename's.
 	onRename func(oldpath, newpath string) error
 	// onWriteback, when set, sees each write-back a put paces its data
-	// with (writebackWriter).
-	onWriteback func(off, n int64)
+	// with (writebackWriter) before it starts; an error it returns stands
+	// for the write-back's.
+	onWriteback func(off, n int64) error
 
 	closeOnce sync.Once
 	closeErr  error

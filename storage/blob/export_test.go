@@ -49,8 +49,9 @@ func IdentifyDir(dir string) (id any, ok bool) { return identifyDir(dir) }
 func SharesSyncs(b *Bucket) bool { return b.group != nil }
 
 // OnWriteback has b call fn with each write-back a put starts (see
-// writebackWriter), before it starts.
-func OnWriteback(b *Bucket, fn func(off, n int64)) { b.onWriteback = fn }
+// writebackWriter), before it starts; an error fn returns stands for the
+// write-back's.
+func OnWriteback(b *Bucket, fn func(off, n int64) error) { b.onWriteback = fn }
 
 // WritebackChunk is writebackChunk.
 const WritebackChunk = writebackChunk

@@ -110,11 +110,15 @@ func (b *Bucket) stageFile(ctx context.Context, key string, r io.Reader, opts *s
 		return nil, storage.Errorf(op, key, nil, err)
 	}
 	s := &fileStaged{b: b, key: key, tmpKey: key + suffix, final: final, tmp: final + suffix, exclusive: exclusive}
+	var mark uint64 // failed shared syncs before the first write
+	if b.group != nil {
+		mark = b.group.mark()
+	}
 	var data *os.File // fileblob's data file, to sync; nil when synced
 	if err := b.putChecked(ctx, s.tmpKey, r, opts, false, &data); err != nil {
 		return nil, relabel(err, s.tmpKey, key)
 	}
-	if err := b.syncTemp(ctx, s.tmp, data); err != nil {
+	if err := b.syncTemp(ctx, s.tmp, data, mark); err != nil {
 		s.removeTemp(ctx)
 		return nil, b.fileErrorf(op, key, err)
 	}
@@ -136,6 +140,10 @@ func (s *fileStaged) Publish(ctx context.Context) error {
 	ours, err := os.Stat(tmp)
 	if err == nil {
 		err = ctx.Err()
+	}
+	var mark uint64 // failed shared syncs before the names change
+	if b.group != nil {
+		mark = b.group.mark()
 	}
 	if err == nil {
 		err = b.name(tmp, final, s.exclusive)
@@ -159,7 +167,7 @@ func (s *fileStaged) Publish(ctx context.Context) error {
 			b.opts.Logger.Warn("temporary link of an exclusive put left behind", "key", s.tmpKey, "error", err)
 		}
 	}
-	if err := b.syncDirs(ctx, filepath.Dir(final)); err != nil {
+	if err := b.syncDirs(filepath.Dir(final), mark); err != nil {
 		if s.exclusive {
 			b.unlinkOwn(key, final, ours)
 		}
@@ -194,15 +202,16 @@ func (s *fileStaged) removeTemp(ctx context.Context) {
 // second descriptor of fileblob's own (nil when putChecked synced the data
 // already), which it closes, and its ".attrs" file (absent on a bucket
 // opened with metadata=skip). A round of the bucket's groupSync syncs both
-// where it covers tmp; otherwise both are synced at once: the two waits
+// where it covers tmp (mark is groupSync.mark's count from before the
+// object was written); otherwise both are synced at once: the two waits
 // for stable storage overlap, and a journaling file system commits both
 // in one.
-func (b *Bucket) syncTemp(ctx context.Context, tmp string, data *os.File) error {
+func (b *Bucket) syncTemp(ctx context.Context, tmp string, data *os.File, mark uint64) error {
 	if g := b.group; g != nil && g.covers(tmp) {
 		if data != nil {
 			faultpoint.Hit("file-data-written")
 		}
-		err := g.wait(ctx)
+		err := g.waitChecked(ctx, mark)
 		if data != nil {
 			_ = data.Close() // the round reported its write-back errors
 		}
@@ -295,14 +304,17 @@ func (b *Bucket) fileErrorf(op, key string, err error) error {
 // still the same (see durableDirs): their names are durable. Windows
 // cannot open a directory to sync it; NTFS journals its names. Where the
 // bucket's groupSync covers every one of those directories, a round of it
-// syncs them all.
-func (b *Bucket) syncDirs(ctx context.Context, dir string) error {
+// syncs them all (mark is groupSync.mark's count from before the names
+// changed). The wait is not cut short by a context, as an fsync is not:
+// the names may have been seen already, and a put that fails after them
+// removes what it linked.
+func (b *Bucket) syncDirs(dir string, mark uint64) error {
 	if runtime.GOOS == "windows" {
 		return nil
 	}
 	path := dirsUp(dir, filepath.Clean(b.fileDir))
 	if g := b.group; g != nil && g.covers(path...) {
-		if err := g.wait(ctx); err != nil {
+		if err := g.waitChecked(context.Background(), mark); err != nil {
 			return fmt.Errorf("sync the file system of %s: %w", dir, err)
 		}
 		return nil
@@ -370,15 +382,15 @@ func (b *Bucket) syncPath(path, kind string) error {
 	return errors.Join(b.syncFile(f, kind), f.Close())
 }
 
-// syncFS syncs the file system that holds f, a round of the bucket's
-// groupSync, through the test hook (kind "fs") when one is set.
+// syncFS is a round of the bucket's groupSync through f (syncFileSystem),
+// through the test hook (kind "fs") when one is set.
 func (b *Bucket) syncFS(f *os.File) error {
 	if b.onSync != nil {
 		if err := b.onSync("fs", f); err != nil {
 			return &fs.PathError{Op: "syncfs", Path: f.Name(), Err: err}
 		}
 	}
-	return syncfs(f)
+	return syncFileSystem(f)
 }
 
 // syncFile syncs f, a file of the given kind ("data", "attrs" or "dir"),

@@ -2,6 +2,7 @@ package blob
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"sync"
 )
@@ -22,10 +23,20 @@ import (
 //
 // Rounds run one at a time, on a goroutine of their own that ends when
 // none is waiting. A round covers the waiters that joined it before it
-// began; one that joins while a round runs waits for the next. A failed
-// syncfs fails every waiter of its round: what it reports may be another
-// file's write-back error, and the put fails, as it would if it were its
-// own (the caller retries).
+// began; one that joins while a round runs waits for the next. A round
+// is a syncfs(2) of the file system, then an fsync(2) of the bucket's
+// directory: on a file system without a journal (ext2, ext4 without one)
+// syncfs may write the directories' blocks after it flushed the device's
+// cache, and the fsync flushes it again once they are written.
+//
+// syncfs(2) reports a write-back error of any file of the file system
+// once to the descriptor it is called on, whichever round that is: the
+// error of one put's pages can fail another put's round and leave the
+// round of its own clean. So a put samples the count of failed rounds
+// before it writes (mark) and fails, after its own round, if a round
+// failed since (failedSince): every put that was writing when a
+// write-back error was reported fails, its own or not, and none is called
+// durable whose pages may be lost. The caller retries.
 //
 // Only a file system whose syncfs(2) syncs every file's data and the
 // directories' names, and reports write-back errors (Linux 5.8 and later),
@@ -41,6 +52,8 @@ type groupSync struct {
 	mu      sync.Mutex
 	next    *syncRound // the round waiters join, not yet begun; nil for none
 	running bool       // a goroutine runs rounds
+	failed  uint64     // rounds that failed
+	lastErr error      // the last failed round's error
 }
 
 // syncRound is one syncfs(2) of a groupSync, shared by its waiters.
@@ -85,13 +98,50 @@ func (g *groupSync) run() {
 			return
 		}
 		g.mu.Unlock()
-		r.err = g.sync()
+		err := g.sync()
+		if err != nil {
+			g.mu.Lock()
+			g.failed++
+			g.lastErr = err
+			g.mu.Unlock()
+		}
+		r.err = err
 		close(r.done)
 	}
 }
 
+// mark returns the count of failed rounds, for failedSince: a put takes
+// it before it writes anything that a round will sync.
+func (g *groupSync) mark() uint64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.failed
+}
+
+// failedSince returns the error of the last failed round if a round
+// failed since mark returned m: it may have reported, and so hidden from
+// every later round, a write-back error of what the put wrote since.
+func (g *groupSync) failedSince(m uint64) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.failed == m {
+		return nil
+	}
+	return fmt.Errorf("a sync of the file system failed while the put was being written (its pages may be among those lost): %w", g.lastErr)
+}
+
+// waitChecked is wait, then failedSince(m).
+func (g *groupSync) waitChecked(ctx context.Context, m uint64) error {
+	if err := g.wait(ctx); err != nil {
+		return err
+	}
+	return g.failedSince(m)
+}
+
 // covers reports whether a round syncs the files at paths: each is on the
-// group's file system.
+// group's file system (following symbolic links: a key's directory may be
+// a link to one on another file system, whose names a round does not
+// sync).
 func (g *groupSync) covers(paths ...string) bool {
 	for _, p := range paths {
 		dev, ok := deviceOf(p)

@@ -43,7 +43,18 @@ func openGroupSync(dir string) *groupSync {
 		_ = f.Close()
 		return nil
 	}
-	return &groupSync{dev: dev, f: f, sync: func() error { return syncfs(f) }}
+	return &groupSync{dev: dev, f: f, sync: func() error { return syncFileSystem(f) }}
+}
+
+// syncFileSystem is one round of a groupSync through f, the bucket's
+// directory: syncfs(2) of its file system, then fsync(2) of f, which
+// flushes the device's cache after every block syncfs wrote (see
+// groupSync).
+func syncFileSystem(f *os.File) error {
+	if err := syncfs(f); err != nil {
+		return err
+	}
+	return f.Sync()
 }
 
 // syncfs syncs the file system that holds f.
@@ -93,10 +104,10 @@ func syncfsReportsErrors(release string) bool {
 	return ma > 5 || ma == 5 && mi >= 8
 }
 
-// deviceOf returns the device of the file system that holds path (not
-// following a final symbolic link).
+// deviceOf returns the device of the file system that holds path,
+// following symbolic links.
 func deviceOf(path string) (uint64, bool) {
-	fi, err := os.Lstat(path)
+	fi, err := os.Stat(path)
 	if err != nil {
 		return 0, false
 	}

@@ -2,6 +2,8 @@ package blob_test
 
 import (
 	"bytes"
+	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -123,7 +125,7 @@ func TestFileSharedPutPacesWriteback(t *testing.T) {
 	each := openFile(t, t.TempDir(), "")
 	for name, b := range map[string]*blob.Bucket{"shared": shared, "each": each} {
 		var got [][2]int64
-		blob.OnWriteback(b, func(off, n int64) { got = append(got, [2]int64{off, n}) })
+		blob.OnWriteback(b, func(off, n int64) error { got = append(got, [2]int64{off, n}); return nil })
 		require.NoError(t, b.PutIfAbsent(t.Context(), "full", bytes.NewReader(data), nil), name)
 		c := int64(blob.WritebackChunk)
 		if name == "shared" {
@@ -140,5 +142,81 @@ func TestFileSharedPutPacesWriteback(t *testing.T) {
 			assert.Empty(t, got, name)
 		}
 		assert.Equal(t, data, []byte(getString(t, b, "full")), name)
+	}
+}
+
+// TestFileSharedPutWritebackError: a write-back error the pacing meets
+// fails the put (it is the put's own: the kernel reports it once), and
+// leaves nothing; a file system that cannot start a write-back that way
+// only stops the pacing.
+func TestFileSharedPutWritebackError(t *testing.T) {
+	data := bytes.Repeat([]byte("x"), 2*blob.WritebackChunk+1)
+	for _, werr := range []error{syscall.EIO, syscall.EINVAL} {
+		b, dir := openShared(t, "")
+		calls := 0
+		blob.OnWriteback(b, func(off, n int64) error { calls++; return werr })
+		err := b.PutIfAbsent(t.Context(), "full", bytes.NewReader(data), nil)
+		if werr == syscall.EIO {
+			require.ErrorIs(t, err, syscall.EIO)
+			assert.Empty(t, filesUnder(t, dir), "files left")
+			continue
+		}
+		require.NoError(t, err)
+		assert.Equal(t, 1, calls, "write-backs tried after EINVAL")
+		assert.Equal(t, string(data), getString(t, b, "full"))
+	}
+}
+
+// TestFileSharedSyncErrorOfAnotherRound: a put fails when a shared sync
+// failed while it was being written, even if its own round succeeds:
+// that sync may have reported (and so hidden from every later one) the
+// write-back error of the put's own pages.
+func TestFileSharedSyncErrorOfAnotherRound(t *testing.T) {
+	b, dir := openShared(t, "")
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- b.PutIfAbsent(t.Context(), "slow", pr, nil) }()
+	_, err := pw.Write([]byte("first bytes")) // the slow put is writing
+	require.NoError(t, err)
+	fail := true
+	blob.OnSync(b, func(kind, _ string) error {
+		if fail {
+			fail = false
+			return syscall.EIO
+		}
+		return nil
+	})
+	require.ErrorIs(t, b.PutIfAbsent(t.Context(), "other", strings.NewReader("v"), nil), syscall.EIO, "the put whose round failed")
+	require.NoError(t, pw.Close())
+	err = <-done
+	require.ErrorIs(t, err, syscall.EIO, "the put being written when another round failed")
+	assert.Contains(t, err.Error(), "while the put was being written")
+	assert.Empty(t, filesUnder(t, dir), "files left")
+	require.NoError(t, b.PutIfAbsent(t.Context(), "later", strings.NewReader("v"), nil), "a put begun after the failure")
+}
+
+// TestFileSharedPublishIgnoresCancel: once a put has linked its object,
+// the end of its context does not cut short its wait for the shared sync
+// of the names (a reader may have seen the object), as it does not cut
+// short an fsync: the put succeeds and the object stays.
+func TestFileSharedPublishIgnoresCancel(t *testing.T) {
+	for _, exclusive := range []bool{false, true} {
+		b, _ := openShared(t, "")
+		ctx, cancel := context.WithCancel(t.Context())
+		n := 0
+		blob.OnSync(b, func(kind, _ string) error {
+			if n++; n == 2 {
+				cancel() // during the round of the names
+			}
+			return nil
+		})
+		var err error
+		if exclusive {
+			err = b.PutIfAbsent(ctx, "k", strings.NewReader("v"), nil)
+		} else {
+			err = b.Put(ctx, "k", strings.NewReader("v"), nil)
+		}
+		require.NoError(t, err, "exclusive %v", exclusive)
+		assert.Equal(t, "v", getString(t, b, "k"))
 	}
 }

@@ -14,8 +14,8 @@ func openGroupSync(string) *groupSync { return nil }
 // deviceOf is not needed without a groupSync.
 func deviceOf(string) (uint64, bool) { return 0, false }
 
-// syncfs is not called without a groupSync.
-func syncfs(*os.File) error { return errors.ErrUnsupported }
+// syncFileSystem is not called without a groupSync.
+func syncFileSystem(*os.File) error { return errors.ErrUnsupported }
 
 // startWriteback is not called without a groupSync.
 func startWriteback(*os.File, int64, int64) error { return errors.ErrUnsupported }

@@ -99,3 +99,21 @@ func TestGroupSyncWaiterLeavesOnCancel(t *testing.T) {
 	close(release)
 	require.NoError(t, <-other)
 }
+
+// TestGroupSyncFailedSince: a waiter whose own round succeeds still fails
+// when a round failed since it marked, and one that marked after the
+// failure does not.
+func TestGroupSyncFailedSince(t *testing.T) {
+	fail := errors.New("write-back error")
+	var calls atomic.Int32
+	g := &groupSync{sync: func() error {
+		if calls.Add(1) == 1 {
+			return fail
+		}
+		return nil
+	}}
+	m := g.mark()
+	require.ErrorIs(t, g.wait(t.Context()), fail, "another waiter's round")
+	require.ErrorIs(t, g.waitChecked(t.Context(), m), fail, "marked before the failure")
+	require.NoError(t, g.waitChecked(t.Context(), g.mark()), "marked after it")
+}

@@ -1,6 +1,7 @@
 package blob
 
 import (
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -26,4 +27,6 @@ func TestGroupSyncCoversItsFileSystem(t *testing.T) {
 	assert.True(t, g.covers(dir))
 	assert.False(t, g.covers(dir, "/proc/self"), "a path on procfs")
 	assert.False(t, g.covers(dir+"/missing"), "a path that does not exist")
+	require.NoError(t, os.Symlink("/proc", dir+"/link"))
+	assert.False(t, g.covers(dir+"/link"), "a link to a directory on procfs")
 }
