@@ -244,7 +244,7 @@ func Open(ctx context.Context, mux *gcblob.URLMux, urlstr string, opts *Options)
 		}
 		if !bk.opts.SyncEachFile {
 			if g := openGroupSync(bk.fileDir); g != nil {
-				g.sync = func() error { return bk.syncFS(g.f) }
+				g.sync = func() error { return g.syncFileSystem(bk.onSync) }
 				bk.group = g
 			}
 		}

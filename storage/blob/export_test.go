@@ -55,3 +55,7 @@ func OnWriteback(b *Bucket, fn func(off, n int64) error) { b.onWriteback = fn }
 
 // WritebackChunk is writebackChunk.
 const WritebackChunk = writebackChunk
+
+// FlushesAfterSyncfs reports whether a round of b's shared syncs fsyncs
+// the bucket's directory after syncfs (a file system without a journal).
+func FlushesAfterSyncfs(b *Bucket) bool { return b.group != nil && b.group.flushAfter }

@@ -203,32 +203,36 @@ func (s *fileStaged) removeTemp(ctx context.Context) {
 // already), which it closes, and its ".attrs" file (absent on a bucket
 // opened with metadata=skip). A round of the bucket's groupSync syncs both
 // where it covers tmp (mark is groupSync.mark's count from before the
-// object was written); otherwise both are synced at once: the two waits
-// for stable storage overlap, and a journaling file system commits both
-// in one.
+// object was written). Otherwise, or when a round failed since mark (whose
+// error may be this object's, or another file's), both are synced one by
+// one, at once: the two waits for stable storage overlap, and a journaling
+// file system commits both in one; an error of those is the object's own.
 func (b *Bucket) syncTemp(ctx context.Context, tmp string, data *os.File, mark uint64) error {
+	if data != nil {
+		faultpoint.Hit("file-data-written")
+	}
 	if g := b.group; g != nil && g.covers(tmp) {
-		if data != nil {
-			faultpoint.Hit("file-data-written")
-		}
 		err := g.waitChecked(ctx, mark)
-		if data != nil {
-			_ = data.Close() // the round reported its write-back errors
+		if err == nil {
+			if data != nil {
+				_ = data.Close() // the round reported its write-back errors
+				faultpoint.Hit("file-data-synced")
+			}
+			faultpoint.Hit("file-attrs-synced")
+			return nil
 		}
-		if err != nil {
-			return fmt.Errorf("sync the file system: %w", err)
+		if cerr := ctx.Err(); cerr != nil {
+			if data != nil {
+				_ = data.Close()
+			}
+			return cerr
 		}
-		if data != nil {
-			faultpoint.Hit("file-data-synced")
-		}
-		faultpoint.Hit("file-attrs-synced")
-		return nil
+		b.sharedSyncFailed(tmp, err)
 	}
 	attrs := make(chan error, 1)
 	go func() { attrs <- b.syncPath(tmp+attrsSuffix, "attrs") }()
 	var derr error
 	if data != nil {
-		faultpoint.Hit("file-data-written")
 		derr = errors.Join(b.syncFile(data, "data"), data.Close())
 	}
 	aerr := <-attrs
@@ -243,6 +247,14 @@ func (b *Bucket) syncTemp(ctx context.Context, tmp string, data *os.File, mark u
 	}
 	faultpoint.Hit("file-attrs-synced")
 	return nil
+}
+
+// sharedSyncFailed logs that a shared sync failed since a put at path
+// began (err), before the put syncs its own files one by one.
+func (b *Bucket) sharedSyncFailed(path string, err error) {
+	if b.opts.Logger != nil {
+		b.opts.Logger.Warn("a shared sync of the file system failed; syncing the put's own files one by one", "path", path, "error", err)
+	}
 }
 
 // name gives the temporary file tmp the name final: a link that fails if
@@ -305,19 +317,24 @@ func (b *Bucket) fileErrorf(op, key string, err error) error {
 // cannot open a directory to sync it; NTFS journals its names. Where the
 // bucket's groupSync covers every one of those directories, a round of it
 // syncs them all (mark is groupSync.mark's count from before the names
-// changed). The wait is not cut short by a context, as an fsync is not:
+// changed); when a round failed since mark, they are synced one by one as
+// elsewhere. The wait is not cut short by a context, as an fsync is not:
 // the names may have been seen already, and a put that fails after them
-// removes what it linked.
+// removes what it linked. It can take two rounds, and a round waits for
+// everything being written to the file system.
 func (b *Bucket) syncDirs(dir string, mark uint64) error {
 	if runtime.GOOS == "windows" {
 		return nil
 	}
 	path := dirsUp(dir, filepath.Clean(b.fileDir))
 	if g := b.group; g != nil && g.covers(path...) {
-		if err := g.waitChecked(context.Background(), mark); err != nil {
-			return fmt.Errorf("sync the file system of %s: %w", dir, err)
+		err := g.waitChecked(context.Background(), mark)
+		if err == nil {
+			return nil
 		}
-		return nil
+		// The error may be these directories', or another file's: sync
+		// them one by one.
+		b.sharedSyncFailed(dir, err)
 	}
 	ids, ok := make([]dirID, len(path)), make([]bool, len(path))
 	for i, d := range path {
@@ -380,17 +397,6 @@ func (b *Bucket) syncPath(path, kind string) error {
 		return err
 	}
 	return errors.Join(b.syncFile(f, kind), f.Close())
-}
-
-// syncFS is a round of the bucket's groupSync through f (syncFileSystem),
-// through the test hook (kind "fs") when one is set.
-func (b *Bucket) syncFS(f *os.File) error {
-	if b.onSync != nil {
-		if err := b.onSync("fs", f); err != nil {
-			return &fs.PathError{Op: "syncfs", Path: f.Name(), Err: err}
-		}
-	}
-	return syncFileSystem(f)
 }
 
 // syncFile syncs f, a file of the given kind ("data", "attrs" or "dir"),

@@ -24,19 +24,23 @@ import (
 // Rounds run one at a time, on a goroutine of their own that ends when
 // none is waiting. A round covers the waiters that joined it before it
 // began; one that joins while a round runs waits for the next. A round
-// is a syncfs(2) of the file system, then an fsync(2) of the bucket's
-// directory: on a file system without a journal (ext2, ext4 without one)
-// syncfs may write the directories' blocks after it flushed the device's
-// cache, and the fsync flushes it again once they are written.
+// is a syncfs(2) of the file system, then, on ext2/3/4 without a journal,
+// an fsync(2) of the bucket's directory: there syncfs may write the
+// directories' blocks after it flushed the device's cache, and the fsync
+// flushes it again once they are written (flushAfter; a journal's commit,
+// XFS's log and Btrfs's and F2FS's checkpoints flush after what they
+// write).
 //
 // syncfs(2) reports a write-back error of any file of the file system
 // once to the descriptor it is called on, whichever round that is: the
 // error of one put's pages can fail another put's round and leave the
 // round of its own clean. So a put samples the count of failed rounds
-// before it writes (mark) and fails, after its own round, if a round
-// failed since (failedSince): every put that was writing when a
-// write-back error was reported fails, its own or not, and none is called
-// durable whose pages may be lost. The caller retries.
+// before it writes (mark) and, after its own round, if a round failed
+// since (failedSince), or its own did, syncs its own files and
+// directories one by one, as a bucket without a groupSync does: an fsync
+// reports the write-back errors of the file's own pages, which syncfs
+// does not consume. A write-back error elsewhere on the file system
+// costs the puts being written those fsyncs, and fails none of them.
 //
 // Only a file system whose syncfs(2) syncs every file's data and the
 // directories' names, and reports write-back errors (Linux 5.8 and later),
@@ -48,6 +52,9 @@ type groupSync struct {
 	dev  uint64
 	f    *os.File     // the bucket's directory, kept open for syncfs(2)
 	sync func() error // one round's sync
+	// flushAfter has a round fsync f after syncfs: an ext2/3/4 file
+	// system without a journal, or one whose journal cannot be seen.
+	flushAfter bool
 
 	mu      sync.Mutex
 	next    *syncRound // the round waiters join, not yet begun; nil for none
@@ -127,7 +134,7 @@ func (g *groupSync) failedSince(m uint64) error {
 	if g.failed == m {
 		return nil
 	}
-	return fmt.Errorf("a sync of the file system failed while the put was being written (its pages may be among those lost): %w", g.lastErr)
+	return fmt.Errorf("a shared sync of the file system failed while the put was being written: %w", g.lastErr)
 }
 
 // waitChecked is wait, then failedSince(m).

@@ -30,3 +30,9 @@ func TestGroupSyncCoversItsFileSystem(t *testing.T) {
 	require.NoError(t, os.Symlink("/proc", dir+"/link"))
 	assert.False(t, g.covers(dir+"/link"), "a link to a directory on procfs")
 }
+
+func TestJournalTaskNamed(t *testing.T) {
+	assert.True(t, journalTaskNamed("1234\n"))
+	assert.False(t, journalTaskNamed("<none>\n"))
+	assert.False(t, journalTaskNamed(""))
+}

@@ -1,7 +1,9 @@
 package blob
 
 import (
+	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -43,18 +45,59 @@ func openGroupSync(dir string) *groupSync {
 		_ = f.Close()
 		return nil
 	}
-	return &groupSync{dev: dev, f: f, sync: func() error { return syncFileSystem(f) }}
+	flushAfter := int64(st.Type) == unix.EXT4_SUPER_MAGIC && !ext4HasJournal(dev) //nolint:unconvert // Type is int32 on some architectures
+	g := &groupSync{dev: dev, f: f, flushAfter: flushAfter}
+	g.sync = func() error { return g.syncFileSystem(nil) }
+	return g
 }
 
-// syncFileSystem is one round of a groupSync through f, the bucket's
-// directory: syncfs(2) of its file system, then fsync(2) of f, which
-// flushes the device's cache after every block syncfs wrote (see
-// groupSync).
-func syncFileSystem(f *os.File) error {
-	if err := syncfs(f); err != nil {
+// syncFileSystem is one round of g: syncfs(2) of the file system, then,
+// with flushAfter, fsync(2) of the bucket's directory, which flushes the
+// device's cache after every block syncfs wrote (see groupSync). hook,
+// when set, sees each sync before it, with the kind "fs" or "fs-dir"; an
+// error it returns stands for the sync's.
+func (g *groupSync) syncFileSystem(hook func(kind string, f *os.File) error) error {
+	if hook != nil {
+		if err := hook("fs", g.f); err != nil {
+			return &os.PathError{Op: "syncfs", Path: g.f.Name(), Err: err}
+		}
+	}
+	if err := syncfs(g.f); err != nil {
 		return err
 	}
-	return f.Sync()
+	if !g.flushAfter {
+		return nil
+	}
+	if hook != nil {
+		if err := hook("fs-dir", g.f); err != nil {
+			return &os.PathError{Op: "sync", Path: g.f.Name(), Err: err}
+		}
+	}
+	return g.f.Sync()
+}
+
+// ext4HasJournal reports whether the ext2/3/4 file system on device dev
+// (mounted by the ext4 driver) has a journal: its
+// /sys/fs/ext4/<device>/journal_task names the journal's thread, or
+// "<none>". An ext2 or ext3 file system mounted by a driver of its own,
+// or a device whose entry cannot be read, counts as without.
+func ext4HasJournal(dev uint64) bool {
+	link, err := os.Readlink(fmt.Sprintf("/sys/dev/block/%d:%d", unix.Major(dev), unix.Minor(dev)))
+	if err != nil {
+		return false
+	}
+	b, err := os.ReadFile(filepath.Join("/sys/fs/ext4", filepath.Base(link), "journal_task"))
+	if err != nil {
+		return false
+	}
+	return journalTaskNamed(string(b))
+}
+
+// journalTaskNamed reports whether the text of an ext4 journal_task file
+// names a thread (a journal), not "<none>".
+func journalTaskNamed(text string) bool {
+	_, err := strconv.Atoi(strings.TrimSpace(text))
+	return err == nil
 }
 
 // syncfs syncs the file system that holds f.

@@ -3,8 +3,10 @@ package blob_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"os"
+	"slices"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -65,6 +67,11 @@ func TestFileSharedSyncOrder(t *testing.T) {
 			require.NoError(t, b.Put(t.Context(), "prod/day/obj", strings.NewReader("data"), opts))
 		}
 		want := []syncRecord{{kind: "fs", path: dir}, {kind: "fs", path: dir, named: true, attrs: true}}
+		if blob.FlushesAfterSyncfs(b) {
+			// No journal: each syncfs is followed by an fsync of the
+			// bucket's directory, which flushes the device's cache again.
+			want = []syncRecord{want[0], {kind: "fs-dir", path: dir}, want[1], {kind: "fs-dir", path: dir, named: true, attrs: true}}
+		}
 		assert.Equal(t, want, got, "exclusive %v", exclusive)
 		info, err := b.Stat(t.Context(), "prod/day/obj")
 		require.NoError(t, err)
@@ -73,18 +80,71 @@ func TestFileSharedSyncOrder(t *testing.T) {
 	}
 }
 
-// TestFileSharedSyncFails: a put whose first round fails names nothing
-// and leaves no temporary file; an exclusive put whose second round (the
-// names) fails removes the object it linked; a plain one leaves the
-// version it renamed into place, as with syncs of each file.
-func TestFileSharedSyncFails(t *testing.T) {
+// syncKinds records the kinds of the syncs of b, in order.
+func syncKinds(b *blob.Bucket, fail func(kind string, n int) error) *[]string {
+	var kinds []string
+	var mu sync.Mutex
+	blob.OnSync(b, func(kind, _ string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		kinds = append(kinds, kind)
+		if fail != nil {
+			return fail(kind, len(kinds))
+		}
+		return nil
+	})
+	return &kinds
+}
+
+// TestFileSharedSyncFallsBack: when a put's shared sync fails (its error
+// may be another file's), the put syncs its own files one by one, as a
+// bucket without shared syncs does, and succeeds when those succeed: the
+// first round (the temporary object's data and attributes), or the
+// second (the directories that hold its name).
+func TestFileSharedSyncFallsBack(t *testing.T) {
 	for _, round := range []int{1, 2} {
+		for _, exclusive := range []bool{false, true} {
+			b, _ := openShared(t, "")
+			rounds := 0
+			kinds := syncKinds(b, func(kind string, _ int) error {
+				if kind == "fs" {
+					if rounds++; rounds == round {
+						return syscall.EIO
+					}
+				}
+				return nil
+			})
+			var err error
+			if exclusive {
+				err = b.PutIfAbsent(t.Context(), "c/k", strings.NewReader("v2"), nil)
+			} else {
+				err = b.Put(t.Context(), "c/k", strings.NewReader("v2"), nil)
+			}
+			blob.OnSync(b, nil)
+			require.NoError(t, err, "round %d, exclusive %v", round, exclusive)
+			assert.Equal(t, "v2", getString(t, b, "c/k"))
+			own := []string{"attrs", "data"}
+			if round == 2 {
+				own = []string{"dir", "dir"} // c/ and the bucket's
+			}
+			assert.Subset(t, *kinds, own, "round %d, exclusive %v: %v", round, exclusive, *kinds)
+		}
+	}
+}
+
+// TestFileSharedSyncOwnFilesFail: a put whose shared sync failed and whose
+// own file then fails to sync fails with that error, names nothing (the
+// key keeps its previous version, or stays absent) and leaves no
+// temporary file; a plain put whose directory then fails to sync leaves
+// the version it renamed into place, an exclusive one removes the object
+// it linked, as without shared syncs.
+func TestFileSharedSyncOwnFilesFail(t *testing.T) {
+	for _, kind := range []string{"data", "dir"} {
 		for _, exclusive := range []bool{false, true} {
 			b, dir := openShared(t, "")
 			require.NoError(t, b.Put(t.Context(), "c/old", strings.NewReader("v1"), nil))
-			n := 0
-			blob.OnSync(b, func(kind, _ string) error {
-				if n++; n == round {
+			syncKinds(b, func(k string, _ int) error {
+				if k == "fs" || k == kind {
 					return syscall.EIO
 				}
 				return nil
@@ -98,15 +158,14 @@ func TestFileSharedSyncFails(t *testing.T) {
 				err = b.Put(t.Context(), key, strings.NewReader("v2"), nil)
 			}
 			blob.OnSync(b, nil)
-			require.ErrorIs(t, err, syscall.EIO, "round %d, exclusive %v", round, exclusive)
-			assert.Contains(t, err.Error(), "sync the file system")
-			want := []string{"c/old", "c/old.attrs"}
+			require.ErrorIs(t, err, syscall.EIO, "%s, exclusive %v", kind, exclusive)
+			assert.Contains(t, err.Error(), "sync "+map[string]string{"data": "data", "dir": "directory"}[kind])
 			old := "v1"
-			if round == 2 && !exclusive {
-				old = "v2" // renamed over the old version before the round
+			if kind == "dir" && !exclusive {
+				old = "v2" // renamed over the old version before the sync
 			}
-			assert.Equal(t, old, getString(t, b, "c/old"), "round %d, exclusive %v", round, exclusive)
-			assert.ElementsMatch(t, want, filesUnder(t, dir), "round %d, exclusive %v: files left", round, exclusive)
+			assert.Equal(t, old, getString(t, b, "c/old"), "%s, exclusive %v", kind, exclusive)
+			assert.ElementsMatch(t, []string{"c/old", "c/old.attrs"}, filesUnder(t, dir), "%s, exclusive %v: files left", kind, exclusive)
 		}
 	}
 }
@@ -167,32 +226,86 @@ func TestFileSharedPutWritebackError(t *testing.T) {
 	}
 }
 
-// TestFileSharedSyncErrorOfAnotherRound: a put fails when a shared sync
-// failed while it was being written, even if its own round succeeds:
-// that sync may have reported (and so hidden from every later one) the
-// write-back error of the put's own pages.
+// TestFileSharedSyncErrorOfAnotherRound: when a shared sync failed while
+// a put was being written, the put syncs its own files one by one even if
+// its own round succeeds: that sync may have reported, and so hidden from
+// every later one, the write-back error of the put's own pages. A put
+// begun after the failure does not. The same holds for the round of the
+// names, from before the put changed them.
 func TestFileSharedSyncErrorOfAnotherRound(t *testing.T) {
-	b, dir := openShared(t, "")
+	b, _ := openShared(t, "")
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() { done <- b.PutIfAbsent(t.Context(), "slow", pr, nil) }()
 	_, err := pw.Write([]byte("first bytes")) // the slow put is writing
 	require.NoError(t, err)
 	fail := true
-	blob.OnSync(b, func(kind, _ string) error {
-		if fail {
+	kinds := syncKinds(b, func(kind string, _ int) error {
+		if kind == "fs" && fail {
 			fail = false
 			return syscall.EIO
 		}
 		return nil
 	})
-	require.ErrorIs(t, b.PutIfAbsent(t.Context(), "other", strings.NewReader("v"), nil), syscall.EIO, "the put whose round failed")
+	require.NoError(t, b.PutIfAbsent(t.Context(), "other", strings.NewReader("v"), nil), "the put whose round failed")
+	*kinds = nil
 	require.NoError(t, pw.Close())
-	err = <-done
-	require.ErrorIs(t, err, syscall.EIO, "the put being written when another round failed")
-	assert.Contains(t, err.Error(), "while the put was being written")
-	assert.Empty(t, filesUnder(t, dir), "files left")
-	require.NoError(t, b.PutIfAbsent(t.Context(), "later", strings.NewReader("v"), nil), "a put begun after the failure")
+	require.NoError(t, <-done)
+	assert.Subset(t, *kinds, []string{"data", "attrs"}, "the slow put's own syncs: %v", *kinds)
+	assert.NotContains(t, *kinds, "dir", "its names: no round failed since it named them")
+	assert.Equal(t, "first bytes", getString(t, b, "slow"))
+
+	*kinds = nil
+	require.NoError(t, b.PutIfAbsent(t.Context(), "later", strings.NewReader("v"), nil))
+	assert.NotContains(t, *kinds, "data", "a put begun after the failure: %v", *kinds)
+
+	// A round that fails between a put's first name change and its own
+	// round of the names (here, another put's, run from the rename of the
+	// first put's attributes) makes the put sync its directories.
+	renamed := false
+	blob.OnRename(b, func(_, _ string) error {
+		if renamed {
+			return nil
+		}
+		renamed = true
+		fail = true
+		require.NoError(t, b.PutIfAbsent(t.Context(), "between", strings.NewReader("v"), nil))
+		*kinds = nil
+		return nil
+	})
+	require.NoError(t, b.Put(t.Context(), "named", strings.NewReader("v"), nil))
+	assert.Contains(t, *kinds, "dir", "the names' syncs after a round failed since they changed: %v", *kinds)
+}
+
+// TestFileSharedFailuresLeaveNoDescriptor: puts whose shared syncs fail,
+// whose own syncs then fail or not, and whose pacing fails, leave no
+// descriptor open.
+func TestFileSharedFailuresLeaveNoDescriptor(t *testing.T) {
+	b, _ := openShared(t, "")
+	count := func() int {
+		ents, err := os.ReadDir("/proc/self/fd")
+		require.NoError(t, err)
+		return len(ents)
+	}
+	before := count()
+	blob.OnWriteback(b, func(off, n int64) error { return syscall.EIO })
+	big := bytes.Repeat([]byte("x"), 2*blob.WritebackChunk+1)
+	for range 3 {
+		require.Error(t, b.PutIfAbsent(t.Context(), "big", bytes.NewReader(big), nil))
+	}
+	blob.OnWriteback(b, nil)
+	for i, kinds := range [][]string{{"fs"}, {"fs", "data"}, {"fs", "dir"}} {
+		syncKinds(b, func(k string, _ int) error {
+			if slices.Contains(kinds, k) {
+				return syscall.EIO
+			}
+			return nil
+		})
+		_ = b.PutIfAbsent(t.Context(), fmt.Sprint("a", i), strings.NewReader("v"), nil)
+		_ = b.Put(t.Context(), fmt.Sprint("b", i), strings.NewReader("v"), nil)
+	}
+	blob.OnSync(b, nil)
+	assert.Equal(t, before, count())
 }
 
 // TestFileSharedPublishIgnoresCancel: once a put has linked its object,
@@ -208,6 +321,9 @@ func TestFileSharedPublishIgnoresCancel(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		n := 0
 		blob.OnSync(b, func(kind, _ string) error {
+			if kind != "fs" {
+				return nil
+			}
 			if n++; n == 2 {
 				cancel() // during the round of the names
 			}

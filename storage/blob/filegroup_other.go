@@ -15,7 +15,7 @@ func openGroupSync(string) *groupSync { return nil }
 func deviceOf(string) (uint64, bool) { return 0, false }
 
 // syncFileSystem is not called without a groupSync.
-func syncFileSystem(*os.File) error { return errors.ErrUnsupported }
+func (g *groupSync) syncFileSystem(func(string, *os.File) error) error { return errors.ErrUnsupported }
 
 // startWriteback is not called without a groupSync.
 func startWriteback(*os.File, int64, int64) error { return errors.ErrUnsupported }
