@@ -178,6 +178,15 @@ func TestFilePutOverwriteDirSyncFailKeepsKey(t *testing.T) {
 	assert.ElementsMatch(t, []string{"state/lock", "state/lock.attrs"}, filesUnder(t, dir), "temporary files left")
 }
 
+// putV2 puts "v2" over "c/old" with a plain put, or as "c/new" with an
+// exclusive one.
+func putV2(t *testing.T, b *blob.Bucket, exclusive bool) error {
+	if exclusive {
+		return b.PutIfAbsent(t.Context(), "c/new", strings.NewReader("v2"), nil)
+	}
+	return b.Put(t.Context(), "c/old", strings.NewReader("v2"), nil)
+}
+
 // TestFileTempSyncFails: a put whose data or attributes cannot be synced
 // fails with the error, names no object (the key keeps its previous
 // version, or stays absent) and leaves no temporary file.
@@ -193,14 +202,7 @@ func TestFileTempSyncFails(t *testing.T) {
 				}
 				return nil
 			})
-			key := "c/old"
-			var err error
-			if exclusive {
-				key = "c/new"
-				err = b.PutIfAbsent(t.Context(), key, strings.NewReader("v2"), nil)
-			} else {
-				err = b.Put(t.Context(), key, strings.NewReader("v2"), nil)
-			}
+			err := putV2(t, b, exclusive)
 			blob.OnSync(b, nil)
 			require.ErrorIs(t, err, syscall.EIO, "%s, exclusive %v", kind, exclusive)
 			assert.Contains(t, err.Error(), "sync "+map[string]string{"data": "data", "attrs": "attributes"}[kind])

@@ -150,20 +150,16 @@ func syncfsReportsErrors(release string) bool {
 // deviceOf returns the device of the file system that holds path,
 // following symbolic links.
 func deviceOf(path string) (uint64, bool) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return 0, false
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return 0, false
-	}
-	return uint64(st.Dev), true //nolint:unconvert // Dev is uint32 on some architectures
+	return device(os.Stat(path))
 }
 
 // fileDevice returns the device of the file system that holds f.
 func fileDevice(f *os.File) (uint64, bool) {
-	fi, err := f.Stat()
+	return device(f.Stat())
+}
+
+// device returns the device of a stat's answer.
+func device(fi os.FileInfo, err error) (uint64, bool) {
 	if err != nil {
 		return 0, false
 	}

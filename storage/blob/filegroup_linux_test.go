@@ -149,14 +149,7 @@ func TestFileSharedSyncOwnFilesFail(t *testing.T) {
 				}
 				return nil
 			})
-			key := "c/old"
-			var err error
-			if exclusive {
-				key = "c/new"
-				err = b.PutIfAbsent(t.Context(), key, strings.NewReader("v2"), nil)
-			} else {
-				err = b.Put(t.Context(), key, strings.NewReader("v2"), nil)
-			}
+			err := putV2(t, b, exclusive)
 			blob.OnSync(b, nil)
 			require.ErrorIs(t, err, syscall.EIO, "%s, exclusive %v", kind, exclusive)
 			assert.Contains(t, err.Error(), "sync "+map[string]string{"data": "data", "dir": "directory"}[kind])

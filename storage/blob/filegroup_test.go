@@ -69,17 +69,22 @@ func TestGroupSyncJoinsWaiters(t *testing.T) {
 	}, 10*time.Second, time.Millisecond, "the goroutine that runs rounds ends when none waits")
 }
 
+// firstRoundFails returns a groupSync whose first round fails with err.
+func firstRoundFails(err error) *groupSync {
+	var calls atomic.Int32
+	return &groupSync{sync: func() error {
+		if calls.Add(1) == 1 {
+			return err
+		}
+		return nil
+	}}
+}
+
 // TestGroupSyncErrorFailsItsRound: a failed round fails each of its
 // waiters, and the next round is tried afresh.
 func TestGroupSyncErrorFailsItsRound(t *testing.T) {
 	fail := errors.New("write-back error")
-	var calls atomic.Int32
-	g := &groupSync{sync: func() error {
-		if calls.Add(1) == 1 {
-			return fail
-		}
-		return nil
-	}}
+	g := firstRoundFails(fail)
 	require.ErrorIs(t, g.wait(t.Context()), fail)
 	require.NoError(t, g.wait(t.Context()))
 }
@@ -105,13 +110,7 @@ func TestGroupSyncWaiterLeavesOnCancel(t *testing.T) {
 // failure does not.
 func TestGroupSyncFailedSince(t *testing.T) {
 	fail := errors.New("write-back error")
-	var calls atomic.Int32
-	g := &groupSync{sync: func() error {
-		if calls.Add(1) == 1 {
-			return fail
-		}
-		return nil
-	}}
+	g := firstRoundFails(fail)
 	m := g.mark()
 	require.ErrorIs(t, g.wait(t.Context()), fail, "another waiter's round")
 	require.ErrorIs(t, g.waitChecked(t.Context(), m), fail, "marked before the failure")
