@@ -60,14 +60,15 @@
 //     the puts of one Bucket share syncs instead: each put waits for one
 //     syncfs(2) of the file system that began after it wrote its
 //     temporary object, and for another after it named it, together with
-//     every other put waiting at that moment (a few dozen syncs a second
-//     for hundreds of puts, instead of six fsyncs each); on ext2/3/4
-//     without a journal each syncfs is followed by an fsync of the
-//     bucket's directory, which flushes the device's cache again. Such a
-//     kernel's syncfs reports a write-back error of any file of the file
-//     system, once: a put that saw a shared sync fail while it was being
-//     written then fsyncs its own files and directories one by one, and
-//     fails only on an error of its own. A large put has the kernel write
+//     every other put waiting at that moment (about a hundred syncs a
+//     second for a thousand followers' segments, instead of six fsyncs
+//     each); on ext2/3/4 without a journal each syncfs is followed by an
+//     fsync of the bucket's directory, which flushes the device's cache
+//     again. Such a kernel's syncfs reports a write-back error of any
+//     file of the file system, once: a put that saw a shared sync fail
+//     while it was being written then fsyncs its own files and
+//     directories one by one, and fails only on an error of its own. A
+//     large put has the kernel write
 //     its data back 8 MiB at a time as it goes. A shared sync also waits
 //     for whatever else is being written to that file system:
 //     Options.SyncEachFile keeps the fsyncs of each file.

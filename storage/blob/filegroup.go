@@ -12,8 +12,8 @@ import (
 // fsyncs of every file and directory written before it began. A put that
 // would sync its data, its ".attrs" file or its directories waits for a
 // round instead (wait): the puts waiting at once share it, so that a
-// bucket that hundreds of followers store segments into at once makes a
-// few dozen syncs a second, not thousands. This matters beyond the disk:
+// bucket that a thousand followers store segments into makes about a
+// hundred syncs a second, not thousands. This matters beyond the disk:
 // a goroutine in a system call keeps its processor (P) until the runtime
 // takes it back, after 20 µs to 10 ms, so thousands of short fsyncs a
 // second keep most of a small machine's processors waiting for the disk
