@@ -68,10 +68,10 @@
 //     file of the file system, once: a put that saw a shared sync fail
 //     while it was being written then fsyncs its own files and
 //     directories one by one, and fails only on an error of its own. A
-//     large put has the kernel write
-//     its data back 8 MiB at a time as it goes. A shared sync also waits
-//     for whatever else is being written to that file system:
-//     Options.SyncEachFile keeps the fsyncs of each file.
+//     large put has the kernel write its data back 8 MiB at a time as it
+//     goes. A shared sync also waits for whatever else is being written
+//     to that file system: Options.SyncEachFile keeps the fsyncs of each
+//     file.
 //   - A full file system or quota (ENOSPC, EDQUOT) and an S3 store out of
 //     space (507, XMinioStorageFull, an InternalError whose cause is "no
 //     space left on device") give storage.ErrNoSpace.
