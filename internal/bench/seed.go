@@ -671,5 +671,5 @@ func seedStoreCost(dest string) string {
 	if dest == "minio" {
 		return ": MinIO, on the same cores, answers every commit's requests"
 	}
-	return ", each of which creates, syncs and renames the segment and its manifest with their attributes files on the file destination; how the process' CPU splits between storing, watching and encoding is not measured by this run (`-cpu-profile` writes a profile of the phase)"
+	return ", each of which writes the segment and its manifest with their attributes files on the file destination, waits for a sync of the file system shared with the other puts waiting then (on Linux 5.8 and later, on a local file system: `storage/blob`'s shared syncs; elsewhere an fsync of each file), and links them to their names, each after such a sync; how the process' CPU splits between storing, watching and encoding is not measured by this run (`-cpu-profile` writes a profile of the phase, `-exec-trace` an execution trace of its first ten seconds)"
 }

@@ -42,7 +42,7 @@ func TestRenderSeed(t *testing.T) {
 		"| the machine's CPU during the phase | 1.97 of 2 cores busy: the process 1.50, the 10 etcd processes 0.30, the rest (the kernel's writeback among it) 0.17; 0.02 cores idle waiting for the disk |",
 		"| the process' CPU during the phase per committed segment (watching, encoding and the writers' clients included) | 36.00 ms |",
 		"The commit lag missed its target: the machine had no CPU to spare (its cores were busy 98% of the time), so segments waited for it. During the phase: 1.97 of 2 cores busy",
-		"The jobs committed 0.04 segments a second each, each of which creates",
+		"The jobs committed 0.04 segments a second each, each of which writes the segment",
 	} {
 		if !strings.Contains(got, w) {
 			t.Errorf("seed section lacks %q:\n%s", w, got)
