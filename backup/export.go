@@ -12,6 +12,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/etcdbackup/etcdbackup/internal/keypage"
 )
 
 // KeysExporter reads the keys under a set of prefixes from a live etcd at
@@ -67,9 +69,6 @@ var _ Snapshotter = (*KeysExporter)(nil)
 const (
 	DefaultExportPageSize  = 1000
 	DefaultExportPageBytes = 4 << 20
-	// firstPageKeys is the limit of the first request, before the size
-	// of a key is known.
-	firstPageKeys = 64
 )
 
 // Snapshot implements Snapshotter. The stream is the keys-json object; it
@@ -85,7 +84,7 @@ func (e *KeysExporter) Snapshot(ctx context.Context) (*Snapshot, error) {
 		return nil, fmt.Errorf("keys exporter: %q is not a logical backup kind", e.Kind)
 	}
 	prefixes := NormalizePrefixes(e.Prefixes)
-	first, err := e.page(ctx, rangeOf(prefixes, 0), 0, min(firstPageKeys, e.pageSize()))
+	first, err := e.page(ctx, rangeOf(prefixes, 0), 0, min(keypage.FirstKeys, e.pageSize()))
 	if err != nil {
 		return nil, fmt.Errorf("read keys: %w", err)
 	}
@@ -168,28 +167,6 @@ func (e *KeysExporter) pageSize() int64 {
 	return e.PageSize
 }
 
-// pager sizes the limit of each request from the keys read so far.
-type pager struct {
-	maxKeys, target int64
-	keys, bytes     int64
-}
-
-func (p *pager) saw(resp *clientv3.GetResponse) {
-	for _, kv := range resp.Kvs {
-		p.keys++
-		p.bytes += int64(len(kv.Key) + len(kv.Value))
-	}
-}
-
-// limit is the number of keys of about target bytes, at the mean size of
-// the keys read so far, between 1 and maxKeys.
-func (p *pager) limit() int64 {
-	if p.bytes == 0 {
-		return p.maxKeys
-	}
-	return max(1, min(p.maxKeys, p.target*p.keys/p.bytes))
-}
-
 func (e *KeysExporter) page(ctx context.Context, r keyRange, rev, limit int64) (*clientv3.GetResponse, error) {
 	opts := []clientv3.OpOption{clientv3.WithRange(r.end), clientv3.WithLimit(limit),
 		clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend)}
@@ -247,8 +224,8 @@ func emitPage(resp *clientv3.GetResponse, emit func(KeyValue) error) error {
 // A client whose KV is its own is streamed from through its connection
 // (streamConn); one whose KV was set by its user, through that KV.
 func (e *KeysExporter) read(ctx context.Context, rev int64, prefixes []string, first *clientv3.GetResponse, emit func(KeyValue) error) error {
-	pg := &pager{maxKeys: e.pageSize(), target: cmp.Or(e.PageBytes, DefaultExportPageBytes)}
-	pg.saw(first)
+	pg := &keypage.Pager{MaxKeys: e.pageSize(), Target: cmp.Or(e.PageBytes, DefaultExportPageBytes)}
+	pg.Saw(first)
 	stream, streamRange := !e.NoStream, e.stream
 	if readsConn(e.Client) {
 		streamRange = e.streamConn
@@ -327,14 +304,14 @@ func drain(chunks clientv3.GetStreamChan) {
 // pages sends the keys of r at rev page by page, with Get: the next page
 // is read while one is sent, so that etcd's work and the encoding overlap
 // and at most two pages are held.
-func (e *KeysExporter) pages(ctx context.Context, r keyRange, rev int64, pg *pager, emit func(KeyValue) error) error {
+func (e *KeysExporter) pages(ctx context.Context, r keyRange, rev int64, pg *keypage.Pager, emit func(KeyValue) error) error {
 	type page struct {
 		resp *clientv3.GetResponse
 		err  error
 	}
 	fetch := func(key string) <-chan page {
 		c := make(chan page, 1) // the reader ends whether or not its page is taken
-		kr, limit := keyRange{key: key, end: r.end}, pg.limit()
+		kr, limit := keyRange{key: key, end: r.end}, pg.Limit()
 		go func() {
 			resp, err := e.page(ctx, kr, rev, limit)
 			c <- page{resp, err}
@@ -352,7 +329,7 @@ func (e *KeysExporter) pages(ctx context.Context, r keyRange, rev int64, pg *pag
 		if p.err != nil {
 			return p.err
 		}
-		pg.saw(p.resp)
+		pg.Saw(p.resp)
 		more := p.resp.More && len(p.resp.Kvs) > 0
 		if more {
 			next = fetch(string(p.resp.Kvs[len(p.resp.Kvs)-1].Key) + "\x00")

@@ -13,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdbackup/etcdbackup/backup"
+	"github.com/etcdbackup/etcdbackup/internal/keypage"
 )
 
 // KeySource yields keys in ascending byte order: a keys-json object, or
@@ -158,6 +159,10 @@ func (s *mappedKeys) Next(ctx context.Context) (backup.KeyValue, error) {
 
 // EtcdKeys is a KeySource over the keys of a live etcd under prefixes
 // (none: every key), read page by page at the revision of the first page.
+// A page holds about backup.DefaultExportPageBytes of keys and values (at
+// most backup.DefaultExportPageSize keys; 64 in the first request, before
+// their size is known), as an export's do: a page of 1,000 keys of
+// 100 KiB would hold 100 MiB.
 type EtcdKeys struct {
 	client *clientv3.Client
 	ranges [][2]string // key and range end of each prefix
@@ -165,11 +170,12 @@ type EtcdKeys struct {
 	cursor string      // the next key to read in it; "" before its first page
 	rev    int64
 	page   []backup.KeyValue
+	pager  keypage.Pager
 }
 
 // NewEtcdKeys returns a KeySource over the keys of c under prefixes.
 func NewEtcdKeys(c *clientv3.Client, prefixes []string) *EtcdKeys {
-	s := &EtcdKeys{client: c}
+	s := &EtcdKeys{client: c, pager: keypage.Pager{MaxKeys: backup.DefaultExportPageSize, Target: backup.DefaultExportPageBytes}}
 	ps := backup.NormalizePrefixes(prefixes)
 	if len(ps) == 0 {
 		s.ranges = [][2]string{{"\x00", "\x00"}} // every key
@@ -206,7 +212,11 @@ func (s *EtcdKeys) fetch(ctx context.Context) error {
 	if s.cursor == "" {
 		s.cursor = r[0]
 	}
-	opts := []clientv3.OpOption{clientv3.WithRange(r[1]), clientv3.WithLimit(1000), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend)}
+	limit := s.pager.Limit()
+	if s.rev == 0 {
+		limit = min(limit, keypage.FirstKeys)
+	}
+	opts := []clientv3.OpOption{clientv3.WithRange(r[1]), clientv3.WithLimit(limit), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend)}
 	if s.rev > 0 {
 		opts = append(opts, clientv3.WithRev(s.rev))
 	}
@@ -217,6 +227,7 @@ func (s *EtcdKeys) fetch(ctx context.Context) error {
 	if s.rev == 0 {
 		s.rev = resp.Header.Revision
 	}
+	s.pager.Saw(resp)
 	for _, kv := range resp.Kvs {
 		s.page = append(s.page, backup.KeyValue{Key: kv.Key, Value: kv.Value, CreateRevision: kv.CreateRevision,
 			ModRevision: kv.ModRevision, Version: kv.Version, Lease: kv.Lease})
