@@ -159,10 +159,13 @@ func (s *mappedKeys) Next(ctx context.Context) (backup.KeyValue, error) {
 
 // EtcdKeys is a KeySource over the keys of a live etcd under prefixes
 // (none: every key), read page by page at the revision of the first page.
-// A page holds about backup.DefaultExportPageBytes of keys and values (at
-// most backup.DefaultExportPageSize keys; 64 in the first request, before
-// their size is known), as an export's do: a page of 1,000 keys of
-// 100 KiB would hold 100 MiB.
+// A page holds about backup.DefaultExportPageBytes of keys and values at
+// the mean size of the keys read before it (at most
+// backup.DefaultExportPageSize keys; 64 while no key was read), as an
+// export's pages without streaming do, not 1,000 keys whatever their size
+// (1,000 keys of 100 KiB: 100 MiB). Keys much larger than those before
+// them (100 KiB secrets after a thousand small keys) still make one large
+// page: etcd cannot bound a range by bytes.
 type EtcdKeys struct {
 	client *clientv3.Client
 	ranges [][2]string // key and range end of each prefix
@@ -213,7 +216,8 @@ func (s *EtcdKeys) fetch(ctx context.Context) error {
 		s.cursor = r[0]
 	}
 	limit := s.pager.Limit()
-	if s.rev == 0 {
+	if !s.pager.Sized() {
+		// No key read yet (the first page, or after empty ranges).
 		limit = min(limit, keypage.FirstKeys)
 	}
 	opts := []clientv3.OpOption{clientv3.WithRange(r[1]), clientv3.WithLimit(limit), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend)}
