@@ -71,23 +71,31 @@ func TestFollowerRetryFindsCommitInDoubt(t *testing.T) {
 	blind := &blindManifest{}
 	proxy.SetRules(faultproxy.Rule{Name: "blind", Match: blind.match, Action: faultproxy.LoseAnswer})
 
-	snapshotter, err := backup.NewEtcdSnapshotter(backup.EtcdConfig{Endpoints: etcd.Endpoints()})
-	require.NoError(t, err)
-	rec := &segmentRanges{}
-	f := &backup.Follower{
-		Client:        cli,
-		Pipeline:      &backup.Pipeline{Snapshotter: snapshotter, Compression: backup.None},
-		Cluster:       "prod-a",
-		Targets:       []backup.Target{{Destination: "minio", Uploader: &backup.BucketUploader{Bucket: through}}},
-		Catalogs:      []backup.Catalog{direct},
-		FlushInterval: 100 * time.Millisecond,
-		RetryInterval: 50 * time.Millisecond,
-		Observer:      backup.FollowObservers{rec, blind},
-	}
+	f, rec := doubtFollower(t, etcd, backup.Target{Destination: "minio", Uploader: &backup.BucketUploader{Bucket: through}}, direct, blind)
 	last := followThirtyPuts(t, cli, f, rec)
 	require.True(t, blind.open.Load(), "an attempt failed in doubt")
 	require.Positive(t, proxy.Fired()["blind"])
 	requireChainOnce(t, direct, last)
+}
+
+// doubtFollower returns a follower of etcd into target, catalogued in
+// catalog, with short flush and retry intervals, whose events go to a
+// segmentRanges it returns and to observer.
+func doubtFollower(t *testing.T, etcd *etcdtest.Server, target backup.Target, catalog backup.Catalog, observer backup.FollowObserver) (*backup.Follower, *segmentRanges) {
+	t.Helper()
+	snapshotter, err := backup.NewEtcdSnapshotter(backup.EtcdConfig{Endpoints: etcd.Endpoints()})
+	require.NoError(t, err)
+	rec := &segmentRanges{}
+	return &backup.Follower{
+		Client:        etcd.Client(t),
+		Pipeline:      &backup.Pipeline{Snapshotter: snapshotter, Compression: backup.None},
+		Cluster:       "prod-a",
+		Targets:       []backup.Target{target},
+		Catalogs:      []backup.Catalog{catalog},
+		FlushInterval: 100 * time.Millisecond,
+		RetryInterval: 50 * time.Millisecond,
+		Observer:      backup.FollowObservers{rec, observer},
+	}, rec
 }
 
 // followThirtyPuts runs f until it committed 30 puts made while it runs,

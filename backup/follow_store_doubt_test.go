@@ -8,7 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -85,19 +84,7 @@ func TestFollowerStoreRetryFindsCommitInDoubt(t *testing.T) {
 	cli := etcd.Client(t)
 	b, _ := newFile(t)
 	lost := &lostPublish{Bucket: b}
-	snapshotter, err := backup.NewEtcdSnapshotter(backup.EtcdConfig{Endpoints: etcd.Endpoints()})
-	require.NoError(t, err)
-	rec := &segmentRanges{}
-	f := &backup.Follower{
-		Client:        cli,
-		Pipeline:      &backup.Pipeline{Snapshotter: snapshotter, Compression: backup.None},
-		Cluster:       "prod-a",
-		Targets:       []backup.Target{{Destination: "file", Uploader: &backup.BucketUploader{Bucket: lost}}},
-		FlushInterval: 100 * time.Millisecond,
-		RetryInterval: 50 * time.Millisecond,
-		Catalogs:      []backup.Catalog{b},
-		Observer:      backup.FollowObservers{rec, lost},
-	}
+	f, rec := doubtFollower(t, etcd, backup.Target{Destination: "file", Uploader: &backup.BucketUploader{Bucket: lost}}, b, lost)
 	last := followThirtyPuts(t, cli, f, rec)
 	require.Equal(t, int32(1), lost.lost.Load(), "one publish answered with a lost answer")
 	require.True(t, lost.open.Load(), "an attempt failed in doubt")
