@@ -33,6 +33,17 @@ var errLostAnswer = errors.New("answer lost")
 
 func (b *lostPublish) Stage(ctx context.Context, key string, r io.Reader, opts *storage.PutOptions) (storage.Staged, error) {
 	s, err := b.Bucket.Stage(ctx, key, r, opts)
+	return b.wrap(key, s, err)
+}
+
+func (b *lostPublish) PutThenStage(ctx context.Context, first, second storage.StagePut) (storage.Staged, error) {
+	s, err := b.Bucket.PutThenStage(ctx, first, second)
+	return b.wrap(second.Key, s, err)
+}
+
+// wrap makes the publish of the first delta manifest staged lose its
+// answer.
+func (b *lostPublish) wrap(key string, s storage.Staged, err error) (storage.Staged, error) {
 	if err != nil || !strings.HasSuffix(key, backup.ManifestSuffix) || !strings.Contains(key, "-delta-") {
 		return s, err
 	}

@@ -32,23 +32,21 @@ type Storer interface {
 
 var _ Storer = (*BucketUploader)(nil)
 
-// Store implements Storer on a bucket that stages objects (storage.Stager:
-// a file destination). The data object and the manifest are written and
-// synced at once, so that their waits for stable storage overlap; then the
-// data object is named, durably; then the manifest: a manifest is never
-// visible before its data object is durable under its name. On a file
-// system that is three waits for the disk where Upload and Commit take
-// six. A manifest whose write fails is handled as Commit handles it (read
-// back, the data object removed only when the store refused the write).
-// Once the data object is named, the manifest is named whether or not
-// ctx ends meanwhile, within CleanupTimeout, unless a publish bound of
+// Store implements Storer on a bucket that stages objects (a file
+// destination): the manifest is never visible before its data object is
+// durable under its name. Through storage.PairStager the bucket stores
+// the data object and stages the manifest in one call (on a file system
+// whose syncs the bucket's puts share, one wait for the disk), then the
+// manifest is named: two waits where Upload and Commit take six. Through
+// storage.Stager the data object and the manifest are written and synced
+// at once, then the data object is named, durably, then the manifest:
+// three waits. A manifest whose write fails is handled as Commit handles
+// it (read back, the data object removed only when the store refused the
+// write). Once the data object is named, the manifest is named whether or
+// not ctx ends meanwhile, within CleanupTimeout, unless a publish bound of
 // ctx (a follower's lost lock) ends first. Other buckets fail with
 // storage.ErrUnsupported.
 func (u *BucketUploader) Store(ctx context.Context, m *Manifest, r io.Reader) (bool, error) {
-	st, ok := u.Bucket.(storage.Stager)
-	if !ok {
-		return false, fmt.Errorf("store in one call: %w", storage.ErrUnsupported)
-	}
 	if err := validateDataKey(m.DataKey); err != nil {
 		return false, fmt.Errorf("%w: data key: %v", ErrInvalidManifest, err)
 	}
@@ -58,34 +56,11 @@ func (u *BucketUploader) Store(ctx context.Context, m *Manifest, r io.Reader) (b
 	}
 	dataKey := ClusterPrefix(m.Cluster) + m.DataKey
 	manifestKey := ClusterPrefix(m.Cluster) + ManifestKey(m.DataKey)
-	var (
-		manifest storage.Staged
-		merr     error
-		staged   = make(chan struct{})
-	)
-	go func() {
-		defer close(staged)
-		manifest, merr = st.Stage(ctx, manifestKey, bytes.NewReader(body), manifestPutOptions())
-	}()
-	data, derr := st.Stage(ctx, dataKey, faultpoint.Reader("upload-streaming", r), dataPutOptions(m))
-	<-staged
-	if derr != nil || merr != nil {
-		for _, s := range []storage.Staged{data, manifest} {
-			if s != nil {
-				s.Discard(ctx)
-			}
-		}
-		switch {
-		case derr != nil:
-			return false, dataExists(dataKey, derr)
-		case errors.Is(merr, storage.ErrExist):
-			return false, fmt.Errorf("%w: %s: %w", ErrBackupExists, manifestKey, merr)
-		}
-		return false, fmt.Errorf("write manifest: %w", merr)
-	}
-	if err := data.Publish(ctx); err != nil {
-		manifest.Discard(ctx)
-		return false, dataExists(dataKey, err)
+	data := storage.StagePut{Key: dataKey, Body: faultpoint.Reader("upload-streaming", r), Options: dataPutOptions(m)}
+	man := storage.StagePut{Key: manifestKey, Body: bytes.NewReader(body), Options: manifestPutOptions()}
+	manifest, err := u.stagePair(ctx, data, man)
+	if err != nil {
+		return false, err
 	}
 	faultpoint.Hit("data-stored")
 	// The manifest is staged, durable: naming it is a few file-system
@@ -99,4 +74,61 @@ func (u *BucketUploader) Store(ctx context.Context, m *Manifest, r io.Reader) (b
 	}
 	faultpoint.Hit("manifest-stored")
 	return true, nil
+}
+
+// stagePair stores the data object and stages the manifest, through the
+// bucket's storage.PairStager, else its storage.Stager; on an error
+// nothing of either is left.
+func (u *BucketUploader) stagePair(ctx context.Context, data, man storage.StagePut) (storage.Staged, error) {
+	if ps, ok := u.Bucket.(storage.PairStager); ok {
+		s, err := ps.PutThenStage(ctx, data, man)
+		var se *storage.Error
+		switch {
+		case err == nil:
+			return s, nil
+		case errors.As(err, &se) && se.Key == man.Key:
+			return nil, manifestStageFailed(man.Key, err)
+		case !errors.Is(err, storage.ErrUnsupported):
+			return nil, dataExists(data.Key, err)
+		}
+	}
+	st, ok := u.Bucket.(storage.Stager)
+	if !ok {
+		return nil, fmt.Errorf("store in one call: %w", storage.ErrUnsupported)
+	}
+	var (
+		manifest storage.Staged
+		merr     error
+		staged   = make(chan struct{})
+	)
+	go func() {
+		defer close(staged)
+		manifest, merr = st.Stage(ctx, man.Key, man.Body, man.Options)
+	}()
+	dataStaged, derr := st.Stage(ctx, data.Key, data.Body, data.Options)
+	<-staged
+	if derr != nil || merr != nil {
+		for _, s := range []storage.Staged{dataStaged, manifest} {
+			if s != nil {
+				s.Discard(ctx)
+			}
+		}
+		if derr != nil {
+			return nil, dataExists(data.Key, derr)
+		}
+		return nil, manifestStageFailed(man.Key, merr)
+	}
+	if err := dataStaged.Publish(ctx); err != nil {
+		manifest.Discard(ctx)
+		return nil, dataExists(data.Key, err)
+	}
+	return manifest, nil
+}
+
+// manifestStageFailed is the error of a manifest that could not be staged.
+func manifestStageFailed(key string, err error) error {
+	if errors.Is(err, storage.ErrExist) {
+		return fmt.Errorf("%w: %s: %w", ErrBackupExists, key, err)
+	}
+	return fmt.Errorf("write manifest: %w", err)
 }

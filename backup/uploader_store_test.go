@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"path/filepath"
@@ -41,6 +42,7 @@ func storeManifest(body string) *backup.Manifest {
 // failStage fails the stage of that kind.
 type stagingLog struct {
 	*blob.Bucket
+	pair      bool // PutThenStage, not Stage
 	failStage string
 	before    map[string]func(ctx context.Context)
 
@@ -59,6 +61,28 @@ func (s *stagingLog) record(e string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.log = append(s.log, e)
+}
+
+// PutThenStage is the file bucket's when pair is set, and records "stored
+// data" and "staged manifest"; otherwise it is unsupported, and the store
+// goes through Stage.
+func (s *stagingLog) PutThenStage(ctx context.Context, first, second storage.StagePut) (storage.Staged, error) {
+	if !s.pair {
+		return nil, storage.Errorf("put", first.Key, storage.ErrUnsupported, nil)
+	}
+	for _, p := range []storage.StagePut{first, second} {
+		if kind := kindOfKey(p.Key); s.failStage == kind {
+			_, _ = io.Copy(io.Discard, p.Body)
+			return nil, storage.Errorf("put", p.Key, storage.ErrNoSpace, nil)
+		}
+	}
+	st, err := s.Bucket.PutThenStage(ctx, first, second)
+	if err != nil {
+		return nil, err
+	}
+	s.record("stored data")
+	s.record("staged manifest")
+	return &loggedStaged{Staged: st, s: s, kind: "manifest"}, nil
 }
 
 func (s *stagingLog) Stage(ctx context.Context, key string, r io.Reader, opts *storage.PutOptions) (storage.Staged, error) {
@@ -132,6 +156,29 @@ func TestStoreStagesBothThenNamesInOrder(t *testing.T) {
 		"prod-a/" + backup.ManifestKey(m.DataKey), "prod-a/" + backup.ManifestKey(m.DataKey) + ".attrs"}, filesIn(t, dir))
 }
 
+// TestStorePairStoresDataThenNamesManifest: on a bucket that has
+// storage.PairStager (a file bucket), Store stores the data object and
+// stages the manifest in one call, then names the manifest; what it
+// stores is what Upload and Commit store.
+func TestStorePairStoresDataThenNamesManifest(t *testing.T) {
+	b, dir := newFile(t)
+	s := &stagingLog{Bucket: b, pair: true}
+	m := storeManifest("segment")
+	committing, err := (&backup.BucketUploader{Bucket: s}).Store(t.Context(), m, strings.NewReader("segment"))
+	require.NoError(t, err)
+	assert.True(t, committing)
+	assert.Equal(t, []string{"stored data", "staged manifest", "publish manifest", "published manifest"}, s.log)
+	assert.Equal(t, "segment", string(readObject(t, b, "prod-a/"+m.DataKey)))
+	got, err := backup.ParseManifest(bytes.NewReader(readObject(t, b, "prod-a/"+backup.ManifestKey(m.DataKey))))
+	require.NoError(t, err)
+	assert.Equal(t, m.ID, got.ID)
+	info, err := b.Stat(t.Context(), "prod-a/"+m.DataKey)
+	require.NoError(t, err)
+	assert.Equal(t, "0123abcd", info.Metadata[backup.MetadataRun], "the data object carries the run's token")
+	assert.ElementsMatch(t, []string{"prod-a/" + m.DataKey, "prod-a/" + m.DataKey + ".attrs",
+		"prod-a/" + backup.ManifestKey(m.DataKey), "prod-a/" + backup.ManifestKey(m.DataKey) + ".attrs"}, filesIn(t, dir))
+}
+
 // TestStoreFailuresLeaveNothing: a stage that fails, a data key taken,
 // and a manifest key taken between the stage and the name each fail the
 // store with what Upload and Commit return, and leave no data object of
@@ -139,6 +186,7 @@ func TestStoreStagesBothThenNamesInOrder(t *testing.T) {
 func TestStoreFailuresLeaveNothing(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
+		stageOnly  bool // a case of Stage and Publish of the data object
 		setup      func(t *testing.T, b *blob.Bucket, s *stagingLog, m *backup.Manifest)
 		committing bool
 		is         error
@@ -152,11 +200,15 @@ func TestStoreFailuresLeaveNothing(t *testing.T) {
 			setup: func(t *testing.T, b *blob.Bucket, _ *stagingLog, m *backup.Manifest) {
 				require.NoError(t, b.Put(t.Context(), "prod-a/"+m.DataKey, strings.NewReader("theirs"), nil))
 			}},
-		{name: "data key taken after staging", is: backup.ErrBackupExists, left: []string{"data"},
+		{name: "data key taken after staging", stageOnly: true, is: backup.ErrBackupExists, left: []string{"data"},
 			setup: func(t *testing.T, b *blob.Bucket, s *stagingLog, m *backup.Manifest) {
 				s.before = map[string]func(context.Context){"data": func(context.Context) {
 					require.NoError(t, b.Put(t.Context(), "prod-a/"+m.DataKey, strings.NewReader("theirs"), nil))
 				}}
+			}},
+		{name: "manifest key taken", is: backup.ErrBackupExists, left: []string{"manifest"},
+			setup: func(t *testing.T, b *blob.Bucket, _ *stagingLog, m *backup.Manifest) {
+				require.NoError(t, b.Put(t.Context(), "prod-a/"+backup.ManifestKey(m.DataKey), strings.NewReader("{}"), nil))
 			}},
 		{name: "manifest key taken after staging", committing: true, is: backup.ErrBackupExists, left: []string{"manifest"},
 			setup: func(t *testing.T, b *blob.Bucket, s *stagingLog, m *backup.Manifest) {
@@ -165,27 +217,32 @@ func TestStoreFailuresLeaveNothing(t *testing.T) {
 				}}
 			}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			b, dir := newFile(t)
-			s := &stagingLog{Bucket: b}
-			m := storeManifest("segment")
-			tc.setup(t, b, s, m)
-			committing, err := (&backup.BucketUploader{Bucket: s}).Store(t.Context(), m, strings.NewReader("segment"))
-			require.ErrorIs(t, err, tc.is)
-			assert.Equal(t, tc.committing, committing)
-			var want []string
-			for _, k := range tc.left {
-				key := "prod-a/" + m.DataKey
-				if k == "manifest" {
-					key = "prod-a/" + backup.ManifestKey(m.DataKey)
+		for _, pair := range []bool{false, true} {
+			if pair && tc.stageOnly {
+				continue
+			}
+			t.Run(fmt.Sprintf("%s pair=%v", tc.name, pair), func(t *testing.T) {
+				b, dir := newFile(t)
+				s := &stagingLog{Bucket: b, pair: pair}
+				m := storeManifest("segment")
+				tc.setup(t, b, s, m)
+				committing, err := (&backup.BucketUploader{Bucket: s}).Store(t.Context(), m, strings.NewReader("segment"))
+				require.ErrorIs(t, err, tc.is)
+				assert.Equal(t, tc.committing, committing)
+				var want []string
+				for _, k := range tc.left {
+					key := "prod-a/" + m.DataKey
+					if k == "manifest" {
+						key = "prod-a/" + backup.ManifestKey(m.DataKey)
+					}
+					want = append(want, key, key+".attrs")
 				}
-				want = append(want, key, key+".attrs")
-			}
-			assert.ElementsMatch(t, want, filesIn(t, dir), "files left")
-			if slices.Contains(tc.left, "data") {
-				assert.Equal(t, "theirs", string(readObject(t, b, "prod-a/"+m.DataKey)), "another run's data object")
-			}
-		})
+				assert.ElementsMatch(t, want, filesIn(t, dir), "files left")
+				if slices.Contains(tc.left, "data") {
+					assert.Equal(t, "theirs", string(readObject(t, b, "prod-a/"+m.DataKey)), "another run's data object")
+				}
+			})
+		}
 	}
 }
 
@@ -214,36 +271,40 @@ func TestStoreUnsupportedWritesNothing(t *testing.T) {
 // from being named: the backup is committed, not left in doubt with its
 // data object kept.
 func TestStoreNamesManifestAfterDataDespiteCancel(t *testing.T) {
-	b, _ := newFile(t)
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	s := &stagingLog{Bucket: b, before: map[string]func(context.Context){"manifest": func(context.Context) { cancel() }}}
-	m := storeManifest("segment")
-	committing, err := (&backup.BucketUploader{Bucket: s}).Store(ctx, m, strings.NewReader("segment"))
-	require.NoError(t, err)
-	assert.True(t, committing)
-	assert.Equal(t, 1, requireWholeBackups(t, b))
+	for _, pair := range []bool{false, true} {
+		b, _ := newFile(t)
+		ctx, cancel := context.WithCancel(t.Context())
+		s := &stagingLog{Bucket: b, pair: pair, before: map[string]func(context.Context){"manifest": func(context.Context) { cancel() }}}
+		m := storeManifest("segment")
+		committing, err := (&backup.BucketUploader{Bucket: s}).Store(ctx, m, strings.NewReader("segment"))
+		cancel()
+		require.NoError(t, err, "pair %v", pair)
+		assert.True(t, committing)
+		assert.Equal(t, 1, requireWholeBackups(t, b))
+	}
 }
 
 // TestStoreStopsAtALostLock: a publish bound that ends once the data
 // object is named (a follower's lost lock) stops the manifest from being
 // named, although the store goes on past the end of its own context.
 func TestStoreStopsAtALostLock(t *testing.T) {
-	b, _ := newFile(t)
-	bctx, end := cleanup.PublishBound(t.Context())
-	defer end(nil)
-	wctx, cancel := cleanup.Publish(bctx, time.Hour)
-	defer cancel()
-	s := &stagingLog{Bucket: b, before: map[string]func(context.Context){"manifest": func(ctx context.Context) {
-		end(errors.New("lock lost"))
-		select { // the bound ends the publish's context asynchronously
-		case <-ctx.Done():
-		case <-time.After(10 * time.Second):
-		}
-	}}}
-	m := storeManifest("segment")
-	_, err := (&backup.BucketUploader{Bucket: s}).Store(wctx, m, strings.NewReader("segment"))
-	require.Error(t, err)
-	_, err = b.Stat(t.Context(), "prod-a/"+backup.ManifestKey(m.DataKey))
-	require.ErrorIs(t, err, storage.ErrNotFound, "the manifest was named after the lock was lost")
+	for _, pair := range []bool{false, true} {
+		b, _ := newFile(t)
+		bctx, end := cleanup.PublishBound(t.Context())
+		wctx, cancel := cleanup.Publish(bctx, time.Hour)
+		s := &stagingLog{Bucket: b, pair: pair, before: map[string]func(context.Context){"manifest": func(ctx context.Context) {
+			end(errors.New("lock lost"))
+			select { // the bound ends the publish's context asynchronously
+			case <-ctx.Done():
+			case <-time.After(10 * time.Second):
+			}
+		}}}
+		m := storeManifest("segment")
+		_, err := (&backup.BucketUploader{Bucket: s}).Store(wctx, m, strings.NewReader("segment"))
+		cancel()
+		end(nil)
+		require.Error(t, err, "pair %v", pair)
+		_, err = b.Stat(t.Context(), "prod-a/"+backup.ManifestKey(m.DataKey))
+		require.ErrorIs(t, err, storage.ErrNotFound, "pair %v: the manifest was named after the lock was lost", pair)
+	}
 }

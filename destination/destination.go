@@ -379,8 +379,8 @@ func (d *Destination) Commit(ctx context.Context, m *backup.Manifest) error {
 
 // Store implements backup.Storer through backup.BucketUploader's, on the
 // client current when it starts: a destination whose bucket stages
-// objects (file://) stores a segment's data object and manifest with
-// their waits for the disk overlapped. A read-only destination, one with
+// objects (file://) stores a segment's data object and manifest in two
+// waits for the disk (see backup.BucketUploader.Store). A read-only destination, one with
 // ObjectLock (whose data object is locked between the two writes) and
 // one whose bucket cannot stage fail with storage.ErrUnsupported, and
 // the caller uploads and commits.

@@ -101,6 +101,35 @@ type Staged interface {
 	Discard(ctx context.Context)
 }
 
+// PairStager is implemented by buckets that create an object and stage a
+// second one, which must not be visible before the first is durable
+// under its name (a backup's data object, then its manifest), in fewer
+// waits for stable storage than a Stage of both and a Publish of the
+// first: a file bucket whose puts share syncs of their file system names
+// the first before either is synced, and makes both durable in one wait
+// (see blob.Bucket.PutThenStage). It is found by a type assertion; a
+// wrapper that embeds a PairStager and overrides Stage or PutIfAbsent
+// inherits PutThenStage, which bypasses them, unless it overrides it too.
+type PairStager interface {
+	// PutThenStage creates first as PutIfAbsent does and stages second
+	// as Stage does. When it returns nil, first is visible and on
+	// stable storage, and second is durable under no name: its owner
+	// publishes or discards it. An error is an *Error naming the key
+	// it is of (ErrExist when that key exists already) and leaves
+	// nothing of either object (first is removed only while its name
+	// still holds what the call wrote); ErrUnsupported, having written
+	// nothing, says the bucket cannot after all: the caller then stages
+	// or puts them as usual.
+	PutThenStage(ctx context.Context, first, second StagePut) (Staged, error)
+}
+
+// StagePut is an object for PairStager: its key, body and options.
+type StagePut struct {
+	Key     string
+	Body    io.Reader
+	Options *PutOptions
+}
+
 // RetentionMode is an S3 object-lock retention mode.
 type RetentionMode string
 

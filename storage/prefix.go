@@ -160,6 +160,27 @@ func (p *Prefixed) Stage(ctx context.Context, key string, r io.Reader, opts *Put
 	return prefixedStaged{s, p}, nil
 }
 
+// PutThenStage implements PairStager through the inner bucket's, or fails
+// with ErrUnsupported when it has none.
+func (p *Prefixed) PutThenStage(ctx context.Context, first, second StagePut) (Staged, error) {
+	ps, ok := p.inner.(PairStager)
+	if !ok {
+		return nil, Errorf("put", first.Key, ErrUnsupported, nil)
+	}
+	var err error
+	if first.Key, err = p.full("put", first.Key); err != nil {
+		return nil, err
+	}
+	if second.Key, err = p.full("put", second.Key); err != nil {
+		return nil, err
+	}
+	s, err := ps.PutThenStage(ctx, first, second)
+	if err != nil {
+		return nil, p.rel(err)
+	}
+	return prefixedStaged{s, p}, nil
+}
+
 // prefixedStaged reports a staged object's errors with keys relative to
 // the prefix.
 type prefixedStaged struct {

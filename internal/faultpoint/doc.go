@@ -13,6 +13,11 @@
 //	file-attrs-renamed  storage/blob: the attributes have their name; for a plain put the data not yet,
 //	                    for an exclusive put the directories are not synced
 //	file-dir-synced     storage/blob: every directory up to the destination is synced
+//
+// (A data object that blob.Bucket.PutThenStage stores beside its manifest
+// on a file system whose syncs the bucket shares is linked before it is
+// synced: file-data-written twice, file-linked, file-attrs-renamed, then
+// the synced steps once the shared sync has made both durable.)
 //	upload-streaming    backup: the uploader read the first bytes of a data object
 //	data-stored         backup: the data object is stored, its manifest not written
 //	manifest-stored     backup: the manifest is stored, success not yet reported

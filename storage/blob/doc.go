@@ -71,7 +71,11 @@
 //     large put has the kernel write its data back 8 MiB at a time as it
 //     goes. A shared sync also waits for whatever else is being written
 //     to that file system: Options.SyncEachFile keeps the fsyncs of each
-//     file.
+//     file. Bucket.PutThenStage (storage.PairStager: a backup's data
+//     object, then its manifest) names the first object before the one
+//     shared sync that makes it and the second's temporary object durable,
+//     so that a segment's data object and manifest take two syncs where a
+//     Stage of both and a Publish of each take three.
 //   - A full file system or quota (ENOSPC, EDQUOT) and an S3 store out of
 //     space (507, XMinioStorageFull, an InternalError whose cause is "no
 //     space left on device") give storage.ErrNoSpace.

@@ -97,32 +97,44 @@ type fileStaged struct {
 // stageFile is putFile's first half, step 1: it writes r under a
 // temporary key beside key and syncs it.
 func (b *Bucket) stageFile(ctx context.Context, key string, r io.Reader, opts *storage.PutOptions, exclusive bool) (*fileStaged, error) {
+	var mark uint64 // failed shared syncs before the first write
+	if b.group != nil {
+		mark = b.group.mark()
+	}
+	s, data, err := b.writeTemp(ctx, key, r, opts, exclusive)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.syncTemp(ctx, s.tmp, data, mark); err != nil {
+		s.removeTemp(ctx)
+		return nil, b.fileErrorf("put", key, err)
+	}
+	return s, nil
+}
+
+// writeTemp writes r under a temporary key beside key, unsynced, and
+// returns it with a second descriptor of its data file for syncTemp (nil
+// when putChecked synced the data already). An exclusive put fails first
+// with storage.ErrExist when key's name is taken.
+func (b *Bucket) writeTemp(ctx context.Context, key string, r io.Reader, opts *storage.PutOptions, exclusive bool) (*fileStaged, *os.File, error) {
 	const op = "put"
 	final := b.filePath(key)
 	if exclusive {
 		// A name taken now fails the link in Publish: fail before writing.
 		if _, err := os.Lstat(final); err == nil {
-			return nil, storage.Errorf(op, key, storage.ErrExist, nil)
+			return nil, nil, storage.Errorf(op, key, storage.ErrExist, nil)
 		}
 	}
 	suffix, err := tempSuffix()
 	if err != nil {
-		return nil, storage.Errorf(op, key, nil, err)
+		return nil, nil, storage.Errorf(op, key, nil, err)
 	}
 	s := &fileStaged{b: b, key: key, tmpKey: key + suffix, final: final, tmp: final + suffix, exclusive: exclusive}
-	var mark uint64 // failed shared syncs before the first write
-	if b.group != nil {
-		mark = b.group.mark()
-	}
-	var data *os.File // fileblob's data file, to sync; nil when synced
+	var data *os.File
 	if err := b.putChecked(ctx, s.tmpKey, r, opts, false, &data); err != nil {
-		return nil, relabel(err, s.tmpKey, key)
+		return nil, nil, relabel(err, s.tmpKey, key)
 	}
-	if err := b.syncTemp(ctx, s.tmp, data, mark); err != nil {
-		s.removeTemp(ctx)
-		return nil, b.fileErrorf(op, key, err)
-	}
-	return s, nil
+	return s, data, nil
 }
 
 // Publish implements storage.Staged: putFile's second half, steps 2 and
@@ -136,14 +148,35 @@ func (s *fileStaged) Publish(ctx context.Context) error {
 		return storage.Errorf(op, s.key, nil, errors.New("the staged object was published or discarded already"))
 	}
 	s.done = true
+	b := s.b
+	var mark uint64 // failed shared syncs before the names change
+	if b.group != nil {
+		mark = b.group.mark()
+	}
+	ours, err := s.link(ctx)
+	if err != nil {
+		return err
+	}
+	if err := b.syncDirs(filepath.Dir(s.final), mark); err != nil {
+		if s.exclusive {
+			b.unlinkOwn(s.key, s.final, ours)
+		}
+		return b.fileErrorf(op, s.key, err)
+	}
+	faultpoint.Hit("file-dir-synced")
+	return nil
+}
+
+// link is Publish up to its directories' sync: it gives the staged object
+// its name (for an exclusive put, its data then its attributes, and drops
+// the temporary link) and returns what the name holds, for unlinkOwn. On
+// an error nothing of the object is left.
+func (s *fileStaged) link(ctx context.Context) (os.FileInfo, error) {
+	const op = "put"
 	b, key, final, tmp := s.b, s.key, s.final, s.tmp
 	ours, err := os.Stat(tmp)
 	if err == nil {
 		err = ctx.Err()
-	}
-	var mark uint64 // failed shared syncs before the names change
-	if b.group != nil {
-		mark = b.group.mark()
 	}
 	if err == nil {
 		err = b.name(tmp, final, s.exclusive)
@@ -151,30 +184,23 @@ func (s *fileStaged) Publish(ctx context.Context) error {
 	if err != nil {
 		s.removeTemp(ctx)
 		if s.exclusive && errors.Is(err, fs.ErrExist) {
-			return storage.Errorf(op, key, storage.ErrExist, nil)
+			return nil, storage.Errorf(op, key, storage.ErrExist, nil)
 		}
-		return b.fileErrorf(op, key, err)
+		return nil, b.fileErrorf(op, key, err)
 	}
 	faultpoint.Hit("file-linked")
 	if s.exclusive {
 		if err := b.rename(tmp+attrsSuffix, final+attrsSuffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			b.unlinkOwn(key, final, ours)
 			s.removeTemp(ctx)
-			return b.fileErrorf(op, key, fmt.Errorf("rename attributes into place: %w", err))
+			return nil, b.fileErrorf(op, key, fmt.Errorf("rename attributes into place: %w", err))
 		}
 		faultpoint.Hit("file-attrs-renamed")
 		if err := os.Remove(tmp); err != nil && b.opts.Logger != nil {
 			b.opts.Logger.Warn("temporary link of an exclusive put left behind", "key", s.tmpKey, "error", err)
 		}
 	}
-	if err := b.syncDirs(filepath.Dir(final), mark); err != nil {
-		if s.exclusive {
-			b.unlinkOwn(key, final, ours)
-		}
-		return b.fileErrorf(op, key, err)
-	}
-	faultpoint.Hit("file-dir-synced")
-	return nil
+	return ours, nil
 }
 
 // Discard implements storage.Staged: it removes the temporary object of
@@ -229,6 +255,13 @@ func (b *Bucket) syncTemp(ctx context.Context, tmp string, data *os.File, mark u
 		}
 		b.sharedSyncFailed(tmp, err)
 	}
+	return b.syncTempEach(tmp, data)
+}
+
+// syncTempEach is syncTemp without a shared sync: it syncs the data
+// (through data, which it closes, unless nil) and the ".attrs" file of
+// the object at tmp, at once.
+func (b *Bucket) syncTempEach(tmp string, data *os.File) error {
 	attrs := make(chan error, 1)
 	go func() { attrs <- b.syncPath(tmp+attrsSuffix, "attrs") }()
 	var derr error
@@ -336,6 +369,12 @@ func (b *Bucket) syncDirs(dir string, mark uint64) error {
 		// them one by one.
 		b.sharedSyncFailed(dir, err)
 	}
+	return b.syncDirsEach(path)
+}
+
+// syncDirsEach is syncDirs without a shared sync: it syncs the
+// directories of path (dirsUp's) one by one.
+func (b *Bucket) syncDirsEach(path []string) error {
 	ids, ok := make([]dirID, len(path)), make([]bool, len(path))
 	for i, d := range path {
 		// Taken before any sync: a directory made again meanwhile is
