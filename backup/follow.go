@@ -44,8 +44,8 @@ const (
 // revision after the previous one's last. The follower holds one segment
 // being cut, and the backlogs of targets behind (below). While a segment
 // is stored it keeps reading the watch, holding at most twice
-// MaxSegmentBytes of what arrives (etcd's client would otherwise buffer
-// it, without bound); when no target can store the segment, when what
+// MaxSegmentBytes of what arrives (unread, it would wait in gRPC's and
+// etcd's buffers, and stall the watch); when no target can store the segment, when what
 // arrives passes that bound, or when the store takes longer than
 // SlowStore, it cancels the watch and watches again once the segment is
 // stored, so memory does not grow with the length of an outage or with
@@ -152,7 +152,12 @@ const (
 // once, but they cost twice the storage.
 type Follower struct {
 	// Client watches etcd. It should know every member's endpoint, so that
-	// the watch fails over. Required.
+	// the watch fails over. The follower watches on gRPC streams of its
+	// own over Client's connection, not through Client.Watcher: every key
+	// of the cluster, as its full backups hold them, even when a host set
+	// a Watcher of its own (a namespace's). A stream that breaks (a member
+	// stopped) is a WatchRestarted: the follower checks etcd's history and
+	// watches again after RetryInterval. Required.
 	Client *clientv3.Client
 	// Pipeline takes the full backups. Its Compression, Encryption, Logger
 	// and Now also apply to segments. Required.
@@ -189,8 +194,8 @@ type Follower struct {
 	// SlowStore bounds how long the watch stays open while a segment is
 	// stored: past it, the watch is cancelled and opened again from the
 	// segment's end once it is stored. Meanwhile the follower keeps
-	// reading the watch (etcd's client would otherwise buffer what the
-	// cluster writes, without bound), holding at most twice
+	// reading the watch (unread, what the cluster writes would wait in
+	// gRPC's and etcd's buffers), holding at most twice
 	// MaxSegmentBytes of it; past that too the watch is cancelled, and
 	// opened again after what is held. Memory is then bounded under a
 	// slow destination as under a failing one. Zero means
@@ -684,8 +689,8 @@ type prewatch struct {
 	from int64
 	// resume is where wch continues after held, or later.
 	resume int64
-	wctx   context.Context
-	wch    clientv3.WatchChan
+	ws     *watchStream
+	wch    clientv3.WatchChan // ws.C
 	cancel context.CancelFunc
 	stopc  chan struct{}
 	done   chan struct{}
@@ -697,17 +702,22 @@ type prewatch struct {
 // its watch.
 func (f *Follower) startPrewatch(ctx context.Context) *prewatch {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	// etcd's client returns from Watch once etcd created the watch (or
-	// wctx ended): the timeout cancels wctx, which closes wch.
+	// The created response comes once etcd created the watch (or wctx
+	// ended): the timeout cancels wctx, which closes the stream.
 	timer := time.AfterFunc(prewatchCreateTimeout, cancel)
-	wch := f.Client.Watch(wctx, "", clientv3.WithPrefix(), clientv3.WithCreatedNotify(), clientv3.WithProgressNotify())
-	created := <-wch
-	if !timer.Stop() || !created.Created || created.Err() != nil || created.Header.Revision == 0 {
+	ws, err := watchAll(wctx, f.Client, 0, true)
+	if err != nil {
+		timer.Stop()
+		cancel()
+		return nil
+	}
+	created := <-ws.C
+	if !timer.Stop() || !created.Created || created.Err() != nil || created.Header == nil || created.Header.Revision == 0 {
 		cancel()
 		return nil
 	}
 	from := created.Header.Revision + 1
-	p := &prewatch{from: from, resume: from, wctx: wctx, wch: wch, cancel: cancel,
+	p := &prewatch{from: from, resume: from, ws: ws, wch: ws.C, cancel: cancel,
 		stopc: make(chan struct{}), done: make(chan struct{})}
 	go p.hold()
 	return p
@@ -947,16 +957,17 @@ type followState struct {
 	watchStarted, segmentWatchStarted time.Time
 	leases                            map[int64]bool
 	// stopWatch cancels the running watch: called when no target can
-	// store a segment, so that etcd's client stops buffering events while
-	// the stores retry.
+	// store a segment, so that etcd stops sending events while the stores
+	// retry.
 	stopWatch context.CancelFunc
 	targets   *followTargets
 	// pending is the segment cut and handed to the targets, until one
 	// holds it.
 	pending *pendingSegment
 	// watchCh is the running watch's channel, which await reads while a
-	// segment is stored (etcd's client would otherwise buffer what arrives,
-	// without bound); heldBytes is what it holds in held.
+	// segment is stored (what arrives would otherwise wait in gRPC's and
+	// etcd's buffers, and stall the watch); heldBytes is what it holds in
+	// held.
 	watchCh   clientv3.WatchChan
 	heldBytes int
 	// until, for a recovery's tail, is the last revision it catches up;
@@ -1073,7 +1084,7 @@ func (st *followState) storeAbandoned(ctx context.Context) {
 func (st *followState) restart(c chainStart) {
 	if st.pre != c.pre {
 		// The ended chain's (a recovery right after a chain started, before
-		// its first watch): etcd's client would buffer it until Run ends.
+		// its first watch): its watch would stay open until Run ends.
 		st.pre.close()
 	}
 	st.next, st.chain, st.committed, st.chainLength = c.next, c.chain, c.next-1, 0
@@ -1204,8 +1215,12 @@ func (st *followState) checkHeader(h *etcdserverpb.ResponseHeader) error {
 // watch watches from st.next until the watch ends, a segment had to be
 // retried (to drop what the watch buffered meanwhile), or ctx ends.
 func (st *followState) watch(ctx context.Context) error {
-	wctx, cancel, wch := st.openWatch(ctx)
+	cancel, ws, err := st.openWatch(ctx)
+	if err != nil {
+		return err
+	}
 	defer cancel()
+	wch := ws.C
 	// Only while the watch runs: a store after it ended (of what a
 	// prewatch held) has no watch to stop, and must not be cut short.
 	st.stopWatch = cancel
@@ -1243,7 +1258,7 @@ func (st *followState) watch(ctx context.Context) error {
 			case st.builder.empty() && now.Sub(asked) >= interval:
 				// Learn etcd's head revision, for the lag.
 				asked = now
-				_ = st.f.Client.RequestProgress(wctx)
+				_ = ws.requestProgress()
 			}
 			timer.Reset(st.nextWake(st.f.Pipeline.now(), asked, interval))
 		case wr, ok := <-wch:
@@ -1251,7 +1266,7 @@ func (st *followState) watch(ctx context.Context) error {
 				if err := ctx.Err(); err != nil {
 					return err
 				}
-				return errors.New("watch channel closed")
+				return cmp.Or(ws.Err(), errors.New("watch ended"))
 			}
 			if err := st.receive(ctx, wr); err != nil {
 				if errors.Is(err, errRewatch) {
@@ -1290,16 +1305,21 @@ func (st *followState) nextWake(now, asked time.Time, interval time.Duration) ti
 // on: a watch from st.next would be cancelled if etcd compacted past it
 // since the prewatch stopped (what it delivers before st.next, receive
 // skips).
-func (st *followState) openWatch(ctx context.Context) (context.Context, context.CancelFunc, clientv3.WatchChan) {
+func (st *followState) openWatch(ctx context.Context) (context.CancelFunc, *watchStream, error) {
 	if p := st.pre; p != nil {
 		st.pre = nil
 		if p.resume <= st.next {
-			return p.wctx, p.cancel, p.wch
+			return p.cancel, p.ws, nil
 		}
 		p.close()
 	}
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	return wctx, cancel, st.f.Client.Watch(wctx, "", clientv3.WithPrefix(), clientv3.WithRev(st.next), clientv3.WithProgressNotify())
+	ws, err := watchAll(wctx, st.f.Client, st.next, false)
+	if err != nil {
+		cancel()
+		return nil, nil, err
+	}
+	return cancel, ws, nil
 }
 
 // receive adds a watch response's revisions to the segment.

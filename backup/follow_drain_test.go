@@ -91,7 +91,7 @@ func TestFollowerDrainHeldErrorDropsWhatArrived(t *testing.T) {
 	}
 	wch := make(chan clientv3.WatchResponse, 1)
 	wch <- put(4, 4) // delivered by the prewatch's watch while revision 2 is stored
-	pre := &prewatch{from: 2, resume: 4, wctx: t.Context(), wch: wch, cancel: func() {}}
+	pre := &prewatch{from: 2, resume: 4, wch: wch, cancel: func() {}}
 	st.restart(chainStart{next: 2, chain: "prod-a-full", held: []clientv3.WatchResponse{put(2, 3), put(3, 1)}, pre: pre})
 	cli := etcdtest.Start(t).Client(t)
 	require.NoError(t, cli.Close())

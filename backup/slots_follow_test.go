@@ -8,23 +8,22 @@ import (
 
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 
 	"github.com/etcdbackup/etcdbackup/internal/etcdtest"
 	"github.com/etcdbackup/etcdbackup/storage/blob"
 	"github.com/etcdbackup/etcdbackup/storage/blob/drivers"
 )
 
-// watchWhileHeld records the watches opened while held is set.
-type watchWhileHeld struct {
-	clientv3.Watcher
-	held, opened *atomic.Bool
-}
-
-func (w watchWhileHeld) Watch(ctx context.Context, key string, opts ...clientv3.OpOption) clientv3.WatchChan {
-	if w.held.Load() {
-		w.opened.Store(true)
+// watchWhileHeld is a gRPC stream interceptor that records the watches
+// opened while held is set.
+func watchWhileHeld(held, opened *atomic.Bool) grpc.StreamClientInterceptor {
+	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		if method == "/etcdserverpb.Watch/Watch" && held.Load() {
+			opened.Store(true)
+		}
+		return streamer(ctx, desc, cc, method, opts...)
 	}
-	return w.Watcher.Watch(ctx, key, opts...)
 }
 
 // TestFollowerWaitsForASlotWithoutAWatch: a follower whose first full
@@ -35,9 +34,11 @@ func (w watchWhileHeld) Watch(ctx context.Context, key string, opts ...clientv3.
 func TestFollowerWaitsForASlotWithoutAWatch(t *testing.T) {
 	ctx := t.Context()
 	etcd := etcdtest.Start(t)
-	cli := etcd.Client(t)
 	var held, opened atomic.Bool
-	cli.Watcher = watchWhileHeld{Watcher: cli.Watcher, held: &held, opened: &opened}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: etcd.Endpoints(), DialTimeout: 5 * time.Second,
+		DialOptions: []grpc.DialOption{grpc.WithChainStreamInterceptor(watchWhileHeld(&held, &opened))}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cli.Close() })
 	b, err := blob.Open(ctx, drivers.NewURLMux(nil), "mem://", nil)
 	require.NoError(t, err)
 	defer b.Close()
