@@ -300,7 +300,9 @@ type FollowEvent struct {
 	// and those still uncommitted after it were known to exist before
 	// being committed: from the first response or progress notification
 	// of etcd that showed a revision at or past them (or the reception of
-	// the segment's first revision, when later) to now. A follower
+	// the segment's first revision, when later) to the commit (the store
+	// that made the segment held), and to now for those still
+	// uncommitted. A follower
 	// catching up far behind reads the time it has been behind, not the
 	// time one segment took.
 	Lag         time.Duration
@@ -1463,12 +1465,14 @@ func (st *followState) flush(ctx context.Context) (retried bool, err error) {
 	st.chainLength++
 	f := st.f
 	// The lag from the segment's first revision, known since etcd first
-	// showed it, to its commit; the oldest revision left uncommitted may
-	// have been known longer.
-	lag := f.Pipeline.now().Sub(p.firstReceived)
+	// showed it, to its commit (when the target's store returned, not when
+	// this goroutine heard of it); the oldest revision left uncommitted
+	// may have been known longer, to now.
+	at := p.heldAt(st.targets.recovery, f.Pipeline.now())
+	lag := at.Sub(p.firstReceived)
 	for _, m := range st.heads {
 		if m.rev >= p.sum.FirstRevision {
-			lag = max(lag, f.Pipeline.now().Sub(m.seen))
+			lag = max(lag, at.Sub(m.seen))
 			break
 		}
 	}

@@ -159,3 +159,35 @@ func TestFollowerHeadFromWhatAPrewatchHeld(t *testing.T) {
 		require.Equal(t, int64(50), e.HeadRevision, "the head of the segment committed up to %d", e.Committed)
 	}
 }
+
+// TestFollowerLagEndsAtTheCommit: a segment's lag runs from the reception
+// of its first revision to the store that committed it, not to the moment
+// the follower's goroutine heard of the commit (on a busy process, a wait
+// for a core later).
+func TestFollowerLagEndsAtTheCommit(t *testing.T) {
+	var clock atomic.Int64
+	base := time.Unix(1_700_000_000, 0)
+	open := make(chan struct{})
+	close(open)
+	var committed []FollowEvent
+	f := &Follower{Cluster: "prod-a", Pipeline: &Pipeline{Now: func() time.Time { return base.Add(time.Duration(clock.Load()) * time.Second) }},
+		Targets:         []Target{{Destination: "open", Uploader: gateUploader{open: open}}},
+		MaxSegmentBytes: 1 << 20, SlowStore: time.Hour, RetryInterval: time.Millisecond,
+		Observer: FollowObserverFunc(func(e FollowEvent) {
+			switch e.Kind {
+			case SegmentStored:
+				clock.Add(5) // the follower hears of the commit 5 s after it
+			case SegmentCommitted:
+				committed = append(committed, e)
+			}
+		})}
+	st := drainState(t, f)
+	st.restart(chainStart{next: 2, chain: "prod-a-full"})
+	require.NoError(t, st.receive(t.Context(), clientv3.WatchResponse{Header: &etcdserverpb.ResponseHeader{ClusterId: 7, Revision: 2},
+		Events: []*clientv3.Event{{Type: mvccpb.PUT, Kv: &mvccpb.KeyValue{Key: []byte("/k"), Value: []byte("v"), CreateRevision: 2, ModRevision: 2, Version: 1}}}}))
+	clock.Store(1)
+	_, err := st.flush(t.Context())
+	require.NoError(t, err)
+	require.Len(t, committed, 1)
+	require.Equal(t, time.Second, committed[0].Lag, "received at 0 s, committed at 1 s, heard of at 6 s")
+}

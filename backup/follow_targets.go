@@ -27,12 +27,29 @@ type pendingSegment struct {
 
 	mu        sync.Mutex
 	manifests []*Manifest // committed so far, one per target
+	times     []time.Time // when each was committed
 }
 
-func (p *pendingSegment) committedOn(m *Manifest) {
+func (p *pendingSegment) committedOn(m *Manifest, at time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.manifests = append(p.manifests, m)
+	p.times = append(p.times, at)
+}
+
+// heldAt returns when the segment was first held as await waits for it:
+// its first commit on a target, or its last when every target must hold
+// it (a recovery's tail); def when none is recorded.
+func (p *pendingSegment) heldAt(every bool, def time.Time) time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.times) == 0 {
+		return def
+	}
+	if every {
+		return slices.MaxFunc(p.times, time.Time.Compare)
+	}
+	return slices.MinFunc(p.times, time.Time.Compare)
 }
 
 func (p *pendingSegment) committed() []*Manifest {
@@ -465,7 +482,7 @@ func (t *targetState) run(ctx context.Context, all *followTargets) {
 				continue
 			}
 			attempt = 0
-			seg.committedOn(m)
+			seg.committedOn(m, f.Pipeline.now())
 			f.event(FollowEvent{Kind: SegmentStored, Revision: seg.sum.FirstRevision, Destination: t.t.Destination,
 				Manifests: []*Manifest{m}, RawBytes: int64(seg.raw), StoredBytes: int64(len(seg.stored)),
 				Events: seg.sum.Events, Revisions: seg.sum.Revisions})

@@ -52,8 +52,14 @@ func (b *Bucket) PutThenStage(ctx context.Context, first, second storage.StagePu
 		s1.Discard(ctx)
 		return nil, err
 	}
+	// The temporary files were made in their keys' directories: on those
+	// directories' file systems.
 	dirs := dirsUp(filepath.Dir(s1.final), filepath.Clean(b.fileDir))
-	if g := b.group; g != nil && g.covers(append([]string{s1.tmp, s2.tmp}, dirs...)...) {
+	covered := dirs
+	if d := filepath.Dir(s2.final); d != dirs[0] {
+		covered = append([]string{d}, dirs...)
+	}
+	if g := b.group; g != nil && g.covers(covered...) {
 		return b.linkThenShare(ctx, s1, data1, s2, data2, dirs, mark)
 	}
 	return b.stageEachThenPublish(ctx, s1, data1, s2, data2, mark)
