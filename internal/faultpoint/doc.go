@@ -13,14 +13,14 @@
 //	file-attrs-renamed  storage/blob: the attributes have their name; for a plain put the data not yet,
 //	                    for an exclusive put the directories are not synced
 //	file-dir-synced     storage/blob: every directory up to the destination is synced
-//
-// (A data object that blob.Bucket.PutThenStage stores beside its manifest
-// on a file system whose syncs the bucket shares is linked before it is
-// synced: file-data-written twice, file-linked, file-attrs-renamed, then
-// the synced steps once the shared sync has made both durable.)
 //	upload-streaming    backup: the uploader read the first bytes of a data object
 //	data-stored         backup: the data object is stored, its manifest not written
 //	manifest-stored     backup: the manifest is stored, success not yet reported
+//
+// A data object that blob.Bucket.PutThenStage stores beside its manifest,
+// on a file system whose syncs the bucket shares, is linked before it is
+// synced: file-data-written twice, file-linked, file-attrs-renamed, then
+// the synced steps once one shared sync has made both durable.
 //
 // A crash test builds the CLI with the tag into a temporary directory,
 // runs it with the variable set, and checks what list and verify see.
