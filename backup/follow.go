@@ -382,6 +382,9 @@ func (f *Follower) validate() error {
 	if f.Client == nil {
 		return errors.New("follower has no etcd client")
 	}
+	if f.Client.ActiveConnection() == nil {
+		return errors.New("follower's etcd client has no gRPC connection to watch on (make it with clientv3.New)")
+	}
 	if f.Pipeline == nil {
 		return errors.New("follower has no pipeline")
 	}

@@ -111,3 +111,14 @@ func TestWatchStreamEnds(t *testing.T) {
 	}
 	require.Error(t, ws.Err())
 }
+
+// TestFollowerNeedsAConnection: a follower whose client has no gRPC
+// connection (clientv3.NewCtxClient's) fails at once, saying so, rather
+// than retry a watch it cannot open.
+func TestFollowerNeedsAConnection(t *testing.T) {
+	cli := clientv3.NewCtxClient(t.Context())
+	f := &Follower{Client: cli, Pipeline: &Pipeline{}, Cluster: "prod",
+		Targets: []Target{{Destination: "d", Uploader: gateUploader{}}}, Catalogs: []Catalog{nil}}
+	err := f.Run(t.Context())
+	require.ErrorContains(t, err, "no gRPC connection")
+}
