@@ -81,14 +81,17 @@ func (u *BucketUploader) Store(ctx context.Context, m *Manifest, r io.Reader) (b
 // nothing of either is left.
 func (u *BucketUploader) stagePair(ctx context.Context, data, man storage.StagePut) (storage.Staged, error) {
 	if ps, ok := u.Bucket.(storage.PairStager); ok {
-		s, err := ps.PutThenStage(ctx, data, man)
+		// What a refusal read of the bodies could not be staged again.
+		dr, mr := &countingReader{r: data.Body}, &countingReader{r: man.Body}
+		s, err := ps.PutThenStage(ctx, storage.StagePut{Key: data.Key, Body: dr, Options: data.Options},
+			storage.StagePut{Key: man.Key, Body: mr, Options: man.Options})
 		var se *storage.Error
 		switch {
 		case err == nil:
 			return s, nil
 		case errors.As(err, &se) && se.Key == man.Key:
 			return nil, manifestStageFailed(man.Key, err)
-		case !errors.Is(err, storage.ErrUnsupported):
+		case !errors.Is(err, storage.ErrUnsupported) || dr.n > 0 || mr.n > 0:
 			return nil, dataExists(data.Key, err)
 		}
 	}
@@ -131,4 +134,16 @@ func manifestStageFailed(key string, err error) error {
 		return fmt.Errorf("%w: %s: %w", ErrBackupExists, key, err)
 	}
 	return fmt.Errorf("write manifest: %w", err)
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }

@@ -308,3 +308,23 @@ func TestStoreStopsAtALostLock(t *testing.T) {
 		require.ErrorIs(t, err, storage.ErrNotFound, "pair %v: the manifest was named after the lock was lost", pair)
 	}
 }
+
+// readingRefuser is a PairStager that reads the data body, then answers
+// ErrUnsupported, breaking PairStager's contract.
+type readingRefuser struct{ *blob.Bucket }
+
+func (b readingRefuser) PutThenStage(_ context.Context, first, _ storage.StagePut) (storage.Staged, error) {
+	_, _ = io.Copy(io.Discard, first.Body)
+	return nil, storage.Errorf("put", first.Key, storage.ErrUnsupported, nil)
+}
+
+// TestStorePairRefusalAfterReading: a PairStager that read a body before
+// refusing with ErrUnsupported fails the store; it is not staged again
+// from what is left of the body (an empty data object under a manifest
+// that says otherwise).
+func TestStorePairRefusalAfterReading(t *testing.T) {
+	b, dir := newFile(t)
+	_, err := (&backup.BucketUploader{Bucket: readingRefuser{b}}).Store(t.Context(), storeManifest("segment"), strings.NewReader("segment"))
+	require.Error(t, err)
+	assert.Empty(t, filesIn(t, dir))
+}

@@ -323,14 +323,18 @@ func (b *Bucket) rename(oldpath, newpath string) error {
 // unlinkOwn removes the object at final and its attributes after a put
 // that could not make it durable, if final still names the file ours
 // describes: another writer's object under the same key is left alone.
-// The removal is not synced either, so a crash can bring the object back;
-// it is then a complete object, like any other.
+// The attributes go first: while the name still holds ours, no exclusive
+// writer can link its own object and rename its attributes into place.
+// The removal is not synced either, so a crash can bring the object back:
+// a complete object, like any other, except on PutThenStage's path, where
+// the object was named before it was synced and may then come back
+// incomplete (a data object whose manifest was never named).
 func (b *Bucket) unlinkOwn(key, final string, ours os.FileInfo) {
 	fi, err := os.Stat(final)
 	if err != nil || !os.SameFile(fi, ours) {
 		return
 	}
-	if err := errors.Join(os.Remove(final), os.Remove(final+attrsSuffix)); err != nil && !errors.Is(err, fs.ErrNotExist) && b.opts.Logger != nil {
+	if err := errors.Join(os.Remove(final+attrsSuffix), os.Remove(final)); err != nil && !errors.Is(err, fs.ErrNotExist) && b.opts.Logger != nil {
 		b.opts.Logger.Warn("object of a failed put left behind", "key", key, "error", err)
 	}
 }

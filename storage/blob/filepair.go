@@ -28,7 +28,9 @@ import (
 // once, then first is published as Publish does.
 //
 // On an error nothing of either object is left: first's name is removed
-// only while it still holds the file this call wrote.
+// only while it still holds the file this call wrote. Once first is
+// named, the wait for the round is not cut short by ctx (first may have
+// been seen), as an fsync is not.
 func (b *Bucket) PutThenStage(ctx context.Context, first, second storage.StagePut) (storage.Staged, error) {
 	for _, p := range []storage.StagePut{first, second} {
 		if err := b.checkKey("put", p.Key); err != nil {
@@ -82,7 +84,9 @@ func (b *Bucket) linkThenShare(ctx context.Context, s1 *fileStaged, data1 *os.Fi
 		b.unlinkOwn(s1.key, s1.final, ours)
 		s2.Discard(ctx)
 	}
-	err = b.group.waitChecked(ctx, mark)
+	// Not cut short by ctx, as syncDirs' wait is not: first's name may
+	// have been seen already (another writer refused with ErrExist).
+	err = b.group.waitChecked(context.Background(), mark)
 	if err == nil {
 		closeFiles(data1, data2) // the round reported their write-back errors
 		for range 2 {
@@ -91,11 +95,6 @@ func (b *Bucket) linkThenShare(ctx context.Context, s1 *fileStaged, data1 *os.Fi
 		}
 		faultpoint.Hit("file-dir-synced")
 		return s2, nil
-	}
-	if cerr := ctx.Err(); cerr != nil {
-		closeFiles(data1, data2)
-		undo()
-		return nil, storage.Errorf("put", s1.key, nil, cerr)
 	}
 	// The error may be these objects', or another file's: sync them one
 	// by one (first's attributes are at their name now).

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -95,9 +96,9 @@ func TestFilePairSharedFallsBack(t *testing.T) {
 
 // TestFilePairFailuresLeaveNothing: PutThenStage fails with an error
 // naming the key it is of, and leaves nothing of either object, when the
-// first's key is taken (another's object kept), when the second's is,
-// when the round and then a file's own sync fail, and when its context
-// ends during the round; the same on a bucket that syncs each file.
+// first's key is taken (another's object kept), when the second's is, and
+// when the round and then a file's own sync fail; the same on a bucket
+// that syncs each file.
 func TestFilePairFailuresLeaveNothing(t *testing.T) {
 	for _, tc := range []struct {
 		name, key string
@@ -136,18 +137,6 @@ func TestFilePairFailuresLeaveNothing(t *testing.T) {
 				})
 				return t.Context()
 			}},
-		{name: "context ends in the round", key: "prod/seg", shared: true, is: context.Canceled,
-			setup: func(t *testing.T, b *blob.Bucket) context.Context {
-				ctx, cancel := context.WithCancel(t.Context())
-				blob.OnSync(b, func(kind, _ string) error {
-					if kind == "fs" {
-						cancel()
-						return syscall.EIO // the waiter sees the end of ctx, or this
-					}
-					return nil
-				})
-				return ctx
-			}},
 		{name: "each file: second's data sync", key: "prod/seg.json",
 			is: syscall.EIO,
 			setup: func(_ *testing.T, b *blob.Bucket) context.Context {
@@ -182,4 +171,35 @@ func TestFilePairFailuresLeaveNothing(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestFilePairIgnoresCancelOnceNamed: once the first object is named (a
+// writer of the same key may have been refused already), the end of the
+// context during the round does not undo it: PutThenStage completes, as
+// an fsync would.
+func TestFilePairIgnoresCancelOnceNamed(t *testing.T) {
+	b, _ := openShared(t, "")
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	returned := make(chan struct{})
+	blob.OnSync(b, func(kind, _ string) error {
+		if kind == "fs" {
+			// The next put of the first's key is refused: it was seen.
+			err := b.PutIfAbsent(t.Context(), "prod/seg", strings.NewReader("theirs"), nil)
+			assert.ErrorIs(t, err, storage.ErrExist)
+			cancel()
+			select { // the round ends after PutThenStage, if it returns
+			case <-returned:
+			case <-time.After(time.Second):
+			}
+		}
+		return nil
+	})
+	s, err := putPair(ctx, b)
+	close(returned)
+	blob.OnSync(b, nil)
+	require.NoError(t, err)
+	assert.Equal(t, "segment", getString(t, b, "prod/seg"))
+	require.NoError(t, s.Publish(t.Context()))
+	assert.Equal(t, "{}", getString(t, b, "prod/seg.json"))
 }
