@@ -517,8 +517,13 @@ func (f *Follower) Run(ctx context.Context) error {
 		case err != nil:
 			f.event(FollowEvent{Kind: WatchRestarted, Chain: st.chain, Revision: st.next, Err: err})
 			f.logger().Warn("watch broke, resuming", "cluster", f.Cluster, "revision", st.next, "error", err)
-			if werr := f.retry().wait(ctx, 1); werr != nil {
-				return st.finalFlush(ctx)
+			// A watch that ran for a while broke (a member restarted):
+			// watch again at once (checkHistory waits for etcd to
+			// answer); one that broke sooner waits RetryInterval first.
+			if f.Pipeline.now().Sub(st.watchStarted) < f.retry().first {
+				if werr := f.retry().wait(ctx, 1); werr != nil {
+					return st.finalFlush(ctx)
+				}
 			}
 		}
 	}
@@ -687,8 +692,10 @@ const prewatchCreateTimeout = 10 * time.Second
 // followState.openWatch), until close.
 type prewatch struct {
 	// from is the first revision watched, or later: etcd starts a watch
-	// without a start revision (which compaction never cancels) after
-	// its current revision, and the created response's header may be
+	// without a start revision (which compaction does not cancel while
+	// it is read: one left unread long enough stalls in etcd, which may
+	// then cancel it as compacted, a ChainGap) after its current
+	// revision, and the created response's header may be
 	// a later one (etcd wrote meanwhile). The revisions before from
 	// that it holds are also held in order, and received once.
 	from int64
@@ -973,7 +980,10 @@ type followState struct {
 	// segment is stored (what arrives would otherwise wait in gRPC's and
 	// etcd's buffers, and stall the watch); heldBytes is what it holds in
 	// held.
-	watchCh   clientv3.WatchChan
+	watchCh clientv3.WatchChan
+	// watchRan reports that the last watch delivered a response: a break
+	// after that is watched again at once, not after RetryInterval.
+	watchRan  bool
 	heldBytes int
 	// until, for a recovery's tail, is the last revision it catches up;
 	// zero for the chain followed.
@@ -1269,6 +1279,12 @@ func (st *followState) watch(ctx context.Context) error {
 		case wr, ok := <-wch:
 			if !ok {
 				if err := ctx.Err(); err != nil {
+					return err
+				}
+				// The stream broke (a member stopped, the connection
+				// reset) or etcd cancelled the watch: what is held is
+				// stored now, not once etcd answers again.
+				if _, err := st.flush(ctx); err != nil {
 					return err
 				}
 				return cmp.Or(ws.Err(), errors.New("watch ended"))

@@ -2,15 +2,20 @@ package backup
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 
 	"github.com/etcdbackup/etcdbackup/internal/etcdtest"
+	"github.com/etcdbackup/etcdbackup/storage/blob"
+	"github.com/etcdbackup/etcdbackup/storage/blob/drivers"
 )
 
 // next receives the next response of ws, failing after a while.
@@ -121,4 +126,90 @@ func TestFollowerNeedsAConnection(t *testing.T) {
 		Targets: []Target{{Destination: "d", Uploader: gateUploader{}}}, Catalogs: []Catalog{nil}}
 	err := f.Run(t.Context())
 	require.ErrorContains(t, err, "no gRPC connection")
+}
+
+// eventsSeen is a gRPC stream interceptor that closes seen once a watch
+// stream received a response with events.
+func eventsSeen(seen chan struct{}) grpc.StreamClientInterceptor {
+	var once sync.Once
+	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		s, err := streamer(ctx, desc, cc, method, opts...)
+		if err != nil || method != "/etcdserverpb.Watch/Watch" {
+			return s, err
+		}
+		return recvHook{s, func(m any) {
+			if wr, ok := m.(*etcdserverpb.WatchResponse); ok && len(wr.Events) > 0 {
+				once.Do(func() { close(seen) })
+			}
+		}}, nil
+	}
+}
+
+type recvHook struct {
+	grpc.ClientStream
+	fn func(any)
+}
+
+func (h recvHook) RecvMsg(m any) error {
+	err := h.ClientStream.RecvMsg(m)
+	if err == nil {
+		h.fn(m)
+	}
+	return err
+}
+
+// TestFollowerStoresWhatItHoldsWhenTheWatchBreaks: when the watch's
+// stream breaks (etcd stopped), the revisions the follower holds are
+// stored at once, not once etcd answers again (or after the flush
+// interval, here an hour).
+func TestFollowerStoresWhatItHoldsWhenTheWatchBreaks(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	seen := make(chan struct{})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: etcd.Endpoints(), DialTimeout: 5 * time.Second,
+		DialOptions: []grpc.DialOption{grpc.WithChainStreamInterceptor(eventsSeen(seen))}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cli.Close() })
+	b, err := blob.Open(t.Context(), drivers.NewURLMux(nil), "mem://", nil)
+	require.NoError(t, err)
+	defer b.Close()
+	snapshotter, err := NewEtcdSnapshotter(EtcdConfig{Endpoints: etcd.Endpoints()})
+	require.NoError(t, err)
+	var mu sync.Mutex
+	var committed int64
+	started := make(chan struct{})
+	f := &Follower{Client: cli, Pipeline: &Pipeline{Snapshotter: snapshotter}, Cluster: "prod",
+		Targets:  []Target{{Destination: "mem", Uploader: &BucketUploader{Bucket: b}}},
+		Catalogs: []Catalog{b}, FlushInterval: time.Hour, RetryInterval: time.Hour,
+		Observer: FollowObserverFunc(func(e FollowEvent) {
+			mu.Lock()
+			defer mu.Unlock()
+			switch e.Kind {
+			case ChainStarted:
+				close(started)
+			case SegmentCommitted:
+				committed = max(committed, e.Committed)
+			}
+		})}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- f.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	select {
+	case <-started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no chain started")
+	}
+	resp, err := cli.Put(t.Context(), "/k", "v")
+	require.NoError(t, err)
+	select {
+	case <-seen: // the follower receives it before the stream's end
+	case <-time.After(30 * time.Second):
+		t.Fatal("the watch delivered nothing")
+	}
+	etcd.Stop()
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return committed >= resp.Header.Revision
+	}, 60*time.Second, 20*time.Millisecond, "revision %d not stored after the watch broke", resp.Header.Revision)
 }
