@@ -980,10 +980,7 @@ type followState struct {
 	// segment is stored (what arrives would otherwise wait in gRPC's and
 	// etcd's buffers, and stall the watch); heldBytes is what it holds in
 	// held.
-	watchCh clientv3.WatchChan
-	// watchRan reports that the last watch delivered a response: a break
-	// after that is watched again at once, not after RetryInterval.
-	watchRan  bool
+	watchCh   clientv3.WatchChan
 	heldBytes int
 	// until, for a recovery's tail, is the last revision it catches up;
 	// zero for the chain followed.
