@@ -1280,7 +1280,9 @@ func (st *followState) watch(ctx context.Context) error {
 				}
 				// The stream broke (a member stopped, the connection
 				// reset) or etcd cancelled the watch: what is held is
-				// stored now, not once etcd answers again.
+				// stored now, not once etcd answers again (with no
+				// watch left to cancel).
+				st.stopWatch, st.watchCh = nil, nil
 				if _, err := st.flush(ctx); err != nil {
 					return err
 				}

@@ -191,3 +191,17 @@ func TestFollowerLagEndsAtTheCommit(t *testing.T) {
 	require.Len(t, committed, 1)
 	require.Equal(t, time.Second, committed[0].Lag, "received at 0 s, committed at 1 s, heard of at 6 s")
 }
+
+// TestPendingHeldAt: a segment is held from its first commit on a target;
+// in a recovery's tail, where every target must hold it and a target
+// dropped as lost records no time, from when the follower saw it held.
+func TestPendingHeldAt(t *testing.T) {
+	base := time.Unix(1_700_000_000, 0)
+	p := &pendingSegment{}
+	now := base.Add(time.Hour)
+	require.Equal(t, now, p.heldAt(false, now), "no commit recorded")
+	p.committedOn(&Manifest{}, base.Add(2*time.Second))
+	p.committedOn(&Manifest{}, base.Add(time.Second))
+	require.Equal(t, base.Add(time.Second), p.heldAt(false, now))
+	require.Equal(t, now, p.heldAt(true, now), "a tail: not before the follower saw it held")
+}

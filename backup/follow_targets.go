@@ -38,16 +38,14 @@ func (p *pendingSegment) committedOn(m *Manifest, at time.Time) {
 }
 
 // heldAt returns when the segment was first held as await waits for it:
-// its first commit on a target, or its last when every target must hold
-// it (a recovery's tail); def when none is recorded.
+// its first commit on a target; def when none is recorded, or when every
+// target must hold it (a recovery's tail, where a target dropped as lost
+// records no time).
 func (p *pendingSegment) heldAt(every bool, def time.Time) time.Time {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if len(p.times) == 0 {
+	if len(p.times) == 0 || every {
 		return def
-	}
-	if every {
-		return slices.MaxFunc(p.times, time.Time.Compare)
 	}
 	return slices.MinFunc(p.times, time.Time.Compare)
 }

@@ -91,8 +91,12 @@ func (u *BucketUploader) stagePair(ctx context.Context, data, man storage.StageP
 			return s, nil
 		case errors.As(err, &se) && se.Key == man.Key:
 			return nil, manifestStageFailed(man.Key, err)
-		case !errors.Is(err, storage.ErrUnsupported) || dr.n > 0 || mr.n > 0:
+		case !errors.Is(err, storage.ErrUnsupported):
 			return nil, dataExists(data.Key, err)
+		case dr.n > 0 || mr.n > 0:
+			// Not ErrUnsupported: Store's caller would upload what is
+			// left of r.
+			return nil, fmt.Errorf("store: the bucket read the bodies, then refused: %v", err)
 		}
 	}
 	st, ok := u.Bucket.(storage.Stager)

@@ -319,12 +319,14 @@ func (b readingRefuser) PutThenStage(_ context.Context, first, _ storage.StagePu
 }
 
 // TestStorePairRefusalAfterReading: a PairStager that read a body before
-// refusing with ErrUnsupported fails the store; it is not staged again
-// from what is left of the body (an empty data object under a manifest
-// that says otherwise).
+// refusing with ErrUnsupported fails the store, not with ErrUnsupported:
+// neither the Stager path nor the caller's Upload goes on with what is
+// left of the body (an empty data object under a manifest that says
+// otherwise).
 func TestStorePairRefusalAfterReading(t *testing.T) {
 	b, dir := newFile(t)
 	_, err := (&backup.BucketUploader{Bucket: readingRefuser{b}}).Store(t.Context(), storeManifest("segment"), strings.NewReader("segment"))
 	require.Error(t, err)
+	require.False(t, errors.Is(err, storage.ErrUnsupported), "the caller would upload what is left of the body: %v", err)
 	assert.Empty(t, filesIn(t, dir))
 }

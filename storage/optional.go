@@ -117,7 +117,8 @@ type PairStager interface {
 	// publishes or discards it. An error is an *Error naming the key
 	// it is of (ErrExist when that key exists already) and leaves
 	// nothing of either object (first is removed only while its name
-	// still holds what the call wrote); ErrUnsupported, having written
+	// still holds what the call wrote), except that an end of ctx once
+	// first is visible may leave first; ErrUnsupported, having written
 	// nothing, says the bucket cannot after all: the caller then stages
 	// or puts them as usual.
 	PutThenStage(ctx context.Context, first, second StagePut) (Staged, error)

@@ -27,10 +27,10 @@ import (
 // as putFile does then. Elsewhere both temporary objects are synced at
 // once, then first is published as Publish does.
 //
-// On an error nothing of either object is left: first's name is removed
-// only while it still holds the file this call wrote. Once first is
-// named, the wait for the round is not cut short by ctx (first may have
-// been seen), as an fsync is not.
+// On an error nothing of either object is left (first's name is removed
+// only while it still holds the file this call wrote), except when ctx
+// ends during the round: first, named and complete, stays (another
+// writer may have been refused for it), durable or not; second does not.
 func (b *Bucket) PutThenStage(ctx context.Context, first, second storage.StagePut) (storage.Staged, error) {
 	for _, p := range []storage.StagePut{first, second} {
 		if err := b.checkKey("put", p.Key); err != nil {
@@ -84,9 +84,15 @@ func (b *Bucket) linkThenShare(ctx context.Context, s1 *fileStaged, data1 *os.Fi
 		b.unlinkOwn(s1.key, s1.final, ours)
 		s2.Discard(ctx)
 	}
-	// Not cut short by ctx, as syncDirs' wait is not: first's name may
-	// have been seen already (another writer refused with ErrExist).
-	err = b.group.waitChecked(context.Background(), mark)
+	err = b.group.waitChecked(ctx, mark)
+	if cerr := ctx.Err(); err != nil && cerr != nil {
+		// first stays: its name may have been seen (another writer
+		// refused with ErrExist), and it is complete; a round ends
+		// when the disk answers, which a dead one never does.
+		closeFiles(data1, data2)
+		s2.Discard(ctx)
+		return nil, storage.Errorf("put", s1.key, nil, cerr)
+	}
 	if err == nil {
 		closeFiles(data1, data2) // the round reported their write-back errors
 		for range 2 {
