@@ -130,6 +130,22 @@ func filesIn(t *testing.T, dir string) []string {
 	return out
 }
 
+// requireStoredAsCommitted checks that b, in dir, holds the segment
+// "segment" of m as Upload and Commit store it: the data object with the
+// run's token, the manifest, their attributes, nothing else.
+func requireStoredAsCommitted(t *testing.T, b *blob.Bucket, dir string, m *backup.Manifest) {
+	t.Helper()
+	assert.Equal(t, "segment", string(readObject(t, b, "prod-a/"+m.DataKey)))
+	got, err := backup.ParseManifest(bytes.NewReader(readObject(t, b, "prod-a/"+backup.ManifestKey(m.DataKey))))
+	require.NoError(t, err)
+	assert.Equal(t, m.ID, got.ID)
+	info, err := b.Stat(t.Context(), "prod-a/"+m.DataKey)
+	require.NoError(t, err)
+	assert.Equal(t, "0123abcd", info.Metadata[backup.MetadataRun], "the data object carries the run's token")
+	assert.ElementsMatch(t, []string{"prod-a/" + m.DataKey, "prod-a/" + m.DataKey + ".attrs",
+		"prod-a/" + backup.ManifestKey(m.DataKey), "prod-a/" + backup.ManifestKey(m.DataKey) + ".attrs"}, filesIn(t, dir))
+}
+
 // TestStoreStagesBothThenNamesInOrder: BucketUploader.Store on a file
 // bucket writes and syncs the data object and the manifest before naming
 // either, then names the data object, durably, before the manifest; what
@@ -144,16 +160,7 @@ func TestStoreStagesBothThenNamesInOrder(t *testing.T) {
 	require.Len(t, s.log, 6, "%v", s.log)
 	assert.ElementsMatch(t, []string{"staged data", "staged manifest"}, s.log[:2], "both staged before either is named: %v", s.log)
 	assert.Equal(t, []string{"publish data", "published data", "publish manifest", "published manifest"}, s.log[2:])
-
-	assert.Equal(t, "segment", string(readObject(t, b, "prod-a/"+m.DataKey)))
-	got, err := backup.ParseManifest(bytes.NewReader(readObject(t, b, "prod-a/"+backup.ManifestKey(m.DataKey))))
-	require.NoError(t, err)
-	assert.Equal(t, m.ID, got.ID)
-	info, err := b.Stat(t.Context(), "prod-a/"+m.DataKey)
-	require.NoError(t, err)
-	assert.Equal(t, "0123abcd", info.Metadata[backup.MetadataRun], "the data object carries the run's token")
-	assert.ElementsMatch(t, []string{"prod-a/" + m.DataKey, "prod-a/" + m.DataKey + ".attrs",
-		"prod-a/" + backup.ManifestKey(m.DataKey), "prod-a/" + backup.ManifestKey(m.DataKey) + ".attrs"}, filesIn(t, dir))
+	requireStoredAsCommitted(t, b, dir, m)
 }
 
 // TestStorePairStoresDataThenNamesManifest: on a bucket that has
@@ -168,15 +175,7 @@ func TestStorePairStoresDataThenNamesManifest(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, committing)
 	assert.Equal(t, []string{"stored data", "staged manifest", "publish manifest", "published manifest"}, s.log)
-	assert.Equal(t, "segment", string(readObject(t, b, "prod-a/"+m.DataKey)))
-	got, err := backup.ParseManifest(bytes.NewReader(readObject(t, b, "prod-a/"+backup.ManifestKey(m.DataKey))))
-	require.NoError(t, err)
-	assert.Equal(t, m.ID, got.ID)
-	info, err := b.Stat(t.Context(), "prod-a/"+m.DataKey)
-	require.NoError(t, err)
-	assert.Equal(t, "0123abcd", info.Metadata[backup.MetadataRun], "the data object carries the run's token")
-	assert.ElementsMatch(t, []string{"prod-a/" + m.DataKey, "prod-a/" + m.DataKey + ".attrs",
-		"prod-a/" + backup.ManifestKey(m.DataKey), "prod-a/" + backup.ManifestKey(m.DataKey) + ".attrs"}, filesIn(t, dir))
+	requireStoredAsCommitted(t, b, dir, m)
 }
 
 // TestStoreFailuresLeaveNothing: a stage that fails, a data key taken,
